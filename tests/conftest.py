@@ -1,0 +1,117 @@
+"""The end-to-end harness: real daemons as real processes on 127.0.0.1 with free ports.
+
+``local_cluster(...)`` runs `xce up --detach` in a fresh state directory, yields
+a handle with a Client, and on exit runs `xce down` and checks that every
+daemon it started has exited.  Nothing here sleeps a fixed time: ``wait_for``
+polls a condition until a deadline and fails with what it last saw.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition",
+             interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = cond()
+        except Exception as e:  # noqa: BLE001 - keep polling; report the last failure
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last saw: {last!r}")
+
+
+def xce(state_dir: Path, *args: str, check: bool = True, timeout: float = 60, **kw: Any) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run([sys.executable, "-m", "xce.cli.main", "--state-dir", str(state_dir), *args],
+                       capture_output=True, text=True, timeout=timeout, **kw)
+    if check and r.returncode != 0:
+        raise AssertionError(f"xce {' '.join(args)} exited {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}")
+    return r
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+    return True
+
+
+class Cluster:
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        from xce.client import Client
+
+        self.client = Client(state_dir=state_dir, timeout=15)
+
+    def xce(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+        return xce(self.state_dir, *args, **kw)
+
+    def up_info(self) -> dict[str, Any]:
+        return json.loads((self.state_dir / "up.json").read_text())
+
+    def daemon_pid(self, name: str) -> int:
+        return self.up_info()["daemons"][name]
+
+    def wait_job(self, job_id: int, states: tuple[str, ...] = ("DONE", "EXIT"), timeout: float = 30) -> Any:
+        return wait_for(lambda: (v := self.client.job(job_id)).state in states and v,
+                        timeout, f"job {job_id} in {states}")
+
+    def logs(self) -> str:
+        out = []
+        for f in sorted((self.state_dir / "logs").glob("*.log")):
+            out.append(f"==== {f.name}\n{f.read_text()[-4000:]}")
+        return "\n".join(out)
+
+
+@contextlib.contextmanager
+def local_cluster(tmp_path: Path, *args: str) -> Iterator[Cluster]:
+    sd = tmp_path / "xce"
+    xce(sd, "up", "--detach", *args, timeout=90)
+    c = Cluster(sd)
+    pids = [c.up_info()["pid"], *c.up_info()["daemons"].values()]
+    try:
+        yield c
+    except BaseException:
+        sys.stderr.write(c.logs())
+        raise
+    finally:
+        c.client.close()
+        info = None
+        with contextlib.suppress(Exception):
+            info = c.up_info()
+        if info:
+            pids += list(info["daemons"].values())
+        xce(sd, "down", check=False)
+        wait_for(lambda: not any(pid_alive(p) for p in pids), 20, "every daemon to exit")
+
+
+@pytest.fixture
+def cluster2(tmp_path: Path) -> Iterator[Cluster]:
+    """Two hosts of 2 slots and 2G each, fast heartbeats."""
+    with local_cluster(tmp_path, "--hosts", "2", "--slots-per-host", "2", "--mem-per-host", "2G",
+                       "--heartbeat", "0.5") as c:
+        yield c

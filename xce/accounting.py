@@ -1,0 +1,193 @@
+"""Resource accounting: the one place the brief's formulas live.
+
+Per job, per host there is one account.  For the real resource ``mem``::
+
+    used   = overage = max(0, actual - reserved)   # 0 until a report arrives
+    charge = reserved + used = max(reserved, actual)
+    slack  = max(0, reserved - actual)              # whole reservation until reported
+    available_for_scheduling(host) = os_available(host) - sum(slack of jobs on host)
+
+For virtual resources (slots, licences): available = total - sum(allocated).
+
+``Ledger`` keeps host totals up to date by deltas: a usage report changes the
+``used``/``actual`` of that one account and moves only the difference into its
+host's totals; sibling resources in the account are never touched.  ``derive``
+recomputes all totals from the accounts, and ``Ledger.audit`` compares the two.
+The module does no I/O and reads no clock: ``now`` is always a parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+
+def overage(reserved: int, actual: int | None) -> int:
+    return 0 if actual is None else max(0, actual - reserved)
+
+
+def slack(reserved: int, actual: int | None) -> int:
+    return reserved if actual is None else max(0, reserved - actual)
+
+
+def charge(reserved: int, actual: int | None) -> int:
+    return reserved + overage(reserved, actual)
+
+
+def reserved_in_force(amount: int, duration_s: int | None, decay: bool, start: float | None,
+                      now: float) -> int:
+    """The reservation in force at ``now`` (LSF duration= and decay=1)."""
+    if duration_s is None or start is None:
+        return amount
+    elapsed = max(0.0, now - start)
+    if elapsed >= duration_s:
+        return 0
+    if not decay:
+        return amount
+    return int(amount * (duration_s - elapsed) / duration_s)
+
+
+@dataclass(slots=True)
+class Account:
+    """One job's account on one host."""
+
+    job_id: int
+    host: str
+    reserved: int = 0          # mem reservation in force, bytes
+    actual: int | None = None  # latest reported mem, bytes; None until the first report
+    peak: int = 0
+    used: int = 0              # overage, kept equal to overage(reserved, actual)
+    allocated: dict[str, int] = field(default_factory=dict)  # virtual: slots, licences
+
+    @property
+    def slack(self) -> int:
+        return slack(self.reserved, self.actual)
+
+    @property
+    def charged(self) -> int:
+        return self.reserved + self.used
+
+
+@dataclass(slots=True)
+class HostTotals:
+    mem_reserved: int = 0
+    mem_actual: int = 0
+    mem_slack: int = 0
+    mem_overage: int = 0
+    allocated: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def mem_charged(self) -> int:
+        return self.mem_reserved + self.mem_overage
+
+    def add(self, acc: Account, sign: int = 1) -> None:
+        self.mem_reserved += sign * acc.reserved
+        self.mem_actual += sign * (acc.actual or 0)
+        self.mem_slack += sign * acc.slack
+        self.mem_overage += sign * acc.used
+        for name, n in acc.allocated.items():
+            self.allocated[name] = self.allocated.get(name, 0) + sign * n
+            if self.allocated[name] == 0:
+                del self.allocated[name]
+
+    def as_tuple(self) -> tuple[int, int, int, int, tuple[tuple[str, int], ...]]:
+        return (self.mem_reserved, self.mem_actual, self.mem_slack, self.mem_overage,
+                tuple(sorted(self.allocated.items())))
+
+
+def available_mem(os_available: int, totals: HostTotals) -> int:
+    """Memory available for scheduling: the OS figure minus only the unused slack."""
+    return os_available - totals.mem_slack
+
+
+def available_virtual(total: int, totals: HostTotals, name: str) -> int:
+    return total - totals.allocated.get(name, 0)
+
+
+def derive(accounts: Iterable[Account]) -> dict[str, HostTotals]:
+    """Host totals recomputed from scratch from the job accounts."""
+    out: dict[str, HostTotals] = {}
+    for acc in accounts:
+        t = out.get(acc.host)
+        if t is None:
+            t = out[acc.host] = HostTotals()
+        t.add(acc)
+    return out
+
+
+class Ledger:
+    """Accounts per (job, host) and delta-maintained totals per host."""
+
+    def __init__(self) -> None:
+        self.accounts: dict[tuple[int, str], Account] = {}
+        self.by_job: dict[int, list[Account]] = {}
+        self.totals: dict[str, HostTotals] = {}
+
+    def _totals(self, host: str) -> HostTotals:
+        t = self.totals.get(host)
+        if t is None:
+            t = self.totals[host] = HostTotals()
+        return t
+
+    def open(self, job_id: int, host: str, reserved: int, allocated: dict[str, int]) -> Account:
+        """Charge a placement: the whole reservation counts as slack until a report arrives."""
+        if (job_id, host) in self.accounts:
+            return self.accounts[(job_id, host)]
+        acc = Account(job_id, host, reserved=reserved, allocated=dict(allocated))
+        self.accounts[(job_id, host)] = acc
+        self.by_job.setdefault(job_id, []).append(acc)
+        self._totals(host).add(acc)
+        return acc
+
+    def report(self, job_id: int, host: str, actual: int, peak: int | None = None) -> bool:
+        """Apply one usage report as a delta; False if the account is unknown."""
+        acc = self.accounts.get((job_id, host))
+        if acc is None:
+            return False
+        self._update(acc, acc.reserved, actual)
+        acc.peak = max(acc.peak, actual, peak or 0)
+        return True
+
+    def set_reserved(self, job_id: int, host: str, reserved: int) -> None:
+        """A decaying reservation moved; apply the delta it causes."""
+        acc = self.accounts.get((job_id, host))
+        if acc is not None and acc.reserved != reserved:
+            self._update(acc, reserved, acc.actual)
+
+    def _update(self, acc: Account, reserved: int, actual: int | None) -> None:
+        t = self._totals(acc.host)
+        # A job that reserved nothing has nothing to reconcile: its use is already
+        # inside the OS figure, so it carries no slack and no overage.
+        new_used = overage(reserved, actual) if reserved > 0 else 0
+        new_slack = slack(reserved, actual)
+        t.mem_reserved += reserved - acc.reserved
+        t.mem_actual += (actual or 0) - (acc.actual or 0)
+        t.mem_slack += new_slack - acc.slack
+        t.mem_overage += new_used - acc.used
+        acc.reserved, acc.actual, acc.used = reserved, actual, new_used
+
+    def close(self, job_id: int) -> list[Account]:
+        """Release every account of a job; returns them for the accounting record."""
+        accs = self.by_job.pop(job_id, [])
+        for acc in accs:
+            del self.accounts[(job_id, acc.host)]
+            self._totals(acc.host).add(acc, -1)
+        return accs
+
+    def host_totals(self, host: str) -> HostTotals:
+        return self.totals.get(host) or HostTotals()
+
+    def rederive(self) -> None:
+        """Round boundary: recompute every host's totals from the accounts."""
+        self.totals = derive(self.accounts.values())
+
+    def audit(self) -> list[str]:
+        """Differences between delta-maintained totals and a from-scratch derivation."""
+        fresh = derive(self.accounts.values())
+        problems = []
+        for host in sorted(set(fresh) | set(self.totals)):
+            a = self.totals.get(host) or HostTotals()
+            b = fresh.get(host) or HostTotals()
+            if a.as_tuple() != b.as_tuple():
+                problems.append(f"host {host}: delta totals {a.as_tuple()} != derived {b.as_tuple()}")
+        return problems

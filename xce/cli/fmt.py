@@ -1,0 +1,73 @@
+"""Tables and JSON for the CLI: human units in tables, bytes and Unix seconds in --json."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from xce.units import fmt_bytes, fmt_duration
+
+
+def print_json(obj: Any) -> None:
+    sys.stdout.write(msgspec.json.format(msgspec.json.encode(obj).decode(), indent=2) + "\n")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(c) for c in headers]] + [["-" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def job_rows(jobs: Sequence[Any], now: float) -> str:
+    rows = []
+    for j in jobs:
+        run = (j.end_time or now) - j.start_time if j.start_time else None
+        rows.append([j.id, j.user, j.state, j.queue, ",".join(j.hosts) or "-", j.slots,
+                     fmt_bytes(j.mem_reserved), fmt_bytes(j.mem_actual), fmt_bytes(j.mem_peak),
+                     pct(j.efficiency), fmt_duration(run), j.name or " ".join(j.command)[:30]])
+    return table(["JOBID", "USER", "STAT", "QUEUE", "HOSTS", "SLOTS", "RESV", "ACTUAL", "PEAK",
+                  "EFF", "RUNTIME", "NAME"], rows)
+
+
+def job_long(j: Any, now: float) -> str:
+    lines = [f"Job <{j.id}>, Name <{j.name or '-'}>, User <{j.user}>, Queue <{j.queue}>, State <{j.state}>",
+             f"  Command: {' '.join(j.command)}",
+             f"  Requirements: {j.resreq or '-'}   Slots: {j.slots}   Mem limit: {fmt_bytes(j.mem_limit)}",
+             f"  Memory: reserved {fmt_bytes(j.mem_reserved)}, actual {fmt_bytes(j.mem_actual)}, "
+             f"peak {fmt_bytes(j.mem_peak)}, charged {fmt_bytes(j.mem_charged)}, efficiency {pct(j.efficiency)}"]
+    if j.reason:
+        lines.append(f"  {'Pending reason' if j.state == 'PEND' else 'Reason'}: {j.reason}")
+    if j.exit_code is not None or j.signal is not None:
+        lines.append(f"  Exit code: {j.exit_code}" + (f", signal {j.signal}" if j.signal else ""))
+    if j.mem_slack_integral:
+        lines.append(f"  Reserved but unused: {fmt_bytes(int(j.mem_slack_integral))}·s")
+    if j.accounts:
+        lines.append("  Per host:")
+        lines.append("    " + table(["HOST", "SLOTS", "RESERVED", "ACTUAL", "PEAK", "CHARGED", "SLACK", "OVERAGE"],
+                                     [[a.host, a.slots, fmt_bytes(a.mem_reserved), fmt_bytes(a.mem_actual),
+                                       fmt_bytes(a.mem_peak), fmt_bytes(a.mem_charged), fmt_bytes(a.mem_slack),
+                                       fmt_bytes(a.mem_overage)] for a in j.accounts]).replace("\n", "\n    "))
+    return "\n".join(lines)
+
+
+def host_rows(hosts: Sequence[Any], long: bool) -> str:
+    if not long:
+        return table(["HOST", "STATUS", "SLOTS", "USED", "MEM", "AVAIL", "RESERVED", "ACTUAL"],
+                     [[h.name, h.state, h.slots_total, h.slots_used, fmt_bytes(h.mem_total),
+                       fmt_bytes(h.mem_available), fmt_bytes(h.mem_reserved), fmt_bytes(h.mem_actual)]
+                      for h in hosts])
+    out = []
+    for h in hosts:
+        out.append(f"HOST {h.name}  status {h.state}  slots {h.slots_used}/{h.slots_total}  ncpus {h.ncpus}")
+        out.append("  mem: " + ", ".join(f"{k} {fmt_bytes(getattr(h, 'mem_' + k))}" for k in (
+            "total", "os_available", "reserved", "actual", "slack", "overage", "charged", "available")))
+        for name, total in sorted(h.virtual_total.items()):
+            out.append(f"  {name}: {h.virtual_used.get(name, 0)}/{total} used")
+    return "\n".join(out)

@@ -1,0 +1,425 @@
+"""`xce`: the command line, with LSF's habits (bsub/bjobs/bhosts/bkill/bwait).
+
+Every error of the project's tree is caught once, in ``main``: the message goes
+to stderr and the exit code is 2 for bad input, 1 for anything else.  Imports
+are lazy so `xce submit` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _client(a: argparse.Namespace) -> Any:
+    from xce.client import Client
+
+    return Client(state_dir=_state_dir(a), timeout=a.timeout)
+
+
+def _state_dir(a: argparse.Namespace) -> Path:
+    from xce.config import default_state_dir
+
+    return Path(a.state_dir) if a.state_dir else default_state_dir()
+
+
+# ---- commands ------------------------------------------------------------------------------
+
+def cmd_submit(a: argparse.Namespace) -> int:
+    from xce.cli.fmt import print_json
+    from xce.client import make_spec
+    from xce.proto import schema as S
+    from xce.proto.opcodes import Op
+
+    if not a.command:
+        raise _usage("submit: no command given (xce submit [options] -- CMD ...)")
+    fields: dict[str, Any] = {"slots": a.n, "resreq": a.R or "", "name": a.J or "", "queue": a.q or ""}
+    if a.M:
+        from xce.units import parse_mem
+
+        fields["mem_limit"] = parse_mem(a.M)
+    if a.o:
+        fields["stdout"] = a.o
+    if a.e:
+        fields["stderr"] = a.e
+    if a.cwd:
+        fields["cwd"] = os.path.abspath(a.cwd)
+    if a.rerunnable:
+        fields["rerunnable"] = True
+    spec = make_spec(a.command, **fields)
+    if a.dry_run:
+        from xce.resreq import parse_resreq
+
+        req = parse_resreq(spec.resreq)  # fails locally, with the caret, before any round trip
+        with _client(a) as c:
+            c.request(Op.SUBMIT, S.SubmitRequest(jobs=[spec], dry_run=True))
+        if a.json:
+            print_json({"job": spec, "resreq": req})
+        else:
+            print(f"Job would be submitted: {' '.join(spec.command)}; requirements {req}")
+        return 0
+    with _client(a) as c:
+        reply = c.request(Op.SUBMIT, S.SubmitRequest(jobs=[spec]))
+    if a.json:
+        print_json({"id": reply.ids[0], "queue": reply.queues[0]})
+    else:
+        print(f"Job <{reply.ids[0]}> is submitted to queue <{reply.queues[0]}>.")
+    return 0
+
+
+def cmd_jobs(a: argparse.Namespace) -> int:
+    from xce.cli.fmt import job_long, job_rows, print_json
+
+    with _client(a) as c:
+        ids = [int(i) for i in a.ids]
+        user = None if (a.u == "all" or ids) else (a.u or None)
+        jobs = c.jobs(ids=ids, user=user, all=a.a or bool(ids))
+    if a.json:
+        print_json(jobs)
+    elif a.l:
+        print("\n\n".join(job_long(j, time.time()) for j in jobs) if jobs else "No job found")
+    elif jobs:
+        print(job_rows(jobs, time.time()))
+    else:
+        print("No unfinished job found" if not a.a else "No job found")
+    return 0
+
+
+def cmd_hosts(a: argparse.Namespace) -> int:
+    from xce.cli.fmt import host_rows, print_json
+
+    with _client(a) as c:
+        if a.action:
+            if not a.names:
+                raise _usage(f"hosts {a.action}: name at least one host")
+            c.host_admin(a.names, a.action)
+            print(f"Host(s) {', '.join(a.names)} {'closed' if a.action == 'close' else 'opened'}.")
+            return 0
+        hosts = c.hosts(a.names)
+    if a.json:
+        print_json(hosts)
+    else:
+        print(host_rows(hosts, a.l) if hosts else "No host registered")
+    return 0
+
+
+def cmd_queues(a: argparse.Namespace) -> int:
+    from xce.cli.fmt import print_json, table
+
+    with _client(a) as c:
+        r = c.queues()
+    if a.json:
+        print_json(r)
+        return 0
+    rows = [[q.name + (" (default)" if q.name == r.default else ""), q.priority, "yes" if q.rerunnable else "no",
+             r.counts.get(q.name, {}).get("PEND", 0), r.counts.get(q.name, {}).get("RUN", 0)] for q in r.queues]
+    print(table(["QUEUE", "PRIO", "RERUN", "PEND", "RUN"], rows))
+    return 0
+
+
+def cmd_kill(a: argparse.Namespace) -> int:
+    from xce.cli.fmt import print_json
+
+    with _client(a) as c:
+        res = c.kill([int(i) for i in a.ids])
+    if a.json:
+        print_json(res)
+        return 0
+    rc = 0
+    for jid, what in res.items():
+        if what in ("killed", "kill requested"):
+            print(f"Job <{jid}> is being terminated" if what == "kill requested" else f"Job <{jid}> is killed")
+        else:
+            print(f"Job <{jid}>: {what}", file=sys.stderr)
+            rc = 1
+    return rc
+
+
+def cmd_wait(a: argparse.Namespace) -> int:
+    ids = [int(i) for i in a.ids]
+    progress = None
+    if sys.stderr.isatty():
+        def progress(done: int, total: int) -> None:
+            width = 30
+            n = int(width * done / total) if total else width
+            sys.stderr.write(f"\r[{'#' * n}{'.' * (width - n)}] {done}/{total} jobs ended")
+            sys.stderr.flush()
+    with _client(a) as c:
+        try:
+            views = c.wait(ids, timeout=a.timeout_wait, progress=progress)
+        except TimeoutError as e:
+            print(f"\nxce wait: {e}", file=sys.stderr)
+            return 3
+    if progress:
+        sys.stderr.write("\n")
+    bad = [v for v in views if v.state != "DONE"]
+    for v in bad:
+        print(f"Job <{v.id}> ended {v.state}" + (f": {v.reason}" if v.reason else "")
+              + (f" (exit code {v.exit_code})" if v.exit_code else ""), file=sys.stderr)
+    return 0 if not bad else 1
+
+
+def cmd_status(a: argparse.Namespace) -> int:
+    from xce.cli.fmt import print_json, table
+    from xce.units import fmt_bytes
+
+    with _client(a) as c:
+        s = c.status()
+    if a.json:
+        print_json(s)
+        return 0
+    print(f"Cluster {s.cluster}: leader {s.leader or 'none'}, term {s.term}")
+    print(table(["CONTROLLER", "ROLE", "TERM", "COMMIT", "APPLIED", "PID"],
+                [[x.address, x.role, x.term, x.commit_index, x.applied_index, x.pid] for x in s.controllers]))
+    print("Hosts: " + (", ".join(f"{k} {v}" for k, v in sorted(s.hosts_by_state.items())) or "none"))
+    print("Jobs:  " + (", ".join(f"{k} {v}" for k, v in sorted(s.jobs_by_state.items())) or "none"))
+    if s.mem:
+        print("Memory: " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in s.mem.items()))
+    print("Endpoints: " + ", ".join(f"{k} {v}" for k, v in s.endpoints.items()))
+    return 0
+
+
+def cmd_modify(a: argparse.Namespace) -> int:
+    from xce.units import parse_mem
+
+    with _client(a) as c:
+        c.modify(int(a.id), parse_mem(a.M) if a.M else None)
+    print(f"Job <{a.id}>: memory limit set to {a.M or 'none'}")
+    return 0
+
+
+def cmd_audit(a: argparse.Namespace) -> int:
+    from xce.cli.fmt import print_json
+
+    with _client(a) as c:
+        r = c.audit()
+    if a.json:
+        print_json(r)
+    else:
+        for p in r.problems:
+            print(f"VIOLATION: {p}")
+        print(f"audit: {len(r.problems)} violation(s); checked " +
+              ", ".join(f"{v} {k}" for k, v in r.checked.items()))
+    return 1 if r.problems else 0
+
+
+def cmd_config_show(a: argparse.Namespace) -> int:
+    import msgspec
+    import tomli_w
+
+    from xce.client import cluster_config
+
+    cfg = cluster_config(_state_dir(a))
+    data = msgspec.to_builtins(cfg)
+    data.get("controller", {}).pop("raft_password", None)
+    print(tomli_w.dumps({k: v for k, v in data.items() if v not in ("", None)}))
+    return 0
+
+
+def cmd_up(a: argparse.Namespace) -> int:
+    from xce.cli import up as U
+
+    sd = _state_dir(a)
+    existing = U.read_up(sd)
+    if existing and U.alive(existing["pid"]):
+        raise _usage(f"a cluster is already running in {sd} (pid {existing['pid']}); `xce down` first")
+    if a.detach:
+        import subprocess
+
+        args = [sys.executable, "-m", "xce.cli.main", "--state-dir", str(sd), "up",
+                "--hosts", str(a.hosts), "--controllers", str(a.controllers),
+                "--heartbeat", str(a.heartbeat)]
+        if a.mem_per_host:
+            args += ["--mem-per-host", a.mem_per_host]
+        if a.slots_per_host:
+            args += ["--slots-per-host", str(a.slots_per_host)]
+        if a.demo:
+            args += ["--demo"]
+        sd.mkdir(parents=True, exist_ok=True)
+        with open(sd / "up.log", "ab") as log:
+            subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             start_new_session=True)
+        return _wait_ready(a, sd, a.hosts)
+    if a.mem_per_host:
+        from xce.units import parse_mem
+
+        parse_mem(a.mem_per_host)
+    cfg = U.write_cluster_file(sd, a.controllers, a.mem_per_host or "", a.slots_per_host or 0, a.heartbeat)
+    import socket
+
+    names = [socket.gethostname()] if a.hosts == 1 and not a.mem_per_host and not a.slots_per_host \
+        else [f"node{i + 1}" for i in range(a.hosts)]
+    sup = U.Supervisor(sd, cfg, a.hosts, names)
+    print(f"xce: starting a local cluster in {sd} ({a.controllers} controller(s), {a.hosts} host(s)); "
+          "Ctrl-C or `xce down` stops it", flush=True)
+    if a.demo:
+        import threading
+
+        from xce.cli.demo import run_demo
+
+        threading.Thread(target=run_demo, args=(sd,), daemon=True).start()
+    sup.run()
+    return 0
+
+
+def _wait_ready(a: argparse.Namespace, sd: Path, hosts: int) -> int:
+    from xce.client import Client
+    from xce.errors import XceError
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with Client(state_dir=sd, timeout=2) as c:
+                hv = c.hosts()
+                if sum(1 for h in hv if h.state in ("ok", "full")) >= hosts:
+                    print(f"xce: cluster up in {sd}: {len(hv)} host(s) ok")
+                    return 0
+        except (XceError, FileNotFoundError):
+            pass
+        time.sleep(0.2)
+    print(f"xce up: the cluster did not become ready within 60 s; see {sd}/logs", file=sys.stderr)
+    return 1
+
+
+def cmd_down(a: argparse.Namespace) -> int:
+    from xce.cli import up as U
+
+    sd = _state_dir(a)
+    if U.down(sd):
+        print(f"xce: cluster in {sd} stopped")
+        return 0
+    print(f"xce down: no running cluster in {sd}", file=sys.stderr)
+    return 1
+
+
+def cmd_top(a: argparse.Namespace) -> int:
+    from xce.tui.app import main as top_main
+
+    return top_main(["--state-dir", str(_state_dir(a))] + (a.rest or []))
+
+
+# ---- the parser ----------------------------------------------------------------------------
+
+class UsageError(Exception):
+    pass
+
+
+def _usage(msg: str) -> UsageError:
+    return UsageError(msg)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="xce", description="XCE cluster manager")
+    p.add_argument("--state-dir", default=os.environ.get("XCE_STATE_DIR"),
+                   help="the local cluster's directory (default $XCE_STATE_DIR or ~/.local/state/xce)")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the controller")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("submit", help="submit a job (bsub)")
+    s.add_argument("-q", help="queue")
+    s.add_argument("-n", type=int, default=1, help="slots")
+    s.add_argument("-R", help='resource requirements, e.g. "rusage[mem=2G] span[hosts=1]"')
+    s.add_argument("-M", help="hard memory limit, e.g. 4G (bare number = MB)")
+    s.add_argument("-J", help="job name")
+    s.add_argument("-o", help="stdout file (%%J = job id)")
+    s.add_argument("-e", help="stderr file (%%J = job id)")
+    s.add_argument("--cwd")
+    s.add_argument("--rerunnable", action="store_true", help="requeue if the host is lost")
+    s.add_argument("--dry-run", action="store_true")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("command", nargs=argparse.REMAINDER)
+    s.set_defaults(func=cmd_submit)
+
+    s = sub.add_parser("jobs", help="list jobs (bjobs)")
+    s.add_argument("-a", action="store_true", help="include finished jobs")
+    s.add_argument("-u", help="user (or 'all')")
+    s.add_argument("-l", action="store_true", help="long format")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("ids", nargs="*")
+    s.set_defaults(func=cmd_jobs)
+
+    s = sub.add_parser("hosts", help="list hosts (bhosts); `hosts close|open NAME` (badmin)")
+    s.add_argument("-l", action="store_true")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("action", nargs="?", choices=["close", "open"])
+    s.add_argument("names", nargs="*")
+    s.set_defaults(func=cmd_hosts)
+
+    s = sub.add_parser("queues", help="list queues (bqueues)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_queues)
+
+    s = sub.add_parser("kill", help="kill jobs (bkill)")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("ids", nargs="+")
+    s.set_defaults(func=cmd_kill)
+
+    s = sub.add_parser("wait", help="wait for jobs to end; exit 0 only if all DONE")
+    s.add_argument("--timeout", dest="timeout_wait", type=float)
+    s.add_argument("ids", nargs="+")
+    s.set_defaults(func=cmd_wait)
+
+    s = sub.add_parser("modify", help="change a job's memory limit (bmod -M)")
+    s.add_argument("-M", help="new limit, e.g. 4G; omit to remove")
+    s.add_argument("id")
+    s.set_defaults(func=cmd_modify)
+
+    s = sub.add_parser("status", help="controllers, leader, hosts and jobs by state")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_status)
+
+    s = sub.add_parser("config", help="configuration")
+    cs = s.add_subparsers(dest="sub", required=True)
+    c = cs.add_parser("show")
+    c.set_defaults(func=cmd_config_show)
+
+    s = sub.add_parser("admin", help="administration")
+    ad = s.add_subparsers(dest="sub", required=True)
+    c = ad.add_parser("audit", help="check the accounting invariants on the live cluster")
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_audit)
+
+    s = sub.add_parser("up", help="start a local cluster")
+    s.add_argument("--hosts", type=int, default=1)
+    s.add_argument("--controllers", type=int, default=1, choices=[1, 3, 5])
+    s.add_argument("--mem-per-host")
+    s.add_argument("--slots-per-host", type=int)
+    s.add_argument("--heartbeat", type=float, default=1.0)
+    s.add_argument("--detach", action="store_true", help="return once the cluster is ready")
+    s.add_argument("--demo", action="store_true", help="submit a demo mix of jobs")
+    s.set_defaults(func=cmd_up)
+
+    s = sub.add_parser("down", help="stop the local cluster")
+    s.set_defaults(func=cmd_down)
+
+    s = sub.add_parser("top", help="the live console (xce-top)")
+    s.add_argument("rest", nargs=argparse.REMAINDER)
+    s.set_defaults(func=cmd_top)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from xce.errors import InvalidRequest, XceError
+
+    a = parser().parse_args(argv)
+    try:
+        return a.func(a)
+    except UsageError as e:
+        print(f"xce: {e}", file=sys.stderr)
+        return 2
+    except InvalidRequest as e:
+        print(f"xce {a.cmd}: {e.message}", file=sys.stderr)
+        return 2
+    except XceError as e:
+        print(f"xce {a.cmd}: {e.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""`xce up` / `xce down`: a local cluster supervised like systemd's Restart=on-failure.
+
+`up` picks free 127.0.0.1 ports, writes ``<state_dir>/cluster.toml`` (which every
+client reads to find this cluster), starts the controller, the scheduler and
+the workers as child processes with their logs under ``<state_dir>/logs``, and
+restarts any of them that dies.  ``<state_dir>/up.json`` records the
+supervisor's and the daemons' PIDs; `down` stops the supervisor by that PID and
+the supervisor stops its children.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from xce.client import CLUSTER_FILE
+
+UP_FILE = "up.json"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_cluster_file(state_dir: Path, controllers: int, mem: str, slots: int,
+                       heartbeat: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    ports = [(free_port(), free_port(), free_port()) for _ in range(controllers)]
+    routers = [f"tcp://127.0.0.1:{r}" for r, _, _ in ports]
+    pubs = [f"tcp://127.0.0.1:{p}" for _, p, _ in ports]
+    rafts = [f"127.0.0.1:{x}" for _, _, x in ports]
+    cfg: dict[str, Any] = {
+        "state_dir": str(state_dir),
+        "cluster": {"name": "local"},
+        "controller": {"address": routers[0], "pub_address": pubs[0], "raft_address": rafts[0],
+                       "peers": rafts[1:], "peer_addresses": routers[1:],
+                       "raft_password": os.urandom(16).hex()},
+        "worker": {"heartbeat": heartbeat, "mem": mem, "slots": slots},
+        "queues": {"normal": {"priority": 30, "default": True},
+                   "high": {"priority": 50}, "rerun": {"priority": 30, "rerunnable": True}},
+    }
+    for k, v in (extra or {}).items():
+        cfg.setdefault(k, {}).update(v) if isinstance(v, dict) else cfg.__setitem__(k, v)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / CLUSTER_FILE).write_text(tomli_w.dumps(cfg))
+    os.chmod(state_dir / CLUSTER_FILE, 0o600)  # it holds the Raft password
+    cfg["_routers"], cfg["_pubs"], cfg["_rafts"] = routers, pubs, rafts
+    return cfg
+
+
+class Supervisor:
+    def __init__(self, state_dir: Path, cfg: dict[str, Any], hosts: int, names: list[str]) -> None:
+        self.state_dir = state_dir
+        self.cfg = cfg
+        self.logs = state_dir / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.specs: dict[str, list[str]] = {}
+        self.restarts: dict[str, int] = {}
+        self.stopping = False
+        cluster = str(state_dir / CLUSTER_FILE)
+        py = [sys.executable, "-m"]
+        n = len(cfg["_routers"])
+        for i in range(n):
+            cdir = state_dir / f"controller-{i + 1}"
+            cdir.mkdir(exist_ok=True)
+            conf = cdir / "controller.toml"
+            mine = json.loads(json.dumps({k: v for k, v in cfg.items() if not k.startswith("_")}))
+            others = [j for j in range(n) if j != i]
+            mine["controller"].update(
+                address=cfg["_routers"][i], pub_address=cfg["_pubs"][i], raft_address=cfg["_rafts"][i],
+                peers=[cfg["_rafts"][j] for j in others], peer_addresses=[cfg["_routers"][j] for j in others])
+            conf.write_text(tomli_w.dumps(mine))
+            os.chmod(conf, 0o600)
+            self.specs[f"controller-{i + 1}"] = py + ["xce.daemons.controller", "--config", str(conf),
+                                                      "--state-dir", str(cdir)]
+        self.specs["scheduler"] = py + ["xce.daemons.scheduler", "--config", cluster]
+        for name in names[:hosts]:
+            self.specs[f"worker-{name}"] = py + ["xce.daemons.worker", "--config", cluster,
+                                                 "--state-dir", str(state_dir), "--name", name]
+
+    def start(self, name: str) -> None:
+        log = open(self.logs / f"{name}.log", "ab")
+        self.procs[name] = subprocess.Popen(self.specs[name], stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+
+    def record(self) -> None:
+        data = {"pid": os.getpid(), "daemons": {n: p.pid for n, p in self.procs.items()},
+                "restarts": self.restarts}
+        tmp = self.state_dir / (UP_FILE + ".tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(self.state_dir / UP_FILE)
+
+    def run(self) -> None:
+        for name in self.specs:
+            self.start(name)
+        self.record()
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, self._stop)
+        while not self.stopping:
+            time.sleep(0.2)  # supervision poll; nothing waits on this loop's timing
+            for name, p in list(self.procs.items()):
+                if p.poll() is not None and not self.stopping:
+                    self.restarts[name] = self.restarts.get(name, 0) + 1
+                    self.start(name)
+                    self.record()
+        self.shutdown()
+
+    def _stop(self, *_: Any) -> None:
+        self.stopping = True
+
+    def shutdown(self) -> None:
+        # Workers first (their jobs keep running and are re-attached on the next `up`),
+        # then the scheduler, then the controllers.
+        order = sorted(self.procs, key=lambda n: (n.startswith("controller"), n.startswith("scheduler")))
+        for name in order:
+            p = self.procs[name]
+            if p.poll() is None:
+                p.terminate()
+        deadline = time.monotonic() + 10
+        for p in self.procs.values():
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        try:
+            (self.state_dir / UP_FILE).unlink()
+        except FileNotFoundError:
+            pass
+
+
+def read_up(state_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((state_dir / UP_FILE).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def down(state_dir: Path, timeout: float = 20.0) -> bool:
+    up = read_up(state_dir)
+    if up is None or not alive(up["pid"]):
+        return False
+    os.kill(up["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while alive(up["pid"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not alive(up["pid"])

@@ -1,0 +1,258 @@
+"""xce.client: the Python scripting API over ZeroMQ (also what the CLI uses).
+
+    from xce.client import Client
+    with Client() as c:                       # finds a local `xce up` by itself
+        ids = c.submit_many([{"command": ["true"], "resreq": "rusage[mem=10]"}] * 100)
+        c.wait(ids)
+        for ev in c.events(): ...
+
+Endpoints come from, in order: the ``endpoint`` argument, ``XCE_CONTROLLER``
+(comma-separated for several controllers), the cluster file a local ``xce up``
+wrote in the state directory (``--state-dir``/``XCE_STATE_DIR``), the defaults.
+Requests follow the Raft leader by themselves: a "not leader" reply redirects,
+and unreachable controllers are retried with backoff and jitter until the
+request's deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import zmq
+
+from xce.config import Config, default_state_dir, load
+from xce.errors import NotLeader, Unavailable, XceError
+from xce.model import JobSpec
+from xce.proto import schema as S
+from xce.proto.codec import decode_envelope, decode_reply, encode
+from xce.proto.opcodes import Op
+from xce.views import HostView, JobView
+
+CLUSTER_FILE = "cluster.toml"
+
+
+def cluster_config(state_dir: str | Path | None = None) -> Config:
+    """The config of the local cluster in ``state_dir`` (or the defaults if there is none)."""
+    sd = Path(state_dir) if state_dir else default_state_dir()
+    f = sd / CLUSTER_FILE
+    return load(f) if f.exists() else load(None)
+
+
+def endpoints_of(cfg: Config) -> list[str]:
+    return [cfg.controller.address, *cfg.controller.peer_addresses]
+
+
+class Connection:
+    """One DEALER per controller endpoint, used one request at a time."""
+
+    def __init__(self, endpoints: Sequence[str], token: str = "", timeout: float = 10.0,
+                 ctx: zmq.Context | None = None) -> None:
+        if not endpoints:
+            raise Unavailable("no controller endpoint configured")
+        self.endpoints = list(endpoints)
+        self.token = token
+        self.timeout = timeout
+        self.ctx = ctx or zmq.Context.instance()
+        self.current = 0
+        self.sock: zmq.Socket | None = None
+        self.rid = random.randrange(1 << 30)
+        self.term = 0
+
+    def _socket(self) -> zmq.Socket:
+        if self.sock is None:
+            from xce.zmqutil import dealer
+
+            self.sock = dealer(self.ctx, self.endpoints[self.current])
+        return self.sock
+
+    def _switch(self, endpoint: str | None = None) -> None:
+        if self.sock is not None:
+            self.sock.close(0)
+            self.sock = None
+        if endpoint and endpoint not in self.endpoints:
+            self.endpoints.append(endpoint)
+        self.current = self.endpoints.index(endpoint) if endpoint else (self.current + 1) % len(self.endpoints)
+
+    def request(self, op: Op, body: Any, timeout: float | None = None) -> Any:
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        backoff = 0.05
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Unavailable(f"no answer from the controller at {self.endpoints[self.current]} "
+                                  f"within {self.timeout if timeout is None else timeout:.0f}s")
+            try:
+                return self._once(op, body, min(left, max(1.0, left / 2) if len(self.endpoints) > 1 else left))
+            except NotLeader as e:
+                if e.leader and e.leader != self.endpoints[self.current]:
+                    self._switch(e.leader)
+                    continue
+                err: XceError = e
+            except Unavailable as e:
+                err = e
+                self._switch()
+            if deadline - time.monotonic() <= backoff:
+                raise err
+            time.sleep(backoff * (0.5 + random.random()))
+            backoff = min(backoff * 2, 1.0)
+
+    def _once(self, op: Op, body: Any, timeout: float) -> Any:
+        sock = self._socket()
+        self.rid += 1
+        rid = self.rid
+        sock.send(encode(op, rid, body, token=self.token))
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0 or not sock.poll(int(left * 1000) + 1):
+                self._switch()  # drop the socket: a late reply must not be read as another's
+                raise Unavailable(f"controller at {self.endpoints[self.current]} did not answer")
+            env = decode_envelope(sock.recv())
+            if env.rid != rid:
+                continue
+            self.term = max(self.term, env.term)
+            return decode_reply(env, op)
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close(0)
+            self.sock = None
+
+
+class Client:
+    def __init__(self, endpoint: str | Sequence[str] | None = None, state_dir: str | Path | None = None,
+                 token: str | None = None, timeout: float = 10.0) -> None:
+        self.cfg = cluster_config(state_dir)
+        if endpoint is None:
+            env = os.environ.get("XCE_CONTROLLER")
+            endpoints = env.split(",") if env else endpoints_of(self.cfg)
+        else:
+            endpoints = [endpoint] if isinstance(endpoint, str) else list(endpoint)
+        self.events_endpoint = self.cfg.controller.pub_address
+        tok = token if token is not None else os.environ.get("XCE_TOKEN", "")
+        self.conn = Connection(endpoints, tok, timeout)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def request(self, op: Op, body: Any = None, timeout: float | None = None) -> Any:
+        return self.conn.request(op, body if body is not None else S.Empty(), timeout)
+
+    # ---- jobs ----
+
+    def submit(self, command: Sequence[str] | str, **fields: Any) -> int:
+        return self.submit_many([{"command": command, **fields}])[0]
+
+    def submit_many(self, jobs: Sequence[JobSpec | dict[str, Any]], dry_run: bool = False) -> list[int]:
+        specs = [j if isinstance(j, JobSpec) else make_spec(**j) for j in jobs]
+        return self.request(Op.SUBMIT, S.SubmitRequest(jobs=specs, dry_run=dry_run)).ids
+
+    def jobs(self, ids: Sequence[int] = (), user: str | None = None, all: bool = False,
+             states: Sequence[str] = (), queue: str | None = None, after: int = 0,
+             limit: int = 0) -> list[JobView]:
+        return self.request(Op.JOBS, S.JobsRequest(ids=list(ids), user=user, all=all, states=list(states),
+                                                   queue=queue, after=after, limit=limit)).jobs
+
+    def job(self, job_id: int) -> JobView:
+        return self.jobs([job_id])[0]
+
+    def kill(self, ids: Sequence[int], reason: str = "") -> dict[int, str]:
+        return self.request(Op.KILL, S.KillRequest(ids=list(ids), reason=reason)).results
+
+    def modify(self, job_id: int, mem_limit: int | None) -> None:
+        self.request(Op.MODIFY, S.ModifyRequest(id=job_id, mem_limit=mem_limit))
+
+    def wait(self, ids: Sequence[int], timeout: float | None = None, poll: float = 0.05,
+             progress: Any = None) -> list[JobView]:
+        """Block until every job ended (DONE or EXIT); returns their final views."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        left = set(ids)
+        final: dict[int, JobView] = {}
+        while left:
+            views = self.jobs(sorted(left)) if len(left) < 5000 else self.jobs(all=True)
+            for v in views:
+                if v.id in left and v.state in ("DONE", "EXIT"):
+                    final[v.id] = v
+                    left.discard(v.id)
+            if progress:
+                progress(len(final), len(ids))
+            if not left:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"{len(left)} job(s) still running after {timeout}s")
+            time.sleep(poll)
+            poll = min(poll * 1.5, 0.5)
+        return [final[i] for i in ids]
+
+    # ---- cluster ----
+
+    def hosts(self, names: Sequence[str] = ()) -> list[HostView]:
+        return self.request(Op.HOSTS, S.HostsRequest(names=list(names))).hosts
+
+    def host_admin(self, names: Sequence[str], action: str) -> None:
+        self.request(Op.HOST_ADMIN, S.HostAdminRequest(names=list(names), action=action))
+
+    def queues(self) -> S.QueuesReply:
+        return self.request(Op.QUEUES)
+
+    def status(self) -> S.StatusReply:
+        return self.request(Op.STATUS)
+
+    def audit(self) -> S.AuditReply:
+        return self.request(Op.AUDIT)
+
+    def snapshot(self) -> S.Snapshot:
+        return self.request(Op.SNAPSHOT, timeout=30)
+
+    def events(self, timeout: float | None = None) -> Iterator[S.Event]:
+        """Live events from the controller's PUB stream (no snapshot; see xce.mirror)."""
+        from xce.zmqutil import subscriber
+
+        sub = subscriber(self.conn.ctx, self.events_endpoint)
+        dec = msgspec.msgpack.Decoder(S.Event)
+        try:
+            while True:
+                if not sub.poll(int((timeout or 3600) * 1000)):
+                    return
+                _, data = sub.recv_multipart()
+                yield dec.decode(decode_envelope(data).body)
+        finally:
+            sub.close(0)
+
+
+def make_spec(command: Sequence[str] | str, **fields: Any) -> JobSpec:
+    if isinstance(command, str):
+        command = ["/bin/sh", "-c", command]
+    fields.setdefault("user", _user())
+    fields.setdefault("cwd", os.getcwd())
+    if isinstance(fields.get("mem_limit"), str):
+        from xce.units import parse_mem
+
+        fields["mem_limit"] = parse_mem(fields["mem_limit"])
+    try:
+        return msgspec.convert({"command": list(command), **fields}, JobSpec)
+    except msgspec.ValidationError as e:
+        from xce.errors import InvalidRequest
+
+        raise InvalidRequest(f"bad job field: {e}") from None
+
+
+def _user() -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())

@@ -1,0 +1,160 @@
+"""Configuration: TOML files read with tomllib into typed, validated structs.
+
+An unknown key or a bad value fails at start with the file, the key and the
+reason.  config/xce.toml documents every key with its default.  Sizes are
+strings ("4G") parsed once here into bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+import msgspec
+
+from xce.errors import ConfigError, XceError
+from xce.resources import ResourceDef
+from xce.units import parse_mem
+
+
+class ClusterConf(msgspec.Struct, forbid_unknown_fields=True):
+    name: str = "xce"
+
+
+class ControllerConf(msgspec.Struct, forbid_unknown_fields=True):
+    address: str = "tcp://127.0.0.1:7700"      # ROUTER: workers, scheduler, clients
+    pub_address: str = "tcp://127.0.0.1:7701"  # PUB: the event stream
+    raft_address: str = "127.0.0.1:7702"       # private Raft port
+    peers: list[str] = []                       # the other controllers' raft addresses
+    peer_addresses: list[str] = []              # and their ROUTER endpoints, same order
+    raft_password: str = ""
+    heartbeat_misses: int = 3
+    keep_finished: int = 100_000
+    append_period: float = 0.02
+    tick_period: float = 0.005
+    election_timeout: tuple[float, float] = (0.4, 1.4)
+
+
+class SchedulerConf(msgspec.Struct, forbid_unknown_fields=True):
+    interval: float = 1.0
+    debounce: float = 0.002
+
+
+class WorkerConf(msgspec.Struct, forbid_unknown_fields=True):
+    name: str = ""
+    heartbeat: float = 1.0
+    kill_grace: float = 5.0
+    mem: str = ""       # capacity override, e.g. "4G"
+    slots: int = 0      # 0: the number of CPUs
+    mem_floor: str = ""  # kill the largest overage first when OS-available falls below this
+    type: str = ""
+    model: str = ""
+
+
+class QueueConf(msgspec.Struct, forbid_unknown_fields=True):
+    priority: int = 30
+    rerunnable: bool = False
+    default: bool = False
+    description: str = ""
+
+
+class ResourceConf(msgspec.Struct, forbid_unknown_fields=True):
+    kind: str = "virtual"
+    scope: str = "host"
+    total: int = 0
+    description: str = ""
+
+
+class Config(msgspec.Struct, forbid_unknown_fields=True):
+    cluster: ClusterConf = msgspec.field(default_factory=ClusterConf)
+    controller: ControllerConf = msgspec.field(default_factory=ControllerConf)
+    scheduler: SchedulerConf = msgspec.field(default_factory=SchedulerConf)
+    worker: WorkerConf = msgspec.field(default_factory=WorkerConf)
+    queues: dict[str, QueueConf] = msgspec.field(default_factory=lambda: {"normal": QueueConf(default=True)})
+    resources: dict[str, ResourceConf] = {}
+    state_dir: str = ""
+    rest_url: str = ""
+    source: str = ""
+
+    def site_resources(self) -> dict[str, ResourceDef]:
+        return {n: ResourceDef(n, "virtual", "count", scope=r.scope, description=r.description)  # type: ignore[arg-type]
+                for n, r in self.resources.items()}
+
+    def cluster_totals(self) -> dict[str, int]:
+        return {n: r.total for n, r in self.resources.items() if r.scope == "cluster"}
+
+    def default_queue(self) -> str:
+        defaults = [n for n, q in self.queues.items() if q.default]
+        return defaults[0] if defaults else next(iter(self.queues))
+
+
+def load(path: str | Path | None) -> Config:
+    """Load and validate a config file; None gives the defaults."""
+    if path is None:
+        return Config()
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: not valid TOML: {e}") from None
+    return from_dict(data, str(p))
+
+
+def from_dict(data: dict, source: str = "<config>") -> Config:
+    try:
+        cfg = msgspec.convert(data, Config)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"{source}: {_key_message(str(e))}") from None
+    cfg.source = source
+    _check(cfg, source)
+    return cfg
+
+
+def _key_message(msg: str) -> str:
+    # msgspec says "... - at `$.worker.heartbeat`"; operators read "key worker.heartbeat".
+    if " - at `$." in msg:
+        reason, where = msg.split(" - at `$.", 1)
+        return f"key {where.rstrip('`')}: {reason}"
+    return msg
+
+
+def _check(cfg: Config, source: str) -> None:
+    def bad(key: str, why: str) -> ConfigError:
+        return ConfigError(f"{source}: key {key}: {why}")
+
+    for key in ("mem", "mem_floor"):
+        value = getattr(cfg.worker, key)
+        if value:
+            try:
+                parse_mem(value)
+            except XceError as e:
+                raise bad(f"worker.{key}", e.message) from None
+    if cfg.worker.heartbeat <= 0:
+        raise bad("worker.heartbeat", "must be > 0")
+    if cfg.controller.heartbeat_misses < 1:
+        raise bad("controller.heartbeat_misses", "must be >= 1")
+    if not cfg.queues:
+        raise bad("queues", "at least one queue is needed")
+    if sum(q.default for q in cfg.queues.values()) > 1:
+        raise bad("queues", "more than one queue has default = true")
+    if len(cfg.controller.peers) != len(cfg.controller.peer_addresses):
+        raise bad("controller.peer_addresses", "needs one ROUTER endpoint per entry of controller.peers")
+    for name, r in cfg.resources.items():
+        if r.kind != "virtual":
+            raise bad(f"resources.{name}.kind", "only virtual site resources can be configured "
+                      "(mem is the one real resource, measured by workers)")
+        if r.scope not in ("host", "cluster"):
+            raise bad(f"resources.{name}.scope", "must be 'host' or 'cluster'")
+        if name in ("mem", "slots"):
+            raise bad(f"resources.{name}", "is builtin")
+
+
+def default_state_dir() -> Path:
+    env = os.environ.get("XCE_STATE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return Path(base) / "xce"

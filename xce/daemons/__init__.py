@@ -1,0 +1,1 @@
+"""The daemons: thin shells of sockets, clocks and processes around the pure core."""

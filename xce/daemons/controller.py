@@ -1,0 +1,673 @@
+"""xce-controller: the ZeroMQ shell around the replicated state machine.
+
+One thread runs this loop; pysyncobj runs its own tick thread that applies
+committed batches under ``ReplicatedState.lock`` and wakes the loop through an
+inproc socket.  Per loop turn:
+
+    requests (ROUTER) -> reads answered at once under the lock
+                      -> writes queued as commands with a continuation
+    end of turn       -> all queued commands become ONE Raft entry (async)
+    on apply          -> touched entities synced into the ledger, published on
+                         PUB with the next sequence number, dispatched to workers,
+                         then the continuations answer the clients ("yes" only
+                         after commit).
+
+Soft state (heartbeats, OS-available, usage, pending reasons) lives in
+``self.live`` on the leader only and is rebuilt within a heartbeat after a
+failover: workers re-register when told they are unknown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import queue
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import zmq
+
+from xce import __version__
+from xce.config import Config, load
+from xce.errors import Conflict, InvalidRequest, NotFound, NotLeader, ProtocolError, XceError
+from xce.live import Live
+from xce.model import ACTIVE, TERMINAL, Host, HostUsage, Job, JobState, Queue
+from xce.placement import check_placement, demand_of, host_caps, never_fits
+from xce.proto import schema as S
+from xce.proto.codec import decode_envelope, decode_request, encode, error_reply
+from xce.proto.opcodes import Op
+from xce.raft import ReplicatedState, Result, make_conf
+from xce.resources import WIRE_NAMES, catalog
+from xce.resreq import parse_resreq
+from xce.state import (Cleanup, Cmd, Finish, HostLost, Kill, Modify, Place, RegisterHost,
+                       SetHostAdmin, SetQueues, Submit, encode_batch)
+
+log = logging.getLogger("xce.controller")
+Reply = Callable[[Result], None]
+
+
+class Controller:
+    def __init__(self, cfg: Config, state_dir: Path) -> None:
+        self.cfg = cfg
+        c = cfg.controller
+        self.state_dir = state_dir
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.ctx = zmq.Context()
+        from xce.zmqutil import router
+
+        self.router = router(self.ctx, c.address)
+        self.pub = self.ctx.socket(zmq.PUB)
+        self.pub.setsockopt(zmq.SNDHWM, 0)
+        self.pub.setsockopt(zmq.LINGER, 0)
+        self.pub.bind(c.pub_address)
+        self.wake_addr = f"inproc://wake-{id(self)}"
+        self.wake_pull = self.ctx.socket(zmq.PULL)
+        self.wake_pull.bind(self.wake_addr)
+        self.wake_push = self.ctx.socket(zmq.PUSH)  # used only from the raft thread
+        self.wake_push.connect(self.wake_addr)
+        self.done: queue.SimpleQueue[tuple[int, Any, int]] = queue.SimpleQueue()
+        self.inflight: dict[int, list[Reply]] = {}
+        self.batch: list[tuple[Cmd, Reply]] = []
+        self.batch_no = 0
+        self.live = Live()
+        self.resources = catalog(cfg.site_resources())
+        self.cluster_totals = cfg.cluster_totals()
+        self.workers: dict[str, bytes] = {}       # host -> ROUTER identity
+        self.dispatched: dict[tuple[int, str], tuple[int, float, bool]] = {}  # (job,host) -> (attempt, sent, acked)
+        self.seq = 0
+        self.epoch = uuid.uuid4().hex[:12]
+        self.was_leader = False
+        self.pending_soft: dict[str, Any] = {"live": [], "samples": [], "reasons": {}}
+        self.last_round_ms: float | None = None
+        self.stopping = False
+        self.router_by_raft = dict(zip(c.peers, c.peer_addresses, strict=True))
+        self.router_by_raft[c.raft_address] = c.address
+        self.next_check = 0.0
+        self._lost_sent: set[str] = set()
+        conf = make_conf(str(state_dir / "raft.journal"), str(state_dir / "raft.dump"),
+                         c.raft_password, c.append_period, c.tick_period, c.election_timeout,
+                         on_state=lambda old, new: self._wake())
+        self.raft = ReplicatedState(c.raft_address, list(c.peers), conf, self._wake)
+        self.state_obj = self.raft.state
+
+    # ---- plumbing -------------------------------------------------------------------------
+
+    def _wake(self) -> None:
+        try:
+            self.wake_push.send(b"", zmq.NOBLOCK)
+        except zmq.ZMQError:
+            pass
+
+    @property
+    def state(self):  # noqa: ANN201 - pysyncobj may swap the object on snapshot load
+        return self.raft.state
+
+    def leader_router(self) -> str | None:
+        lead = self.raft.leader()
+        return None if lead is None else self.router_by_raft.get(lead, lead)
+
+    def send(self, ident: bytes, payload: bytes) -> None:
+        try:
+            self.router.send_multipart([ident, payload], zmq.NOBLOCK)
+        except zmq.ZMQError:
+            log.warning("dropping a reply: peer is gone or its queue is full")
+
+    def commit(self, cmd: Cmd, reply: Reply) -> None:
+        self.batch.append((cmd, reply))
+
+    def flush_batch(self) -> None:
+        if not self.batch:
+            return
+        cmds = [c for c, _ in self.batch]
+        replies = [r for _, r in self.batch]
+        self.batch = []
+        self.batch_no += 1
+        token = self.batch_no
+        self.inflight[token] = replies
+
+        def done(res: Any, err: int) -> None:
+            self.done.put((token, res, err))
+            self._wake()
+
+        self.raft.apply_batch(encode_batch(cmds), callback=done)
+
+    # ---- the loop -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self.router, zmq.POLLIN)
+        poller.register(self.wake_pull, zmq.POLLIN)
+        while not self.stopping:
+            ready = dict(poller.poll(100))
+            if self.wake_pull in ready:
+                while True:
+                    try:
+                        self.wake_pull.recv(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+            self.after_apply()
+            if self.router in ready:
+                for _ in range(5000):
+                    try:
+                        frames = self.router.recv_multipart(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    self.handle(frames)
+            self.flush_batch()
+            self.timers(time.time())
+            self.publish_soft(time.time())
+        self.close()
+
+    def close(self) -> None:
+        try:
+            self.raft.destroy()
+        except Exception:  # noqa: BLE001 - shutting down
+            pass
+        self.ctx.destroy(linger=0)
+
+    def handle(self, frames: list[bytes]) -> None:
+        if len(frames) != 2:
+            if frames:
+                self.send(frames[0], error_reply(0, ProtocolError(
+                    f"expected one message frame, got {len(frames) - 1}")))
+            return
+        ident, data = frames
+        rid = 0
+        try:
+            env = decode_envelope(data)
+            rid = env.rid
+            op, body = decode_request(env)
+            if not self.raft.is_leader() and op not in (Op.PING, Op.STATUS):
+                raise NotLeader(self.leader_router())
+            handler = self.HANDLERS.get(op)
+            if handler is None:
+                raise ProtocolError(f"{op.name} is not served by the controller")
+            handler(self, ident, rid, body)
+        except XceError as e:
+            self.send(ident, error_reply(rid, e, self.raft.term()))
+        except Exception as e:  # noqa: BLE001 - a bug must not kill the controller
+            log.exception("handler failed")
+            self.send(ident, error_reply(rid, XceError(f"internal error: {e}")))
+
+    def ok(self, ident: bytes, rid: int, body: Any) -> None:
+        self.send(ident, encode(Op.OK, rid, body, term=self.raft.term()))
+
+    def replier(self, ident: bytes, rid: int, build: Callable[[Any], Any]) -> Reply:
+        def reply(result: Result) -> None:
+            kind, value = result
+            if kind == "ok":
+                try:
+                    self.ok(ident, rid, build(value))
+                except XceError as e:
+                    self.send(ident, error_reply(rid, e))
+            else:
+                code, message = value
+                from xce.errors import ERROR_CLASSES
+
+                exc = ERROR_CLASSES.get(code, XceError)(message)
+                self.send(ident, error_reply(rid, exc))
+        return reply
+
+    # ---- after Raft applied something -------------------------------------------------------
+
+    def after_apply(self) -> None:
+        now = time.time()
+        self.leadership(now)
+        events_jobs: list[Job] = []
+        events_hosts: list[Host] = []
+        with self.raft.lock:
+            st = self.state
+            if st is not self.state_obj:  # a snapshot was installed: rebuild everything
+                self.state_obj = st
+                self.live.rebuild(st.jobs.values(), now)
+                self.epoch = uuid.uuid4().hex[:12]
+                st.touched_jobs.clear()
+                st.touched_hosts.clear()
+            for jid in st.touched_jobs:
+                job = st.jobs.get(jid)
+                if job is None:
+                    continue
+                self.live.sync_job(job, now)
+                events_jobs.append(job)
+            for name in st.touched_hosts:
+                if name in st.hosts:
+                    events_hosts.append(st.hosts[name])
+            forgotten = st.forgotten
+            st.touched_jobs, st.touched_hosts, st.forgotten = set(), set(), []
+            for jid in forgotten:
+                self.live.forget_job(jid)
+            if events_jobs or events_hosts or forgotten:
+                self.emit(S.Event(seq=0, epoch=self.epoch, time=now, jobs=events_jobs,
+                                  hosts=events_hosts, forget=forgotten))
+            if self.raft.is_leader():
+                for job in events_jobs:
+                    self.orders(job, now)
+        while True:
+            try:
+                token, res, err = self.done.get_nowait()
+            except queue.Empty:
+                break
+            replies = self.inflight.pop(token, [])
+            if err != 0 or res is None:
+                exc = NotLeader(self.leader_router()) if not self.raft.is_leader() else \
+                    XceError(f"commit failed (pysyncobj reason {err}); retry")
+                for r in replies:
+                    r(("err", (exc.code, exc.message)))
+                continue
+            for r, result in zip(replies, res, strict=True):
+                r(result)
+
+    def emit(self, ev: S.Event) -> None:
+        self.seq += 1
+        ev.seq = self.seq
+        self.pub.send_multipart([b"ev", encode(Op.EVENT, 0, ev, term=self.raft.term())])
+
+    def publish_soft(self, now: float) -> None:
+        p = self.pending_soft
+        if p["live"] or p["samples"] or p["reasons"]:
+            self.emit(S.Event(seq=0, epoch=self.epoch, time=now, live=p["live"],
+                              samples=p["samples"], reasons=p["reasons"]))
+            self.pending_soft = {"live": [], "samples": [], "reasons": {}}
+
+    def leadership(self, now: float) -> None:
+        leader = self.raft.is_leader()
+        if leader and not self.was_leader:
+            log.info("became leader (term %d)", self.raft.term())
+            self.epoch = uuid.uuid4().hex[:12]
+            with self.raft.lock:
+                self.live.rebuild(self.state.jobs.values(), now)
+                for name in self.state.hosts:
+                    self.live.last_seen[name] = now  # a grace period: workers re-register
+                queues = [Queue(name=n, priority=q.priority, rerunnable=q.rerunnable,
+                                description=q.description) for n, q in self.cfg.queues.items()]
+                changed = (sorted(self.state.queues.values(), key=lambda q: q.name)
+                           != sorted(queues, key=lambda q: q.name)
+                           or self.state.default_queue != self.cfg.default_queue())
+            if changed:
+                self.commit(SetQueues(time=now, queues=queues, default_queue=self.cfg.default_queue()),
+                            lambda r: None)
+            self.dispatched.clear()
+        self.was_leader = leader
+
+    # ---- orders to workers -------------------------------------------------------------------
+
+    def orders(self, job: Job, now: float) -> None:
+        if job.state == JobState.RUN and job.kill_requested:
+            for host in job.hosts:
+                if host not in job.finished_hosts:
+                    self.send_worker(host, Op.KILL_JOB, S.KillJob(
+                        job_id=job.id, attempt=job.attempt, reason=job.reason or "killed by user"))
+        elif job.state == JobState.RUN:
+            for a in job.allocs:
+                key = (job.id, a.host)
+                d = self.dispatched.get(key)
+                if d is None or d[0] != job.attempt:
+                    self.dispatch(job, a.host, now)
+
+    def dispatch(self, job: Job, host: str, now: float) -> None:
+        alloc = next(a for a in job.allocs if a.host == host)
+        from xce.live import mem_decay
+
+        duration, decay = mem_decay(job)
+        self.dispatched[(job.id, host)] = (job.attempt, now, False)
+        self.send_worker(host, Op.RUN_JOB, S.RunJob(
+            job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
+            mem_duration_s=duration, mem_decay=decay))
+
+    def send_worker(self, host: str, op: Op, body: Any) -> None:
+        ident = self.workers.get(host)
+        if ident is not None:
+            self.send(ident, encode(op, 0, body, term=self.raft.term()))
+
+    # ---- timers ---------------------------------------------------------------------------
+
+    def timers(self, now: float) -> None:
+        if now < self.next_check or not self.raft.is_leader():
+            return
+        self.next_check = now + 0.25
+        limit = self.cfg.controller.heartbeat_misses * self.cfg.worker.heartbeat
+        with self.raft.lock:
+            st = self.state
+            for name, host in st.hosts.items():
+                seen = self.live.last_seen.get(name, now)
+                if not host.unavail and now - seen > limit + 0.1 and name not in self._lost_sent:
+                    self._lost_sent.add(name)
+                    self.commit(HostLost(time=now, name=name), lambda r, n=name: self._lost_sent.discard(n))
+            self.live.refresh_decay(st.jobs, now)
+            redo = [(jid, host) for (jid, host), (att, sent, acked) in self.dispatched.items()
+                    if not acked and now - sent > 2.0]
+            for jid, host in redo:
+                job = st.jobs.get(jid)
+                if job is not None and job.state == JobState.RUN and host not in job.finished_hosts:
+                    self.dispatch(job, host, now)
+                else:
+                    del self.dispatched[(jid, host)]
+            finished = len(st.finished_order)
+        if finished > self.cfg.controller.keep_finished + 1000:
+            self.commit(Cleanup(time=now, keep_finished=self.cfg.controller.keep_finished), lambda r: None)
+
+    # ---- client requests ----------------------------------------------------------------------
+
+    def h_ping(self, ident: bytes, rid: int, body: S.Empty) -> None:
+        self.ok(ident, rid, S.Empty())
+
+    def h_submit(self, ident: bytes, rid: int, body: S.SubmitRequest) -> None:
+        if not body.jobs:
+            raise InvalidRequest("submit: no jobs given")
+        specs, reqs = [], []
+        with self.raft.lock:
+            queues = self.state.queues
+            default = self.state.default_queue
+            caps = host_caps(self.state.hosts.values(), self.live.ledger, {})
+        for i, spec in enumerate(body.jobs):
+            where = f"job {i}: " if len(body.jobs) > 1 else ""
+            if not spec.command:
+                raise InvalidRequest(f"{where}no command given")
+            if spec.slots < 1:
+                raise InvalidRequest(f"{where}slots must be >= 1, got {spec.slots}")
+            q = spec.queue or default
+            if q not in queues:
+                raise InvalidRequest(f"{where}queue {q!r} does not exist (queues: {', '.join(sorted(queues))})")
+            try:
+                req = parse_resreq(spec.resreq, self.resources)
+            except XceError as e:
+                raise type(e)(where + e.message) from None
+            d = demand_of(spec.slots, req, self.cluster_totals)
+            if caps:
+                never = never_fits(d, caps.values())
+                if never:
+                    from xce.errors import Infeasible
+
+                    raise Infeasible(f"{where}{never}")
+            specs.append(msgspec.structs.replace(spec, queue=q) if spec.queue != q else spec)
+            reqs.append(req)
+        if body.dry_run:
+            self.ok(ident, rid, S.SubmitReply(ids=[], queues=[s.queue for s in specs]))
+            return
+        self.commit(Submit(time=time.time(), specs=specs, reqs=reqs),
+                    self.replier(ident, rid, lambda ids: S.SubmitReply(ids=ids, queues=[s.queue for s in specs])))
+
+    def h_jobs(self, ident: bytes, rid: int, body: S.JobsRequest) -> None:
+        out = []
+        states = set(body.states)
+        with self.raft.lock:
+            jobs = self.state.jobs
+            if body.ids:
+                missing = [i for i in body.ids if i not in jobs]
+                if missing and len(body.ids) == 1:
+                    raise NotFound(f"job {missing[0]} is not known")
+                selected = [jobs[i] for i in body.ids if i in jobs]
+            else:
+                selected = (j for j in jobs.values() if j.id > body.after)
+            for job in selected:
+                if body.user and job.spec.user != body.user:
+                    continue
+                if body.queue and job.spec.queue != body.queue:
+                    continue
+                if states and job.state.value not in states:
+                    continue
+                if not body.ids and not body.all and not states and job.state in TERMINAL:
+                    continue
+                out.append(self.live.job_view(job))
+                if body.limit and len(out) >= body.limit:
+                    break
+            reply = S.JobsReply(jobs=out, next_after=out[-1].id if body.limit and len(out) >= body.limit else None)
+            data = encode(Op.OK, rid, reply, term=self.raft.term())
+        self.send(ident, data)
+
+    def h_hosts(self, ident: bytes, rid: int, body: S.HostsRequest) -> None:
+        with self.raft.lock:
+            hosts = self.state.hosts
+            for n in body.names:
+                if n not in hosts:
+                    raise NotFound(f"host {n} is not known")
+            names = body.names or sorted(hosts)
+            views = [self.live.host_view(hosts[n]) for n in names]
+        self.ok(ident, rid, S.HostsReply(hosts=views))
+
+    def h_queues(self, ident: bytes, rid: int, body: S.Empty) -> None:
+        with self.raft.lock:
+            counts: dict[str, dict[str, int]] = {q: {} for q in self.state.queues}
+            for job in self.state.jobs.values():
+                c = counts.setdefault(job.spec.queue, {})
+                c[job.state.value] = c.get(job.state.value, 0) + 1
+            reply = S.QueuesReply(queues=sorted(self.state.queues.values(), key=lambda q: -q.priority),
+                                  default=self.state.default_queue, counts=counts)
+        self.ok(ident, rid, reply)
+
+    def h_kill(self, ident: bytes, rid: int, body: S.KillRequest) -> None:
+        if not body.ids:
+            raise InvalidRequest("kill: no job ids given")
+        self.commit(Kill(time=time.time(), job_ids=body.ids, reason=body.reason or "killed by user"),
+                    self.replier(ident, rid, lambda res: S.KillReply(results=res)))
+
+    def h_modify(self, ident: bytes, rid: int, body: S.ModifyRequest) -> None:
+        if body.mem_limit is not None and body.mem_limit <= 0:
+            raise InvalidRequest("mem_limit must be > 0")
+        self.commit(Modify(time=time.time(), job_id=body.id, mem_limit=body.mem_limit),
+                    self.replier(ident, rid, lambda r: S.Ack(True, r)))
+
+    def h_host_admin(self, ident: bytes, rid: int, body: S.HostAdminRequest) -> None:
+        if body.action not in ("open", "close"):
+            raise InvalidRequest(f"host action must be 'open' or 'close', got {body.action!r}")
+        self.commit(SetHostAdmin(time=time.time(), names=body.names, closed=body.action == "close"),
+                    self.replier(ident, rid, lambda r: S.Ack(True, r)))
+
+    def h_status(self, ident: bytes, rid: int, body: S.Empty) -> None:
+        st = self.raft.status()
+        role = {0: "follower", 1: "candidate", 2: "leader"}.get(st.get("state", 0), "unknown")
+        me = S.ControllerInfo(address=self.cfg.controller.address, role=role, term=self.raft.term(),
+                              commit_index=int(st.get("commit_idx", 0)),
+                              applied_index=int(st.get("last_applied", 0)),
+                              leader=self.leader_router(), pid=os.getpid())
+        others = [S.ControllerInfo(address=self.router_by_raft.get(p, p), role="peer", term=0,
+                                   commit_index=0) for p in self.cfg.controller.peers]
+        with self.raft.lock:
+            hosts: dict[str, int] = {}
+            mem = {"capacity": 0, "reserved": 0, "actual": 0, "slack": 0, "overage": 0}
+            for h in self.state.hosts.values():
+                v = self.live.host_view(h)
+                hosts[v.state] = hosts.get(v.state, 0) + 1
+                mem["capacity"] += v.mem_total
+                mem["reserved"] += v.mem_reserved
+                mem["actual"] += v.mem_actual
+                mem["slack"] += v.mem_slack
+                mem["overage"] += v.mem_overage
+            jobs: dict[str, int] = {}
+            for j in self.state.jobs.values():
+                jobs[j.state.value] = jobs.get(j.state.value, 0) + 1
+        self.ok(ident, rid, S.StatusReply(
+            cluster=self.cfg.cluster.name, controllers=[me, *others], leader=self.leader_router(),
+            term=self.raft.term(), hosts_by_state=hosts, jobs_by_state=jobs,
+            endpoints={"controller": self.cfg.controller.address, "events": self.cfg.controller.pub_address},
+            rest_url=self.cfg.rest_url or None, mem=mem, last_round_ms=self.last_round_ms))
+
+    def h_snapshot(self, ident: bytes, rid: int, body: S.Empty) -> None:
+        self.publish_soft(time.time())
+        with self.raft.lock:
+            self.after_apply_locked_guard()
+            st = self.state
+            snap = S.Snapshot(
+                seq=self.seq, epoch=self.epoch, time=time.time(), jobs=list(st.jobs.values()),
+                hosts=list(st.hosts.values()), queues=list(st.queues.values()),
+                default_queue=st.default_queue, live=self.live.lives(), samples=self.live.samples(),
+                reasons=dict(self.live.reasons), leader=self.leader_router(), term=self.raft.term())
+            data = encode(Op.OK, rid, snap, term=self.raft.term())
+        self.send(ident, data)
+
+    def after_apply_locked_guard(self) -> None:
+        # Applied-but-unpublished changes must go out before a snapshot claims their seq.
+        if self.state.touched_jobs or self.state.touched_hosts or self.state.forgotten:
+            self.after_apply()
+
+    def h_audit(self, ident: bytes, rid: int, body: S.Empty) -> None:
+        from xce.audit import audit
+
+        with self.raft.lock:
+            problems, checked = audit(self.state, self.live)
+        self.ok(ident, rid, S.AuditReply(problems=problems, checked=checked))
+
+    # ---- scheduler ------------------------------------------------------------------------------
+
+    def h_place(self, ident: bytes, rid: int, body: S.PlaceRequest) -> None:
+        rejected: dict[int, str] = {}
+        cmds: list[Place] = []
+        now = time.time()
+        with self.raft.lock:
+            st = self.state
+            caps = host_caps(st.hosts.values(), self.live.ledger, self.live.os_available)
+            for p in body.placements:
+                job = st.jobs.get(p.job_id)
+                if job is None or job.state != JobState.PEND or job.attempt != p.attempt:
+                    rejected[p.job_id] = "job is no longer pending at that attempt"
+                    continue
+                d = demand_of(job.spec.slots, job.req, self.cluster_totals)
+                why = check_placement(d, p.allocs, caps)
+                if why is not None:
+                    rejected[p.job_id] = why
+                    continue
+                for a in p.allocs:
+                    caps[a.host].charge(a.slots, a.mem, a.virtual.items())
+                cmds.append(Place(time=now, job_id=p.job_id, attempt=p.attempt, allocs=p.allocs))
+            changed = {j: r for j, r in body.reasons.items() if self.live.reasons.get(j) != r}
+            self.live.reasons.update(body.reasons)
+        self.pending_soft["reasons"].update(changed)
+        self.last_round_ms = body.round_ms
+        if not cmds:
+            self.ok(ident, rid, S.PlaceReply(accepted=[], rejected=rejected))
+            return
+        accepted: list[int] = []
+        for i, cmd in enumerate(cmds):
+            last = i == len(cmds) - 1
+
+            def reply(result: Result, cmd: Place = cmd, last: bool = last) -> None:
+                if result[0] == "ok":
+                    accepted.append(cmd.job_id)
+                else:
+                    rejected[cmd.job_id] = result[1][1]
+                if last:
+                    self.ok(ident, rid, S.PlaceReply(accepted=accepted, rejected=rejected))
+            self.commit(cmd, reply)
+
+    # ---- workers --------------------------------------------------------------------------------
+
+    def h_register(self, ident: bytes, rid: int, body: S.RegisterRequest) -> None:
+        now = time.time()
+        self.workers[body.host] = ident
+        self.live.os_available[body.host] = body.os_available
+        self.live.last_seen[body.host] = now
+        self._lost_sent.discard(body.host)
+        host = Host(name=body.host, slots_total=body.slots, mem_total=body.mem_total, ncpus=body.ncpus,
+                    registered_time=now, version=body.version, attrs=body.attrs, virtual=body.virtual)
+        known = {(t.job_id, t.attempt) for t in body.running}
+
+        def registered(result: Result) -> None:
+            kill: list[S.RunningTask] = []
+            with self.raft.lock:
+                for t in body.running:
+                    job = self.state.jobs.get(t.job_id)
+                    if job is None or job.attempt != t.attempt or job.state in TERMINAL \
+                            or job.state == JobState.PEND or body.host not in job.hosts:
+                        kill.append(t)
+                    else:
+                        self.dispatched[(t.job_id, body.host)] = (t.attempt, now, True)
+                for job in self.state.jobs.values():
+                    if job.state in ACTIVE and body.host in job.hosts \
+                            and body.host not in job.finished_hosts and (job.id, job.attempt) not in known:
+                        d = self.dispatched.get((job.id, body.host))
+                        if d is not None and d[0] == job.attempt and d[2]:
+                            # It was started there and the worker no longer has it.
+                            self.commit(Finish(time=now, job_id=job.id, attempt=job.attempt, host=body.host,
+                                               reason="lost: the worker no longer has the job"), lambda r: None)
+                        else:
+                            self.dispatch(job, body.host, now)
+                    elif job.state in ACTIVE and job.kill_requested and body.host in job.hosts:
+                        self.orders(job, now)
+            self.ok(ident, rid, S.RegisterReply(heartbeat_interval=self.cfg.worker.heartbeat,
+                                                term=self.raft.term(), kill=kill))
+        self.commit(RegisterHost(time=now, host=host), registered)
+        self.pending_soft["live"].append(S.HostLive(body.host, body.os_available, now))
+
+    def h_heartbeat(self, ident: bytes, rid: int, body: S.Heartbeat) -> None:
+        now = time.time()
+        with self.raft.lock:
+            host = self.state.hosts.get(body.host)
+            if host is None or host.unavail or self.workers.get(body.host) is None:
+                self.ok(ident, rid, S.HeartbeatReply(known=False))
+                return
+            self.workers[body.host] = ident
+            self.live.os_available[body.host] = body.os_available
+            self.live.last_seen[body.host] = now
+            samples = self.pending_soft["samples"]
+            for u in body.usage:
+                job = self.state.jobs.get(u.job_id)
+                if job is None or job.attempt != u.attempt:
+                    continue
+                actual = peak = 0
+                for wire, value in u.metrics.items():
+                    name = WIRE_NAMES.get(wire)
+                    if name == "mem":
+                        actual = value
+                    elif wire == "memory_peak":
+                        peak = value
+                s = S.JobSample(u.job_id, body.host, actual, max(peak, actual), u.cpu_time)
+                if self.live.apply_sample(s):
+                    samples.append(s)
+        self.pending_soft["live"].append(S.HostLive(body.host, body.os_available, now))
+        self.ok(ident, rid, S.HeartbeatReply(known=True))
+
+    def h_job_started(self, ident: bytes, rid: int, body: S.JobStarted) -> None:
+        d = self.dispatched.get((body.job_id, body.host))
+        if d is not None and d[0] == body.attempt:
+            self.dispatched[(body.job_id, body.host)] = (d[0], d[1], True)
+        self.ok(ident, rid, S.Ack())
+
+    def h_job_finished(self, ident: bytes, rid: int, body: S.JobFinished) -> None:
+        self.dispatched.pop((body.job_id, body.host), None)
+        self.commit(Finish(time=body.time, job_id=body.job_id, attempt=body.attempt, host=body.host,
+                           exit_code=body.exit_code, signal=body.signal, reason=body.reason,
+                           usage=body.usage),
+                    self.replier(ident, rid, lambda r: S.Ack(True, str(r))))
+
+    HANDLERS: dict[Op, Callable[[Controller, bytes, int, Any], None]] = {
+        Op.PING: h_ping, Op.SUBMIT: h_submit, Op.JOBS: h_jobs, Op.HOSTS: h_hosts,
+        Op.QUEUES: h_queues, Op.KILL: h_kill, Op.MODIFY: h_modify, Op.HOST_ADMIN: h_host_admin,
+        Op.STATUS: h_status, Op.SNAPSHOT: h_snapshot, Op.AUDIT: h_audit, Op.PLACE: h_place,
+        Op.REGISTER: h_register, Op.HEARTBEAT: h_heartbeat, Op.JOB_STARTED: h_job_started,
+        Op.JOB_FINISHED: h_job_finished,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="xce-controller", description="XCE controller daemon")
+    p.add_argument("--config", help="TOML config file")
+    p.add_argument("--state-dir", help="where the Raft journal and snapshots live")
+    p.add_argument("--log-level", default="INFO")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=a.log_level, format="%(asctime)s controller %(levelname)s %(message)s")
+    try:
+        cfg = load(a.config)
+    except XceError as e:
+        print(f"xce-controller: {e.message}", file=sys.stderr)
+        return 2
+    state_dir = Path(a.state_dir or cfg.state_dir or ".") / "controller"
+    ctl = Controller(cfg, state_dir)
+
+    def stop(*_: Any) -> None:
+        ctl.stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    ctl.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

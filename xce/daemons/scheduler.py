@@ -1,0 +1,195 @@
+"""xce-scheduler: keeps a mirror of the controller and runs placement rounds.
+
+The mirror is a snapshot plus the sequenced event stream (re-snapshotted on
+any gap or leader change).  A round runs when an event could help a pending
+job (a submit, an end, a host change) — debounced — and at least every
+``scheduler.interval`` seconds.  The round itself is the pure
+``placement.schedule``; this shell only sends the plan to the controller, which
+re-checks each placement with the same fit rule and commits what still fits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import zmq
+
+from xce.config import Config, load
+from xce.errors import XceError
+from xce.mirror import Mirror
+from xce.model import JobState
+from xce.placement import host_caps, pending_order, schedule
+from xce.proto import schema as S
+from xce.proto.codec import decode_envelope
+from xce.proto.opcodes import Op
+
+log = logging.getLogger("xce.scheduler")
+
+
+class Scheduler:
+    def __init__(self, cfg: Config) -> None:
+        from xce.client import Connection, endpoints_of
+        from xce.zmqutil import subscriber
+
+        self.cfg = cfg
+        self.ctx = zmq.Context()
+        self.conn = Connection(endpoints_of(cfg), timeout=5.0, ctx=self.ctx)
+        self.sub = subscriber(self.ctx, cfg.controller.pub_address)
+        self.sub_endpoint = cfg.controller.pub_address
+        self.dec = msgspec.msgpack.Decoder(S.Event)
+        self.mirror = Mirror()
+        self.dirty = True
+        self.next_round = 0.0
+        self.stopping = False
+        self.in_flight: dict[int, int] = {}  # job -> attempt it was placed at
+        self.sent_reasons: dict[int, str] = {}
+        self.cluster_totals = cfg.cluster_totals()
+
+    def resync(self) -> None:
+        snap = self.conn.request(Op.SNAPSHOT, S.Empty(), timeout=30)
+        self.mirror.apply_snapshot(snap)
+        leader = snap.leader
+        pub = self._pub_for(leader)
+        if pub and pub != self.sub_endpoint:
+            self.sub.close(0)
+            from xce.zmqutil import subscriber
+
+            self.sub = subscriber(self.ctx, pub)
+            self.sub_endpoint = pub
+        self.sent_reasons = dict(self.mirror.live.reasons)
+        self.dirty = True
+        log.info("mirror synced at seq %d (%d jobs, %d hosts)", snap.seq, len(snap.jobs), len(snap.hosts))
+
+    def _pub_for(self, leader: str | None) -> str | None:
+        c = self.cfg.controller
+        routers = [c.address, *c.peer_addresses]
+        pubs = [c.pub_address, *getattr(c, "peer_pub_addresses", [])]
+        if leader in routers and routers.index(leader) < len(pubs):
+            return pubs[routers.index(leader)]
+        return None
+
+    def drain(self, wait_ms: int) -> None:
+        if not self.sub.poll(wait_ms):
+            return
+        while True:
+            try:
+                _, data = self.sub.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                ev = self.dec.decode(decode_envelope(data).body)
+            except (XceError, msgspec.DecodeError):
+                log.warning("undecodable event: resyncing")
+                self.mirror.seq = -1
+                continue
+            if not self.mirror.synced:
+                continue
+            if not self.mirror.apply_event(ev):
+                log.info("event gap (have %d, got %d): resyncing", self.mirror.seq, ev.seq)
+                self.mirror.seq = -1
+                continue
+            if ev.jobs or ev.hosts or ev.forget:
+                self.dirty = True
+
+    def round(self, now: float) -> None:
+        m = self.mirror
+        t0 = time.perf_counter()
+        prio = {q.name: q.priority for q in m.queues.values()}
+        pending = [j for j in pending_order(m.jobs.values(), prio)
+                   if self.in_flight.get(j.id) != j.attempt]
+        if not pending:
+            return
+        caps = host_caps(m.hosts.values(), m.live.ledger, m.live.os_available)
+        cluster_free = self._cluster_free()
+        plan = schedule(caps, pending, now, cluster_free, self.cluster_totals)
+        ms = (time.perf_counter() - t0) * 1000
+        changed = {j: r for j, r in plan.reasons.items() if self.sent_reasons.get(j) != r}
+        if not plan.placements and not changed:
+            return
+        req = S.PlaceRequest(
+            placements=[S.Placement(jid, m.jobs[jid].attempt, allocs) for jid, allocs in plan.placements],
+            reasons=changed, round_ms=ms)
+        reply = self.conn.request(Op.PLACE, req, timeout=10)
+        self.sent_reasons.update(changed)
+        for jid in reply.accepted:
+            self.in_flight[jid] = m.jobs[jid].attempt
+        if reply.rejected:
+            log.info("controller rejected %d placement(s): %s", len(reply.rejected),
+                     next(iter(reply.rejected.values())))
+        # Let the mirror catch up with what was just committed before the next round.
+        deadline = time.monotonic() + 0.5
+        while self.in_flight and time.monotonic() < deadline:
+            self.drain(20)
+            self.in_flight = {j: a for j, a in self.in_flight.items()
+                              if j in m.jobs and m.jobs[j].attempt == a and m.jobs[j].state == JobState.PEND}
+            if not self.mirror.synced:
+                break
+        if reply.rejected:
+            self.dirty = True
+
+    def _cluster_free(self) -> dict[str, int]:
+        used: dict[str, int] = {}
+        for job in self.mirror.jobs.values():
+            if job.state == JobState.RUN:
+                for item in job.req.rusage:
+                    if item.name in self.cluster_totals:
+                        used[item.name] = used.get(item.name, 0) + item.amount
+        return {n: t - used.get(n, 0) for n, t in self.cluster_totals.items()}
+
+    def run(self) -> None:
+        interval = self.cfg.scheduler.interval
+        while not self.stopping:
+            try:
+                if not self.mirror.synced:
+                    self.drain(0)
+                    self.resync()
+                self.drain(int(max(0.0, min(interval, self.next_round - time.time())) * 1000) + 1
+                           if not self.dirty else 0)
+                now = time.time()
+                if self.dirty or now >= self.next_round:
+                    if self.dirty:
+                        time.sleep(self.cfg.scheduler.debounce)  # coalesce a burst of submits
+                        self.drain(0)
+                    self.dirty = False
+                    self.next_round = now + interval
+                    if self.mirror.synced:
+                        self.round(now)
+            except XceError as e:
+                log.warning("controller unavailable (%s); retrying", e.message)
+                self.mirror.seq = -1
+                time.sleep(0.2)
+        self.conn.close()
+        self.ctx.destroy(linger=0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="xce-scheduler", description="XCE scheduler daemon")
+    p.add_argument("--config")
+    p.add_argument("--log-level", default="INFO")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=a.log_level, format="%(asctime)s scheduler %(levelname)s %(message)s")
+    try:
+        cfg = load(a.config)
+    except XceError as e:
+        print(f"xce-scheduler: {e.message}", file=sys.stderr)
+        return 2
+    s = Scheduler(cfg)
+
+    def stop(*_: Any) -> None:
+        s.stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    s.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,363 @@
+"""xce-worker: one per compute host; runs jobs as real processes and measures them.
+
+The shell: a DEALER to the leader controller, a SIGCHLD wake-up pipe so a job's
+end is noticed at once, and timers for sampling and heartbeats.  Running and
+measuring processes belong to xce/worker/runner.py.
+
+Guarantees:
+- RUN_JOB is idempotent per (job, attempt): a repeated order is acknowledged,
+  never started twice; orders stamped with an older Raft term than one already
+  seen are refused (a deposed leader cannot start anything).
+- A job's end is kept (runner task record) and re-sent until the controller
+  acknowledges the commit, across worker and controller restarts.
+- A restarted worker re-attaches to its tasks and lists them when it registers;
+  the controller answers with the ones it no longer knows, which are killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from xce import __version__
+from xce.config import Config, load
+from xce.errors import ProtocolError, XceError
+from xce.model import HostUsage
+from xce.proto import schema as S
+from xce.proto.codec import (decode_envelope, decode_request, encode, error_from_reply,
+                             error_reply)
+from xce.proto.opcodes import Op
+from xce.units import parse_mem
+from xce.worker import measure
+from xce.worker.runner import Exit, Runner, Task
+
+log = logging.getLogger("xce.worker")
+
+
+class Worker:
+    def __init__(self, cfg: Config, state_dir: Path) -> None:
+        from xce.client import endpoints_of
+
+        w = cfg.worker
+        self.cfg = cfg
+        self.name = w.name or socket.gethostname()
+        self.mem_cap = parse_mem(w.mem) if w.mem else None
+        self.mem_total = self.mem_cap or measure.mem_total()
+        self.slots = w.slots or os.cpu_count() or 1
+        self.floor = parse_mem(w.mem_floor) if w.mem_floor else None
+        self.endpoints = endpoints_of(cfg)
+        self.endpoint_idx = 0
+        self.ctx = zmq.Context()
+        self.sock: zmq.Socket | None = None
+        self.runner = Runner(self.name, state_dir / f"worker-{self.name}", kill_grace=w.kill_grace)
+        self.registered = False
+        self.register_rid = 0
+        self.register_sent = 0.0
+        self.rid = 0
+        self.term = 0
+        self.unacked: dict[int, tuple[Exit, S.JobFinished, float]] = {}  # rid -> ...
+        self.pending_exits: list[tuple[Exit, S.JobFinished]] = []
+        self.next_hb = 0.0
+        self.next_sample = 0.0
+        self.last_reply = time.monotonic()
+        self.stopping = False
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_w, False)
+        os.set_blocking(self.wake_r, False)
+
+    # ---- socket ----
+
+    def connect(self) -> None:
+        from xce.zmqutil import dealer
+
+        if self.sock is not None:
+            self.sock.close(0)
+        self.sock = dealer(self.ctx, self.endpoints[self.endpoint_idx], limit_input=True)
+        self.registered = False
+
+    def send(self, op: Op, body: Any, rid: int | None = None) -> int:
+        if rid is None:
+            self.rid += 1
+            rid = self.rid
+        assert self.sock is not None
+        try:
+            self.sock.send(encode(op, rid, body), zmq.NOBLOCK)
+        except zmq.Again:
+            log.warning("controller queue full; dropping %s", op.name)
+        return rid
+
+    # ---- loop ----
+
+    def run(self) -> None:
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        adopted = self.runner.adopt()
+        if adopted:
+            log.info("re-attached to %d running task(s)", len(adopted))
+        self.connect()
+        while not self.stopping:
+            now = time.time()
+            if not self.registered and time.monotonic() - self.register_sent > 1.0:
+                self.register()
+            poller = zmq.Poller()
+            assert self.sock is not None
+            poller.register(self.sock, zmq.POLLIN)
+            poller.register(self.wake_r, zmq.POLLIN)
+            timeout = max(0.0, min(self.next_hb, self.next_sample) - now)
+            ready = dict(poller.poll(int(timeout * 1000) + 1))
+            if self.wake_r in ready:
+                try:
+                    os.read(self.wake_r, 4096)
+                except BlockingIOError:
+                    pass
+            if self.sock in ready:
+                self.receive()
+            self.reap(time.time())
+            now = time.time()
+            if now >= self.next_sample:
+                self.sample(now)
+            if now >= self.next_hb and self.registered:
+                self.heartbeat(now)
+            self.resend(now)
+            if time.monotonic() - self.last_reply > 3 * self.cfg.worker.heartbeat + 2 and len(self.endpoints) > 1:
+                self.endpoint_idx = (self.endpoint_idx + 1) % len(self.endpoints)
+                self.last_reply = time.monotonic()
+                self.connect()
+        self.close()
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close(0)
+        self.ctx.destroy(linger=0)
+
+    def register(self) -> None:
+        running = [S.RunningTask(t.job_id, t.attempt, t.pid) for t in self.runner.tasks()]
+        running += [S.RunningTask(e.task.job_id, e.task.attempt, e.task.pid) for e, _ in self.pending_exits]
+        running += [S.RunningTask(e.task.job_id, e.task.attempt, e.task.pid) for e, _, _ in self.unacked.values()]
+        attrs = {k: v for k, v in (("type", self.cfg.worker.type), ("model", self.cfg.worker.model)) if v}
+        self.register_rid = self.send(Op.REGISTER, S.RegisterRequest(
+            host=self.name, slots=self.slots, ncpus=os.cpu_count() or 1, mem_total=self.mem_total,
+            os_available=self.os_available(), version=__version__, attrs=attrs, running=running,
+            measure=measure.method_name()))
+        self.register_sent = time.monotonic()
+
+    def os_available(self) -> int:
+        real = measure.os_available()
+        if self.mem_cap is None:
+            return real
+        used = sum(t.last.rss for t in self.runner.tasks() if t.last is not None)
+        return max(0, min(real, self.mem_cap - used))
+
+    def receive(self) -> None:
+        assert self.sock is not None
+        while True:
+            try:
+                data = self.sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self.last_reply = time.monotonic()
+            try:
+                env = decode_envelope(data)
+            except ProtocolError as e:
+                log.warning("bad message from controller: %s", e.message)
+                continue
+            if env.op in (Op.OK, Op.ERROR):
+                self.on_reply(env)
+                continue
+            try:
+                if env.term < self.term:
+                    raise ProtocolError(f"order from term {env.term}, but term {self.term} was seen: "
+                                        "refusing a deposed leader")
+                self.term = max(self.term, env.term)
+                op, body = decode_request(env)
+                if op == Op.RUN_JOB:
+                    self.run_job(body)
+                elif op == Op.KILL_JOB:
+                    self.kill_job(body)
+                else:
+                    raise ProtocolError(f"{op.name} is not served by a worker")
+            except XceError as e:
+                self.sock.send(error_reply(env.rid, e))
+
+    def on_reply(self, env: S.Envelope) -> None:
+        if env.term < self.term:
+            return
+        self.term = max(self.term, env.term)
+        if env.rid in self.unacked:
+            ex, msg, _ = self.unacked.pop(env.rid)
+            if env.op == Op.OK:
+                self.runner.forget(ex.task)
+            else:
+                self.pending_exits.append((ex, msg))  # e.g. not leader yet: send again
+            return
+        if env.op == Op.ERROR:
+            import msgspec
+
+            err = error_from_reply(msgspec.msgpack.decode(env.body, type=S.ErrorReply))
+            log.info("controller says: %s", err.message)
+            if env.rid == self.register_rid or err.code == "not_leader":
+                self.registered = False
+                from xce.errors import NotLeader
+
+                if isinstance(err, NotLeader) and err.leader:
+                    if err.leader not in self.endpoints:
+                        self.endpoints.append(err.leader)
+                    self.endpoint_idx = self.endpoints.index(err.leader)
+                    self.connect()
+            return
+        if env.rid == self.register_rid:
+            import msgspec
+
+            reply = msgspec.msgpack.decode(env.body, type=S.RegisterReply)
+            self.registered = True
+            for t in reply.kill:
+                task = self.runner.find(t.job_id, t.attempt)
+                if task is not None:
+                    self.runner.kill(task, "the controller no longer knows this job")
+                for rid, (ex, _, _) in list(self.unacked.items()):
+                    if ex.task.job_id == t.job_id and ex.task.attempt == t.attempt:
+                        del self.unacked[rid]
+                        self.runner.forget(ex.task)
+                self.pending_exits = [(e, m) for e, m in self.pending_exits
+                                      if not (e.task.job_id == t.job_id and e.task.attempt == t.attempt)]
+            log.info("registered as %s (%d slots, %d MB)", self.name, self.slots, self.mem_total >> 20)
+            self.next_hb = 0.0
+            return
+        # a heartbeat reply
+        import msgspec
+
+        try:
+            hb = msgspec.msgpack.decode(env.body, type=S.HeartbeatReply)
+        except msgspec.DecodeError:
+            return
+        if not hb.known:
+            self.registered = False
+            self.register_sent = 0.0
+
+    def run_job(self, body: S.RunJob) -> None:
+        assert self.sock is not None
+        if self.runner.find(body.job_id, body.attempt) is not None or any(
+                e.task.job_id == body.job_id and e.task.attempt == body.attempt
+                for e, _ in self.pending_exits) or any(
+                e.task.job_id == body.job_id and e.task.attempt == body.attempt
+                for e, _, _ in self.unacked.values()):
+            return  # a retried dispatch: already started once
+        env = {"XCE_JOBID": str(body.job_id), "XCE_HOSTS": " ".join(body.hosts),
+               "XCE_HOST": self.name, "XCE_SLOTS": str(body.alloc.slots),
+               "XCE_QUEUE": body.spec.queue, "XCE_JOBNAME": body.spec.name,
+               "LSB_JOBID": str(body.job_id)}
+        now = time.time()
+        try:
+            task = self.runner.start(body.job_id, body.attempt, body.spec, body.alloc.mem,
+                                     body.mem_duration_s, body.mem_decay, env)
+        except XceError as e:
+            usage = HostUsage(host=self.name, reserved=body.alloc.mem)
+            self.finish_now(body.job_id, body.attempt, now, None, None, f"start failed: {e.message}", usage)
+            return
+        self.send(Op.JOB_STARTED, S.JobStarted(host=self.name, job_id=task.job_id,
+                                               attempt=task.attempt, pid=task.pid, time=now))
+
+    def finish_now(self, job_id: int, attempt: int, now: float, code: int | None, sig: int | None,
+                   reason: str, usage: HostUsage) -> None:
+        msg = S.JobFinished(host=self.name, job_id=job_id, attempt=attempt, time=now,
+                            exit_code=code, signal=sig, reason=reason, usage=usage)
+        rid = self.send(Op.JOB_FINISHED, msg)
+        from xce.worker.runner import Exit as _Exit
+
+        fake = _Exit(Task.placeholder(job_id, attempt), code, sig, reason)
+        self.unacked[rid] = (fake, msg, time.monotonic())
+
+    def kill_job(self, body: S.KillJob) -> None:
+        task = self.runner.find(body.job_id, body.attempt)
+        if task is not None:
+            self.runner.kill(task, body.reason)
+
+    def reap(self, now: float) -> None:
+        for ex in self.runner.poll():
+            t = ex.task
+            actual = t.last.rss if t.last else 0
+            usage = HostUsage(host=self.name, reserved=t.reserved, actual=actual, peak=t.peak,
+                              charged_peak=max(t.reserved, t.peak),
+                              cpu_time=t.last.cpu_time if t.last else 0.0,
+                              slack_integral=t.slack_integral)
+            msg = S.JobFinished(host=self.name, job_id=t.job_id, attempt=t.attempt, time=now,
+                                exit_code=ex.exit_code, signal=ex.signal, reason=ex.reason, usage=usage)
+            self.pending_exits.append((ex, msg))
+        if self.registered:
+            for ex, msg in self.pending_exits:
+                rid = self.send(Op.JOB_FINISHED, msg)
+                self.unacked[rid] = (ex, msg, time.monotonic())
+            self.pending_exits = []
+
+    def resend(self, now: float) -> None:
+        mono = time.monotonic()
+        for rid, (ex, msg, sent) in list(self.unacked.items()):
+            if mono - sent > 2.0:
+                del self.unacked[rid]
+                self.pending_exits.append((ex, msg))
+
+    def sample(self, now: float) -> None:
+        self.runner.sample_all(now)
+        self.next_sample = now + min(0.5, self.cfg.worker.heartbeat)
+        if self.floor is not None and self.os_available() < self.floor:
+            victim = self.runner.largest_overage()
+            if victim is not None and victim.kill_reason is None:
+                log.warning("memory pressure: killing job %d (largest overage)", victim.job_id)
+                self.runner.kill(victim, "MEMPRESSURE")
+
+    def heartbeat(self, now: float) -> None:
+        usage = []
+        for t in self.runner.tasks():
+            if t.last is None:
+                continue
+            usage.append(S.TaskUsage(t.job_id, t.attempt,
+                                     {"memory_rss": t.last.rss, "memory_peak": t.peak}, t.last.cpu_time))
+        self.send(Op.HEARTBEAT, S.Heartbeat(host=self.name, time=now, os_available=self.os_available(),
+                                            usage=usage))
+        self.next_hb = now + self.cfg.worker.heartbeat
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="xce-worker", description="XCE worker daemon")
+    p.add_argument("--config")
+    p.add_argument("--state-dir")
+    p.add_argument("--name", help="host name to register as (default: this machine's)")
+    p.add_argument("--mem", help="memory capacity override, e.g. 4G")
+    p.add_argument("--slots", type=int, help="slot capacity override")
+    p.add_argument("--log-level", default="INFO")
+    a = p.parse_args(argv)
+    logging.basicConfig(level=a.log_level, format=f"%(asctime)s worker {a.name or ''} %(levelname)s %(message)s")
+    try:
+        cfg = load(a.config)
+        if a.name:
+            cfg.worker.name = a.name
+        if a.mem:
+            parse_mem(a.mem)
+            cfg.worker.mem = a.mem
+        if a.slots:
+            cfg.worker.slots = a.slots
+    except XceError as e:
+        print(f"xce-worker: {e.message}", file=sys.stderr)
+        return 2
+    w = Worker(cfg, Path(a.state_dir or cfg.state_dir or "."))
+
+    def stop(*_: Any) -> None:
+        w.stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    w.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Small job programs XCE ships for demos, tests and benchmarks."""

@@ -1,0 +1,106 @@
+"""Soft state beside the hard model: usage, OS-available memory, pending reasons.
+
+``Live`` holds what the leader keeps only in memory (rebuilt within a heartbeat
+after a failover) and the ledger of accounts derived from the hard job records.
+The controller keeps one next to its replicated ClusterState; every mirror (the
+scheduler's, the console's) keeps one too, fed by the event stream, so all of
+them compute views with the same code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from xce import accounting
+from xce.accounting import Ledger
+from xce.model import ACTIVE, Host, Job
+from xce.proto.schema import HostLive, JobSample
+from xce.resreq import rusage_amount
+from xce.views import HostView, JobView, host_view, job_view
+
+
+def mem_decay(job: Job) -> tuple[int | None, bool]:
+    item = rusage_amount(job.req, "mem")
+    return (item.duration_s, item.decay) if item else (None, False)
+
+
+class Live:
+    def __init__(self) -> None:
+        self.ledger = Ledger()
+        self.os_available: dict[str, int] = {}
+        self.last_seen: dict[str, float] = {}
+        self.reasons: dict[int, str] = {}
+        self.cpu: dict[tuple[int, str], float] = {}
+        self.decaying: set[int] = set()
+        self.attempts: dict[int, int] = {}
+
+    def sync_job(self, job: Job, now: float) -> None:
+        """Open or close the job's accounts to match its hard state."""
+        if job.state in ACTIVE and job.allocs:
+            self.reasons.pop(job.id, None)
+            if self.attempts.get(job.id) == job.attempt:
+                return
+            self.forget_job(job.id)  # an older placement's accounts, if any
+            self.attempts[job.id] = job.attempt
+            duration, decay = mem_decay(job)
+            for a in job.allocs:
+                reserved = accounting.reserved_in_force(a.mem, duration, decay, job.start_time, now)
+                self.ledger.open(job.id, a.host, reserved, a.virtual)
+            if duration is not None:
+                self.decaying.add(job.id)
+        else:
+            self.forget_job(job.id)
+
+    def forget_job(self, job_id: int) -> None:
+        for acc in self.ledger.close(job_id):
+            self.cpu.pop((job_id, acc.host), None)
+        self.decaying.discard(job_id)
+        self.attempts.pop(job_id, None)
+        if job_id in self.reasons:
+            del self.reasons[job_id]
+
+    def refresh_decay(self, jobs: dict[int, Job], now: float) -> None:
+        for jid in list(self.decaying):
+            job = jobs.get(jid)
+            if job is None:
+                self.decaying.discard(jid)
+                continue
+            duration, decay = mem_decay(job)
+            for a in job.allocs:
+                r = accounting.reserved_in_force(a.mem, duration, decay, job.start_time, now)
+                self.ledger.set_reserved(jid, a.host, r)
+
+    def apply_sample(self, s: JobSample) -> bool:
+        if self.ledger.report(s.job_id, s.host, s.actual, s.peak):
+            self.cpu[(s.job_id, s.host)] = s.cpu_time
+            return True
+        return False
+
+    def apply_live(self, h: HostLive) -> None:
+        self.os_available[h.host] = h.os_available
+        self.last_seen[h.host] = h.last_seen
+
+    def samples(self) -> list[JobSample]:
+        return [JobSample(a.job_id, a.host, a.actual, a.peak, self.cpu.get((a.job_id, a.host), 0.0))
+                for a in self.ledger.accounts.values() if a.actual is not None]
+
+    def lives(self) -> list[HostLive]:
+        return [HostLive(h, osa, self.last_seen.get(h, 0.0)) for h, osa in self.os_available.items()]
+
+    def host_view(self, host: Host) -> HostView:
+        return host_view(host, self.ledger, self.os_available.get(host.name),
+                         self.last_seen.get(host.name))
+
+    def job_view(self, job: Job) -> JobView:
+        v = job_view(job, self.ledger)
+        if job.id in self.reasons and not v.reason:
+            v.reason = self.reasons[job.id]
+        return v
+
+    def rebuild(self, jobs: Iterable[Job], now: float) -> None:
+        """Re-derive every account from hard job state (after a snapshot or failover)."""
+        self.ledger = Ledger()
+        self.decaying.clear()
+        self.attempts.clear()
+        for job in jobs:
+            self.sync_job(job, now)

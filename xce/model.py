@@ -1,0 +1,119 @@
+"""The domain model shared by every part of XCE: jobs, hosts, queues.
+
+These msgspec Structs are the hard state the controller replicates through Raft
+and the entities the event stream carries; the daemons, REST, CLI and console
+all read these same classes.  Memory is in bytes, times in Unix seconds.
+Derived figures (charge, slack, availability) are never stored here: they come
+from xce/accounting.py, and the user-facing shapes from xce/views.py.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import msgspec
+
+from xce.resreq import ResReq
+
+
+class JobState(StrEnum):
+    PEND = "PEND"
+    RUN = "RUN"
+    PSUSP = "PSUSP"
+    USUSP = "USUSP"
+    SSUSP = "SSUSP"
+    DONE = "DONE"
+    EXIT = "EXIT"
+    UNKWN = "UNKWN"
+
+
+TERMINAL = frozenset({JobState.DONE, JobState.EXIT})
+ACTIVE = frozenset({JobState.RUN, JobState.USUSP, JobState.SSUSP, JobState.UNKWN})
+
+
+class HostState(StrEnum):
+    OK = "ok"
+    CLOSED = "closed"
+    UNAVAIL = "unavail"
+    FULL = "full"
+
+
+class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """What the user asked for; never changes after submission (but for mem_limit)."""
+
+    command: list[str]
+    name: str = ""
+    user: str = ""
+    queue: str = ""
+    slots: int = 1
+    resreq: str = ""
+    mem_limit: int | None = None
+    cwd: str = ""
+    env: dict[str, str] = {}
+    stdout: str | None = None
+    stderr: str | None = None
+    rerunnable: bool | None = None  # None: the queue decides
+
+
+class Alloc(msgspec.Struct, frozen=True):
+    """A job's share of one host, fixed at placement."""
+
+    host: str
+    slots: int
+    mem: int = 0  # reservation at start (bytes); decay is applied by accounting
+    virtual: dict[str, int] = {}
+
+
+class HostUsage(msgspec.Struct, kw_only=True):
+    """Final usage record of a job on one host: hard state once the job ends."""
+
+    host: str
+    reserved: int = 0
+    actual: int = 0
+    peak: int = 0
+    charged_peak: int = 0
+    cpu_time: float = 0.0
+    slack_integral: float = 0.0  # byte-seconds reserved but unused
+
+
+class Job(msgspec.Struct, kw_only=True):
+    id: int
+    spec: JobSpec
+    req: ResReq
+    state: JobState = JobState.PEND
+    submit_time: float = 0.0
+    start_time: float | None = None
+    end_time: float | None = None
+    allocs: list[Alloc] = []
+    attempt: int = 0  # placement number: the idempotency key of dispatch
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str = ""
+    usage: list[HostUsage] = []
+    finished_hosts: list[str] = []
+    kill_requested: bool = False
+    requeues: int = 0
+
+    @property
+    def hosts(self) -> list[str]:
+        return [a.host for a in self.allocs]
+
+
+class Host(msgspec.Struct, kw_only=True):
+    name: str
+    slots_total: int
+    mem_total: int
+    ncpus: int = 1
+    closed: bool = False
+    unavail: bool = False
+    registered_time: float = 0.0
+    version: str = ""
+    attrs: dict[str, str] = {}
+    virtual: dict[str, int] = {}  # host-level virtual resource totals (besides slots)
+
+
+class Queue(msgspec.Struct, kw_only=True, frozen=True):
+    name: str
+    priority: int = 30
+    rerunnable: bool = False
+    description: str = ""

@@ -1,0 +1,340 @@
+"""The placement core: pending jobs and a cluster view in, placements and reasons out.
+
+Pure: no sockets, no clock (``now`` is a parameter), no randomness.  A round is
+a short pipeline, as in Nomad and the Kubernetes scheduler:
+
+    order pending (queue priority, then submit order)
+      -> for each job: FILTER hosts (schedulable, select, slots, mem, virtual)
+      -> RANK the survivors (order[], default: most memory available first)
+      -> take the first that fit, charge a tentative overlay, go on.
+
+Each filter returns ``None`` or the reason it rejected the host, in words an
+operator reads ("mem: needs 4.0G, node2 has 3.1G available for scheduling
+(OS 6.2G - slack 3.1G)").  The same ``fit_reason`` is what the controller runs
+again before committing a placement (one fit rule, used twice).
+
+Jobs with identical demands form a class; within one round resources only
+shrink, so a class that failed once fails again with the same reason and its
+ranked candidate list is only ever walked forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from xce import accounting
+from xce.accounting import Ledger
+from xce.model import Alloc, Host, Job, JobState
+from xce.resreq import ResReq, select_matches
+from xce.units import fmt_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What one job needs, in placement terms."""
+
+    slots: int
+    mem_task: int = 0    # per slot
+    mem_host: int = 0    # per host used
+    mem_job: int = 0     # whole job, charged on its first host
+    virtual: tuple[tuple[str, int], ...] = ()  # host-level virtual, per host
+    cluster: tuple[tuple[str, int], ...] = ()  # cluster-wide virtual, whole job
+    span_hosts: int | None = None
+    ptile: int | None = None
+    select: str | None = None
+    order: tuple[tuple[str, bool], ...] = ()
+
+    def mem_for(self, slots_here: int, first: bool) -> int:
+        return self.mem_task * slots_here + self.mem_host + (self.mem_job if first else 0)
+
+
+def job_demand(job: Job, cluster_resources: Mapping[str, int] | None = None) -> Demand:
+    return demand_of(job.spec.slots, job.req, cluster_resources or {})
+
+
+def demand_of(slots: int, req: ResReq, cluster_resources: Mapping[str, int]) -> Demand:
+    mem = {"task": 0, "host": 0, "job": 0}
+    virtual: dict[str, int] = {}
+    cluster: dict[str, int] = {}
+    for item in req.rusage:
+        if item.name == "mem":
+            mem[item.method] += item.amount
+        elif item.name in cluster_resources:
+            cluster[item.name] = cluster.get(item.name, 0) + item.amount
+        elif item.name != "slots":
+            per = item.amount * (slots if item.method == "task" else 1)
+            virtual[item.name] = virtual.get(item.name, 0) + per
+    return Demand(slots=slots, mem_task=mem["task"], mem_host=mem["host"], mem_job=mem["job"],
+                  virtual=tuple(sorted(virtual.items())), cluster=tuple(sorted(cluster.items())),
+                  span_hosts=req.span_hosts, ptile=req.span_ptile, select=req.select,
+                  order=tuple((k.name, k.descending) for k in req.order))
+
+
+def total_mem(d: Demand, hosts_used: int) -> int:
+    return d.mem_task * d.slots + d.mem_host * max(1, hosts_used) + d.mem_job
+
+
+@dataclass(slots=True)
+class HostCap:
+    """One host as a round sees it; a tentative overlay mutated as jobs are placed."""
+
+    name: str
+    schedulable: str | None  # None, or why the host takes no jobs ("closed", "unavail")
+    slots_total: int
+    slots_free: int
+    mem_total: int
+    os_available: int
+    slack: int
+    virtual_free: dict[str, int] = field(default_factory=dict)
+    attrs: dict[str, int | str] = field(default_factory=dict)
+
+    @property
+    def mem_available(self) -> int:
+        return self.os_available - self.slack
+
+    def select_attrs(self) -> dict[str, int | str]:
+        return {**self.attrs, "mem": self.mem_available, "slots": self.slots_free,
+                "maxmem": self.mem_total, "maxslots": self.slots_total, "hname": self.name}
+
+    def charge(self, slots: int, mem: int, virtual: Iterable[tuple[str, int]]) -> None:
+        # A fresh placement is unreported: its whole reservation is slack.
+        self.slots_free -= slots
+        self.slack += mem
+        for name, n in virtual:
+            if name != "slots":
+                self.virtual_free[name] = self.virtual_free.get(name, 0) - n
+
+
+def host_caps(hosts: Iterable[Host], ledger: Ledger,
+              os_available: Mapping[str, int]) -> dict[str, HostCap]:
+    """Build the round's view from hard host state, the ledger and soft OS figures."""
+    caps: dict[str, HostCap] = {}
+    for h in hosts:
+        t = ledger.host_totals(h.name)
+        why = "unavail" if h.unavail else "closed" if h.closed else None
+        free = {k: v - t.allocated.get(k, 0) for k, v in h.virtual.items()}
+        caps[h.name] = HostCap(
+            name=h.name, schedulable=why, slots_total=h.slots_total,
+            slots_free=h.slots_total - t.allocated.get("slots", 0), mem_total=h.mem_total,
+            os_available=os_available.get(h.name, h.mem_total), slack=t.mem_slack,
+            virtual_free=free, attrs={"ncpus": h.ncpus, **h.attrs})
+    return caps
+
+
+# ---- filters: each returns None (fits) or the reason it does not -------------------------
+
+def f_schedulable(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+    return None if h.schedulable is None else f"host {h.name} is {h.schedulable}"
+
+
+def f_select(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+    if d.select is None or select_matches(d.select, h.select_attrs()):
+        return None
+    return f"select: {h.name} does not match {d.select}"
+
+
+def f_slots(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+    if h.slots_free >= slots:
+        return None
+    return f"slots: needs {slots}, {h.name} has {max(0, h.slots_free)} free of {h.slots_total}"
+
+
+def f_mem(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+    need = d.mem_for(slots, first)
+    if need == 0 or h.mem_available >= need:
+        return None
+    return (f"mem: needs {fmt_bytes(need)}, {h.name} has {fmt_bytes(h.mem_available)} available "
+            f"for scheduling (OS {fmt_bytes(h.os_available)} - slack {fmt_bytes(h.slack)})")
+
+
+def f_virtual(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+    for name, n in d.virtual:
+        have = h.virtual_free.get(name, 0)
+        if have < n:
+            return f"{name}: needs {n}, {h.name} has {max(0, have)}"
+    return None
+
+
+FILTERS: tuple[Callable[[Demand, HostCap, int, bool], str | None], ...] = (
+    f_schedulable, f_select, f_slots, f_mem, f_virtual)
+
+
+def fit_reason(d: Demand, h: HostCap, slots: int, first: bool = True) -> str | None:
+    """The one fit rule: the scheduler's filters and the controller's re-check."""
+    for f in FILTERS:
+        why = f(d, h, slots, first)
+        if why is not None:
+            return why
+    return None
+
+
+def never_fits(d: Demand, hosts: Iterable[HostCap]) -> str | None:
+    """Why no host could run the job even when empty, or None if some host could."""
+    best_mem, best_slots = 0, 0
+    for h in hosts:
+        per_host_slots = d.slots if d.span_hosts == 1 else min(d.slots, d.ptile or d.slots)
+        if h.slots_total >= per_host_slots and h.mem_total >= d.mem_for(per_host_slots, True):
+            return None
+        best_mem, best_slots = max(best_mem, h.mem_total), max(best_slots, h.slots_total)
+    return (f"no host could ever run it: needs {d.slots} slot(s) and {fmt_bytes(d.mem_for(d.slots, True))}"
+            f" per host; the largest host has {best_slots} slots and {fmt_bytes(best_mem)}")
+
+
+# ---- ranking -------------------------------------------------------------------------------
+
+def rank_key(d: Demand) -> Callable[[HostCap], tuple]:
+    """order[r] prefers more of r available; order[-r] prefers less. Ties by name."""
+    keys = d.order or (("mem", True),)
+
+    def key(h: HostCap) -> tuple:
+        attrs = h.select_attrs()
+        out: list = []
+        for name, descending in keys:
+            v = attrs.get(name, 0)
+            v = v if isinstance(v, int) else 0
+            out.append(-v if descending else v)
+        out.append(h.name)
+        return tuple(out)
+
+    return key
+
+
+# ---- a round -------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Plan:
+    placements: list[tuple[int, list[Alloc]]] = field(default_factory=list)
+    reasons: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Class:
+    candidates: list[HostCap]
+    pos: int = 0
+    failed: str | None = None
+
+
+def pending_order(jobs: Iterable[Job], queue_priority: Mapping[str, int]) -> list[Job]:
+    pend = [j for j in jobs if j.state == JobState.PEND]
+    pend.sort(key=lambda j: (-queue_priority.get(j.spec.queue, 0), j.id))
+    return pend
+
+
+def schedule(caps: Mapping[str, HostCap], pending: list[Job], now: float,
+             cluster_free: Mapping[str, int] | None = None,
+             cluster_names: Iterable[str] = ()) -> Plan:
+    """Place ``pending`` (already in priority order) onto ``caps`` (mutated as an overlay)."""
+    plan = Plan()
+    classes: dict[Demand, _Class] = {}
+    cfree = dict(cluster_free or {})
+    cnames = {n: 0 for n in cluster_names}
+    free_slots = sum(max(0, h.slots_free) for h in caps.values() if h.schedulable is None)
+    for job in pending:
+        d = demand_of(job.spec.slots, job.req, cnames)
+        if free_slots < d.slots:
+            plan.reasons[job.id] = f"slots: needs {d.slots}; the cluster has {free_slots} free"
+            continue
+        short = _cluster_short(d, cfree)
+        if short:
+            plan.reasons[job.id] = short
+            continue
+        cls = classes.get(d)
+        if cls is None:
+            cands = [h for h in caps.values() if h.schedulable is None
+                     and f_select(d, h, 0, True) is None]
+            cands.sort(key=rank_key(d))
+            cls = classes[d] = _Class(cands)
+            if not cands:
+                cls.failed = (never_fits(d, caps.values()) or _no_candidate(d, caps.values()))
+        if cls.failed:
+            plan.reasons[job.id] = cls.failed
+            continue
+        allocs, why = _place_one(d, cls)
+        if allocs is None:
+            cls.failed = why
+            plan.reasons[job.id] = why
+            continue
+        for a in allocs:
+            caps[a.host].charge(a.slots, a.mem, a.virtual.items())
+            free_slots -= a.slots
+        for name, n in d.cluster:
+            cfree[name] = cfree.get(name, 0) - n
+        plan.placements.append((job.id, allocs))
+    return plan
+
+
+def _no_candidate(d: Demand, hosts: Iterable[HostCap]) -> str:
+    states = sorted({h.schedulable for h in hosts if h.schedulable})
+    if d.select:
+        return f"select: no host matches {d.select}"
+    return "no host is open" + (f" ({', '.join(states)})" if states else "")
+
+
+def _cluster_short(d: Demand, cfree: Mapping[str, int]) -> str | None:
+    for name, n in d.cluster:
+        have = cfree.get(name, 0)
+        if have < n:
+            return f"{name}: needs {n}; the cluster has {max(0, have)} free"
+    return None
+
+
+def _place_one(d: Demand, cls: _Class) -> tuple[list[Alloc] | None, str]:
+    """Walk the class's ranked candidates forward; hosts that cannot take a chunk now never will."""
+    cands = cls.candidates
+    single = d.span_hosts == 1 or (d.ptile is None and d.slots == 1)
+    best_reason = ""
+    if single or d.ptile is None:
+        # Prefer one host with room for every slot.
+        i = cls.pos
+        while i < len(cands):
+            h = cands[i]
+            why = fit_reason(d, h, d.slots, True)
+            if why is None:
+                return [_alloc(d, h, d.slots, True)], ""
+            best_reason = best_reason or why
+            if i == cls.pos and single:
+                cls.pos += 1  # cannot fit this class again this round
+            i += 1
+        if single:
+            return None, _best_reason(d, cands, best_reason)
+    chunk = d.ptile or 0
+    allocs: list[Alloc] = []
+    remaining = d.slots
+    for h in cands[cls.pos:]:
+        take = min(chunk, remaining) if chunk else min(h.slots_free, remaining)
+        if take <= 0 or (chunk and take < chunk and remaining >= chunk):
+            continue
+        if fit_reason(d, h, take, not allocs) is None:
+            allocs.append(_alloc(d, h, take, not allocs))
+            remaining -= take
+            if remaining == 0:
+                return allocs, ""
+    return None, _best_reason(d, cands, best_reason or f"slots: needs {d.slots} across hosts")
+
+
+def _alloc(d: Demand, h: HostCap, slots: int, first: bool) -> Alloc:
+    return Alloc(host=h.name, slots=slots, mem=d.mem_for(slots, first),
+                 virtual={"slots": slots, **dict(d.virtual)})
+
+
+def _best_reason(d: Demand, cands: list[HostCap], fallback: str) -> str:
+    """The reason against the host that came closest (most memory available for scheduling)."""
+    if not cands:
+        return fallback
+    best = max(cands, key=lambda h: (h.slots_free >= min(d.slots, d.ptile or d.slots), h.mem_available))
+    return fit_reason(d, best, min(d.slots, d.ptile or d.slots), True) or fallback
+
+
+def check_placement(d: Demand, allocs: list[Alloc], caps: Mapping[str, HostCap]) -> str | None:
+    """The controller's re-check of a proposed placement, with the same fit rule."""
+    if sum(a.slots for a in allocs) != d.slots:
+        return f"placement gives {sum(a.slots for a in allocs)} slots, job needs {d.slots}"
+    for i, a in enumerate(allocs):
+        h = caps.get(a.host)
+        if h is None:
+            return f"unknown host {a.host}"
+        why = fit_reason(d, h, a.slots, i == 0)
+        if why is not None:
+            return why
+    return None

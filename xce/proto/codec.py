@@ -1,0 +1,99 @@
+"""Envelope encoding and defensive decoding.
+
+A frame is a MessagePack array ``[v, op, rid, body, token, term]`` (Envelope).
+Decoding never raises anything but ProtocolError, whose message names the
+problem (bad bytes, wrong version, unknown opcode, oversized body, the field
+that has the wrong type), so every daemon can answer bad input with an error
+reply and carry on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from xce.errors import ERROR_CLASSES, NotLeader, ProtocolError, XceError
+from xce.proto.opcodes import Op
+from xce.proto.schema import (DEFAULT_MAX_BODY, MAX_BODY, PROTOCOL_VERSION, REPLIES, REQUESTS,
+                              Envelope, ErrorReply)
+
+MAX_FRAME = 64 * 2**20  # ZMQ_MAXMSGSIZE on every socket that takes input from others
+
+_enc = msgspec.msgpack.Encoder()
+_env_dec = msgspec.msgpack.Decoder(Envelope)
+_body_decoders: dict[type, msgspec.msgpack.Decoder] = {}
+
+
+def _decoder(t: type) -> msgspec.msgpack.Decoder:
+    d = _body_decoders.get(t)
+    if d is None:
+        d = _body_decoders[t] = msgspec.msgpack.Decoder(t)
+    return d
+
+
+def encode(op: int, rid: int, body: Any, token: str = "", term: int = 0) -> bytes:
+    raw = msgspec.Raw(_enc.encode(body))
+    return _enc.encode(Envelope(PROTOCOL_VERSION, int(op), rid, raw, token, term))
+
+
+def decode_envelope(data: bytes) -> Envelope:
+    if len(data) > MAX_FRAME:
+        raise ProtocolError(f"message of {len(data)} bytes exceeds the {MAX_FRAME}-byte limit")
+    try:
+        env = _env_dec.decode(data)
+    except msgspec.DecodeError as e:
+        raise ProtocolError(f"malformed envelope: {e}") from None
+    if env.v != PROTOCOL_VERSION:
+        raise ProtocolError(f"unsupported protocol version {env.v} (this peer speaks {PROTOCOL_VERSION})")
+    return env
+
+
+def request_op(env: Envelope) -> Op:
+    try:
+        op = Op(env.op)
+    except ValueError:
+        raise ProtocolError(f"unknown opcode {env.op}") from None
+    if op not in REQUESTS:
+        raise ProtocolError(f"opcode {op.name} is not a request")
+    return op
+
+
+def decode_request(env: Envelope) -> tuple[Op, Any]:
+    op = request_op(env)
+    limit = MAX_BODY.get(op, DEFAULT_MAX_BODY)
+    if len(env.body) > limit:
+        raise ProtocolError(f"{op.name} body of {len(env.body)} bytes exceeds the {limit}-byte limit")
+    try:
+        return op, _decoder(REQUESTS[op]).decode(env.body)
+    except msgspec.DecodeError as e:
+        raise ProtocolError(f"bad {op.name} body: {e}") from None
+
+
+def decode_reply(env: Envelope, request: Op) -> Any:
+    """Decode a reply body; an ERROR reply is raised as its XceError class."""
+    if env.op == Op.ERROR:
+        err = msgspec.msgpack.decode(env.body, type=ErrorReply)
+        raise error_from_reply(err)
+    try:
+        return _decoder(REPLIES[request]).decode(env.body)
+    except msgspec.DecodeError as e:
+        raise ProtocolError(f"bad {request.name} reply: {e}") from None
+
+
+def error_body(exc: XceError) -> ErrorReply:
+    leader = exc.leader if isinstance(exc, NotLeader) else None
+    return ErrorReply(code=exc.code, message=exc.message, leader=leader)
+
+
+def error_reply(rid: int, exc: XceError, term: int = 0) -> bytes:
+    return encode(Op.ERROR, rid, error_body(exc), term=term)
+
+
+def error_from_reply(err: ErrorReply) -> XceError:
+    if err.code == NotLeader.code:
+        return NotLeader(err.leader)
+    cls = ERROR_CLASSES.get(err.code, XceError)
+    exc = cls.__new__(cls)
+    XceError.__init__(exc, err.message)
+    return exc

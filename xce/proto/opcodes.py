@@ -1,0 +1,42 @@
+"""Every opcode of the XCE wire protocol, in one place.
+
+Requests carry their opcode; a reply echoes the request id with ``OK`` or
+``ERROR``.  Events on the PUB socket use ``EVENT``.  Numbers never change
+meaning; new ones are appended.
+"""
+
+from enum import IntEnum
+
+
+class Op(IntEnum):
+    OK = 1            # reply; body type depends on the request
+    ERROR = 2         # reply; body is ErrorReply
+    PING = 3
+
+    # clients (CLI, xce.client, REST, console)
+    SUBMIT = 10
+    JOBS = 11
+    HOSTS = 12
+    QUEUES = 13
+    KILL = 14
+    STATUS = 15
+    SNAPSHOT = 16
+    MODIFY = 17
+    HOST_ADMIN = 18
+    AUDIT = 19
+
+    # scheduler -> controller
+    PLACE = 30
+
+    # worker -> controller
+    REGISTER = 40
+    HEARTBEAT = 41
+    JOB_STARTED = 42
+    JOB_FINISHED = 43
+
+    # controller -> worker
+    RUN_JOB = 50
+    KILL_JOB = 51
+
+    # controller PUB
+    EVENT = 60

@@ -1,0 +1,299 @@
+"""Every message body on the wire, named by who sends it.
+
+All are msgspec Structs encoded as MessagePack inside the envelope
+(codec.py).  ``REQUESTS`` maps each opcode to the body type the receiver
+decodes; ``REPLIES`` the body of its OK reply.  Entities (Job, Host, Queue) and
+views (JobView, HostView) are the shared domain model, not wire-only copies.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from xce.model import Alloc, Host, HostUsage, Job, JobSpec, Queue
+from xce.proto.opcodes import Op
+from xce.views import HostView, JobView
+
+PROTOCOL_VERSION = 1
+
+
+class Envelope(msgspec.Struct, array_like=True):
+    v: int
+    op: int
+    rid: int
+    body: msgspec.Raw
+    token: str = ""
+    term: int = 0
+
+
+class Empty(msgspec.Struct):
+    pass
+
+
+class ErrorReply(msgspec.Struct):
+    code: str
+    message: str
+    leader: str | None = None
+
+
+# ---- clients -------------------------------------------------------------------------------
+
+class SubmitRequest(msgspec.Struct):
+    jobs: list[JobSpec]
+    dry_run: bool = False
+
+
+class SubmitReply(msgspec.Struct):
+    ids: list[int]
+    queues: list[str]
+
+
+class JobsRequest(msgspec.Struct, kw_only=True):
+    ids: list[int] = []
+    user: str | None = None
+    queue: str | None = None
+    states: list[str] = []
+    all: bool = False          # include finished jobs
+    after: int = 0             # cursor: ids greater than this
+    limit: int = 0             # 0: no limit
+
+
+class JobsReply(msgspec.Struct):
+    jobs: list[JobView]
+    next_after: int | None = None
+
+
+class HostsRequest(msgspec.Struct):
+    names: list[str] = []
+
+
+class HostsReply(msgspec.Struct):
+    hosts: list[HostView]
+
+
+class QueuesReply(msgspec.Struct):
+    queues: list[Queue]
+    default: str
+    counts: dict[str, dict[str, int]] = {}
+
+
+class KillRequest(msgspec.Struct):
+    ids: list[int]
+    reason: str = ""
+
+
+class KillReply(msgspec.Struct):
+    results: dict[int, str]
+
+
+class ModifyRequest(msgspec.Struct):
+    id: int
+    mem_limit: int | None
+
+
+class HostAdminRequest(msgspec.Struct):
+    names: list[str]
+    action: str  # "open" | "close"
+
+
+class ControllerInfo(msgspec.Struct, kw_only=True):
+    address: str
+    role: str
+    term: int
+    commit_index: int
+    applied_index: int = 0
+    leader: str | None = None
+    pid: int | None = None
+
+
+class StatusReply(msgspec.Struct, kw_only=True):
+    cluster: str
+    controllers: list[ControllerInfo]
+    leader: str | None
+    term: int
+    hosts_by_state: dict[str, int]
+    jobs_by_state: dict[str, int]
+    endpoints: dict[str, str]
+    rest_url: str | None = None
+    mem: dict[str, int] = {}
+    last_round_ms: float | None = None
+
+
+class AuditReply(msgspec.Struct):
+    problems: list[str]
+    checked: dict[str, int]
+
+
+class HostLive(msgspec.Struct, array_like=True):
+    host: str
+    os_available: int
+    last_seen: float
+
+
+class JobSample(msgspec.Struct, array_like=True):
+    """One job's latest figures on one host, under scheduler resource names."""
+
+    job_id: int
+    host: str
+    actual: int
+    peak: int
+    cpu_time: float
+
+
+class Snapshot(msgspec.Struct, kw_only=True):
+    seq: int
+    epoch: str
+    time: float
+    jobs: list[Job]
+    hosts: list[Host]
+    queues: list[Queue]
+    default_queue: str
+    live: list[HostLive]
+    samples: list[JobSample]
+    reasons: dict[int, str]
+    leader: str | None = None
+    term: int = 0
+
+
+class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One change: entities are whole (a receiver replaces its copy)."""
+
+    seq: int
+    epoch: str
+    time: float
+    jobs: list[Job] = []
+    hosts: list[Host] = []
+    forget: list[int] = []
+    live: list[HostLive] = []
+    samples: list[JobSample] = []
+    reasons: dict[int, str] = {}
+    queues: list[Queue] = []
+
+
+# ---- scheduler -----------------------------------------------------------------------------
+
+class Placement(msgspec.Struct, array_like=True):
+    job_id: int
+    attempt: int
+    allocs: list[Alloc]
+
+
+class PlaceRequest(msgspec.Struct):
+    placements: list[Placement]
+    reasons: dict[int, str] = {}
+    round_ms: float = 0.0
+
+
+class PlaceReply(msgspec.Struct):
+    accepted: list[int]
+    rejected: dict[int, str]
+
+
+# ---- worker --------------------------------------------------------------------------------
+
+class TaskUsage(msgspec.Struct, array_like=True):
+    """A job's usage on the reporting host, under the worker's own wire names."""
+
+    job_id: int
+    attempt: int
+    metrics: dict[str, int]   # e.g. {"memory_rss": ..., "memory_peak": ...}
+    cpu_time: float
+
+
+class RunningTask(msgspec.Struct):
+    job_id: int
+    attempt: int
+    pid: int
+
+
+class RegisterRequest(msgspec.Struct, kw_only=True):
+    host: str
+    slots: int
+    ncpus: int
+    mem_total: int
+    os_available: int
+    version: str
+    attrs: dict[str, str] = {}
+    virtual: dict[str, int] = {}
+    running: list[RunningTask] = []
+    measure: str = "proc"
+
+
+class RegisterReply(msgspec.Struct):
+    heartbeat_interval: float
+    term: int
+    kill: list[RunningTask] = []
+
+
+class Heartbeat(msgspec.Struct, kw_only=True):
+    host: str
+    time: float
+    os_available: int
+    usage: list[TaskUsage] = []
+
+
+class HeartbeatReply(msgspec.Struct):
+    known: bool  # False: the controller does not know this host; register again
+
+
+class JobStarted(msgspec.Struct, kw_only=True):
+    host: str
+    job_id: int
+    attempt: int
+    pid: int
+    time: float
+
+
+class JobFinished(msgspec.Struct, kw_only=True):
+    host: str
+    job_id: int
+    attempt: int
+    time: float
+    exit_code: int | None
+    signal: int | None
+    reason: str
+    usage: HostUsage
+
+
+class RunJob(msgspec.Struct, kw_only=True):
+    job_id: int
+    attempt: int
+    spec: JobSpec
+    alloc: Alloc
+    hosts: list[str]
+    mem_duration_s: int | None = None
+    mem_decay: bool = False
+
+
+class KillJob(msgspec.Struct, kw_only=True):
+    job_id: int
+    attempt: int
+    reason: str
+
+
+class Ack(msgspec.Struct):
+    ok: bool = True
+    detail: str = ""
+
+
+REQUESTS: dict[Op, type] = {
+    Op.PING: Empty, Op.SUBMIT: SubmitRequest, Op.JOBS: JobsRequest, Op.HOSTS: HostsRequest,
+    Op.QUEUES: Empty, Op.KILL: KillRequest, Op.STATUS: Empty, Op.SNAPSHOT: Empty,
+    Op.MODIFY: ModifyRequest, Op.HOST_ADMIN: HostAdminRequest, Op.AUDIT: Empty,
+    Op.PLACE: PlaceRequest, Op.REGISTER: RegisterRequest, Op.HEARTBEAT: Heartbeat,
+    Op.JOB_STARTED: JobStarted, Op.JOB_FINISHED: JobFinished,
+    Op.RUN_JOB: RunJob, Op.KILL_JOB: KillJob, Op.EVENT: Event,
+}
+
+REPLIES: dict[Op, type] = {
+    Op.PING: Empty, Op.SUBMIT: SubmitReply, Op.JOBS: JobsReply, Op.HOSTS: HostsReply,
+    Op.QUEUES: QueuesReply, Op.KILL: KillReply, Op.STATUS: StatusReply, Op.SNAPSHOT: Snapshot,
+    Op.MODIFY: Ack, Op.HOST_ADMIN: Ack, Op.AUDIT: AuditReply, Op.PLACE: PlaceReply,
+    Op.REGISTER: RegisterReply, Op.HEARTBEAT: HeartbeatReply, Op.JOB_STARTED: Ack,
+    Op.JOB_FINISHED: Ack, Op.RUN_JOB: Ack, Op.KILL_JOB: Ack,
+}
+
+# Largest body accepted per request, so a flood is refused with a reply naming the
+# limit; ZMQ_MAXMSGSIZE (codec.MAX_FRAME) is the backstop that drops the peer.
+MAX_BODY: dict[Op, int] = {Op.SUBMIT: 48 * 2**20, Op.PLACE: 48 * 2**20}
+DEFAULT_MAX_BODY = 4 * 2**20

@@ -1,0 +1,451 @@
+"""How much memory and CPU a running job uses, measured on this host.
+
+This module owns the choice of *how* a job is measured, so the runner and the
+worker daemon never care whether the kernel gives us a cgroup or only /proc:
+
+* ``cgroup2`` / ``cgroup1``: the job's session leader is moved into a fresh
+  cgroup ``<worker's own cgroup>/xce-<worker>/<job key>`` before the command
+  runs, so every descendant is counted, including ones that double-fork out of
+  the session, and the kernel keeps a high-water mark between our samples.
+* ``proc``: no writable memory cgroup (non-root, or a controller we may not
+  touch): walk the session's process tree through
+  ``/proc/<pid>/task/<tid>/children``, one ``/proc/<pid>/stat`` read per
+  process.
+
+"rss" means the same thing for every method: memory the job holds that the
+kernel cannot simply drop, comparable to the sum of the processes' RSS, and
+free of page cache (a job writing a 10 GB file must not look 10 GB big; that
+cache is reclaimable and already counted in MemAvailable):
+
+* cgroup1: ``total_rss + total_mapped_file`` of memory.stat (anonymous incl.
+  swap cache and THP, plus mapped files/shmem).  Swap is not counted.
+* cgroup2: ``anon + file_mapped`` of memory.stat (same meaning).
+* proc:    sum of field 24 (rss) of /proc/<pid>/stat over the tree.
+
+"peak" is the maximum of the sampled rss, and for cgroups also the kernel's
+high-water mark (memory.max_usage_in_bytes / memory.peak) minus the unmapped
+page cache present now; this catches spikes between samples without charging
+page cache (it can overestimate if cache was reclaimed after the spike).
+
+"cpu_time" is user+system seconds of the whole job so far: cpuacct.usage
+(cgroup1, when the cpuacct hierarchy is writable) or cpu.stat usage_usec
+(cgroup2); otherwise utime+stime+cutime+cstime of the live processes of the
+tree (children's times arrive when their parent reaps them), kept monotonic.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import re
+import signal
+from pathlib import Path
+from typing import NamedTuple, Protocol
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+TICK = float(os.sysconf("SC_CLK_TCK"))
+CGROUP_ROOT_HINT = "/sys/fs/cgroup"
+
+
+class Sample(NamedTuple):
+    rss: int         # bytes
+    peak: int        # bytes, max so far
+    cpu_time: float  # seconds, user+system, whole job so far
+    method: str      # "cgroup2" | "cgroup1" | "proc"
+
+
+class Meter(Protocol):
+    method: str
+
+    def sample(self) -> Sample | None:
+        """Current usage; None when the job's processes are all gone."""
+
+    def close(self) -> None:
+        """Remove the cgroup made for the job, if any (killing stragglers in it)."""
+
+
+# --------------------------------------------------------------------------- host
+
+def _meminfo(field: bytes) -> int:
+    with open("/proc/meminfo", "rb") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/meminfo has no {field}")
+
+
+def os_available() -> int:
+    """MemAvailable in bytes: what the kernel could hand out without swapping."""
+    return _meminfo(b"MemAvailable:")
+
+
+@functools.cache
+def mem_total() -> int:
+    return _meminfo(b"MemTotal:")
+
+
+# --------------------------------------------------------------------- /proc tree
+
+class ProcStat(NamedTuple):
+    state: str
+    threads: int
+    cpu_ticks: int   # utime + stime + cutime + cstime
+    start: int       # field 22, clock ticks after boot: guards against PID reuse
+    rss: int         # bytes
+
+
+def proc_stat(pid: int) -> ProcStat | None:
+    """Parse /proc/<pid>/stat; None if the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    # comm (field 2) may hold spaces and parentheses: split after the last ')'
+    rest = data[data.rindex(b")") + 2:].split()
+    # rest[0] is field 3 (state); field n is rest[n - 3]
+    return ProcStat(
+        state=chr(rest[0][0]),
+        threads=int(rest[17]),
+        cpu_ticks=int(rest[11]) + int(rest[12]) + int(rest[13]) + int(rest[14]),
+        start=int(rest[19]),
+        rss=int(rest[21]) * PAGE,
+    )
+
+
+def proc_start_time(pid: int) -> int | None:
+    st = proc_stat(pid)
+    return None if st is None else st.start
+
+
+def _children(pid: int, threads: int) -> list[int]:
+    names = [str(pid)] if threads <= 1 else _listdir(f"/proc/{pid}/task")
+    out: list[int] = []
+    for tid in names:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                out.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+class ProcMeter:
+    """Measures the process tree below a session leader by walking /proc."""
+
+    method = "proc"
+
+    def __init__(self, pid: int, start: int | None = None) -> None:
+        self.pid = pid
+        self.start = start if start is not None else proc_start_time(pid)
+        self.peak = 0
+        self.cpu_time = 0.0
+        self.closed = True
+
+    def sample(self) -> Sample | None:
+        lead = proc_stat(self.pid)
+        if lead is None or lead.start != self.start or lead.state in "ZX":
+            return None
+        rss, ticks = 0, 0
+        stack, seen = [(self.pid, lead)], {self.pid}
+        while stack:
+            pid, st = stack.pop()
+            rss += st.rss
+            ticks += st.cpu_ticks
+            for child in _children(pid, st.threads):
+                if child not in seen:
+                    seen.add(child)
+                    cst = proc_stat(child)
+                    if cst is not None:
+                        stack.append((child, cst))
+        self.cpu_time = max(self.cpu_time, ticks / TICK)
+        self.peak = max(self.peak, rss)
+        return Sample(rss, self.peak, self.cpu_time, self.method)
+
+    def final(self) -> Sample | None:
+        return None
+
+    def pids(self) -> list[int]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+# ------------------------------------------------------------------------ cgroups
+
+def _read(path: Path) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _stat_fields(text: str, *names: str) -> list[int]:
+    vals = dict.fromkeys(names, 0)
+    for line in text.splitlines():
+        k, _, v = line.partition(" ")
+        if k in vals:
+            vals[k] = int(v)
+    return [vals[n] for n in names]
+
+
+def _mounts() -> list[tuple[str, str, str, str]]:
+    """(mount root, mount point, fs type, super options) of cgroup mounts."""
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            pre, _, post = line.partition(" - ")
+            parts, fs = pre.split(), post.split()
+            if fs and fs[0] in ("cgroup", "cgroup2"):
+                out.append((parts[3], parts[4].replace("\\040", " "), fs[0], fs[2] if len(fs) > 2 else ""))
+    return out
+
+
+def _own_cgroups() -> dict[str, str]:
+    """controller (or "" for v2) -> this process's cgroup path."""
+    out = {}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, ctrls, path = line.rstrip("\n").split(":", 2)
+            for c in ctrls.split(",") if ctrls else [""]:
+                out[c] = path
+    return out
+
+
+def _join(mount_root: str, mount_point: str, cg_path: str) -> Path | None:
+    if mount_root != "/":
+        if cg_path != mount_root and not cg_path.startswith(mount_root + "/"):
+            return None
+        cg_path = cg_path[len(mount_root):] or "/"
+    p = Path(mount_point + cg_path.rstrip("/")) if cg_path != "/" else Path(mount_point)
+    return p if p.is_dir() else None
+
+
+def _v1_dir(controller: str) -> Path | None:
+    own = _own_cgroups()
+    if controller not in own:
+        return None
+    for root, point, fs, opts in _mounts():
+        if fs == "cgroup" and controller in opts.split(","):
+            return _join(root, point, own[controller])
+    return None
+
+
+@functools.cache
+def detect_cgroup() -> tuple[str, Path] | None:
+    """The worker's own memory cgroup, if we may create job cgroups below it.
+
+    cgroup2 is preferred when its memory controller is enabled for our children;
+    we never enable controllers on our own cgroup (that is the admin's or
+    systemd's, e.g. Delegate=yes).  Else a writable cgroup-v1 memory hierarchy.
+    """
+    own = _own_cgroups()
+    if "" in own:
+        for root, point, fs, _ in _mounts():
+            if fs != "cgroup2":
+                continue
+            d = _join(root, point, own[""])
+            try:
+                if d is not None and os.access(d, os.W_OK) and \
+                        "memory" in _read(d / "cgroup.subtree_control").split():
+                    return ("cgroup2", d)
+            except OSError:
+                pass
+    d = _v1_dir("memory")
+    if d is not None and os.access(d, os.W_OK) and (d / "memory.stat").exists():
+        return ("cgroup1", d)
+    return None
+
+
+@functools.cache
+def _cpuacct_dir() -> Path | None:
+    d = _v1_dir("cpuacct")
+    return d if d is not None and os.access(d, os.W_OK) else None
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.@-]", "_", name) or "_"
+
+
+def worker_cgroup_dirs(worker_name: str) -> list[Path]:
+    """Existing ``xce-<worker>`` directories (memory, and cpuacct for v1)."""
+    det = detect_cgroup()
+    if det is None:
+        return []
+    bases = [det[1]]
+    cpu = _cpuacct_dir() if det[0] == "cgroup1" else None
+    if cpu is not None:
+        bases.append(cpu)
+    dirs = [b / f"xce-{_safe(worker_name)}" for b in bases]
+    return [d for d in dirs if d.is_dir()]
+
+
+def _procs(d: Path) -> list[int]:
+    try:
+        return [int(x) for x in _read(d / "cgroup.procs").split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _rmdir(d: Path) -> bool:
+    """Remove a cgroup directory, SIGKILLing what is still in it; True when gone."""
+    for pid in _procs(d):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        os.rmdir(d)
+    except FileNotFoundError:
+        return True
+    except OSError as e:
+        if e.errno == errno.EBUSY:
+            return False
+        raise
+    return True
+
+
+class CgroupMeter:
+    """Measures one job cgroup (plus, for v1, its cpuacct twin)."""
+
+    def __init__(self, method: str, mem: Path, cpu: Path | None, pid: int) -> None:
+        self.method = method
+        self.mem = mem
+        self.cpu = cpu
+        self.pid = pid
+        self.peak = 0
+        self.cpu_time = 0.0
+        self.closed = False
+        self._v1 = method == "cgroup1"
+        self._peak_file = mem / ("memory.max_usage_in_bytes" if self._v1 else "memory.peak")
+        self._has_peak = self._peak_file.exists()
+
+    def pids(self) -> list[int]:
+        return _procs(self.mem)
+
+    def _read_counters(self) -> Sample:
+        text = _read(self.mem / "memory.stat")
+        if self._v1:
+            anon, mapped, cache = _stat_fields(text, "total_rss", "total_mapped_file", "total_cache")
+        else:
+            anon, mapped, cache = _stat_fields(text, "anon", "file_mapped", "file")
+        rss = anon + mapped
+        peak = max(self.peak, rss)
+        if self._has_peak:
+            try:
+                peak = max(peak, int(_read(self._peak_file)) - max(0, cache - mapped))
+            except (OSError, ValueError):
+                pass
+        self.peak = peak
+        cpu = self._cpu()
+        if cpu is not None:
+            self.cpu_time = max(self.cpu_time, cpu)
+        return Sample(rss, peak, self.cpu_time, self.method)
+
+    def _cpu(self) -> float | None:
+        try:
+            if not self._v1:
+                return _stat_fields(_read(self.mem / "cpu.stat"), "usage_usec")[0] / 1e6
+            if self.cpu is not None:
+                return int(_read(self.cpu / "cpuacct.usage")) / 1e9
+        except (OSError, ValueError):
+            return None
+        ticks = 0
+        for pid in self.pids():
+            st = proc_stat(pid)
+            if st is not None:
+                ticks += st.cpu_ticks
+        return ticks / TICK
+
+    def sample(self) -> Sample | None:
+        if not self.pids():
+            return None
+        try:
+            return self._read_counters()
+        except (OSError, ValueError):
+            return None
+
+    def final(self) -> Sample | None:
+        """Counters after the job ended: the kernel peak and total CPU survive it."""
+        try:
+            return self._read_counters()
+        except (OSError, ValueError):
+            return None
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        done = _rmdir(self.mem)
+        if self.cpu is not None:
+            done = _rmdir(self.cpu) and done
+        self.closed = done
+
+
+_made: set[Path] = set()
+
+
+def _worker_dir(base: Path, worker_name: str, v2: bool) -> Path:
+    d = base / f"xce-{_safe(worker_name)}"
+    if d not in _made:
+        d.mkdir(exist_ok=True)
+        if v2 and "memory" not in _read(d / "cgroup.subtree_control").split():
+            (d / "cgroup.subtree_control").write_text("+memory")
+        _made.add(d)
+    return d
+
+
+def make_meter(job_key: str, pid: int, worker_name: str) -> Meter:
+    """A meter for the session led by ``pid``; moves it into a job cgroup if we can.
+
+    Call before the session leader forks anything (the runner holds it on a pipe
+    until this returns), since moving a process does not move its children.  An
+    existing job cgroup of the same key (re-attaching after a restart) is reused.
+    """
+    det = detect_cgroup()
+    if det is not None:
+        method, base = det
+        made: list[Path] = []
+        try:
+            mem = _worker_dir(base, worker_name, method == "cgroup2") / _safe(job_key)
+            if not mem.is_dir():
+                mem.mkdir()
+                made.append(mem)
+            cpu = None
+            cbase = _cpuacct_dir() if method == "cgroup1" else None
+            if cbase is not None:
+                try:
+                    cpu = _worker_dir(cbase, worker_name, False) / _safe(job_key)
+                    if not cpu.is_dir():
+                        cpu.mkdir()
+                        made.append(cpu)
+                    (cpu / "cgroup.procs").write_text(str(pid))
+                except OSError:
+                    cpu = None
+            (mem / "cgroup.procs").write_text(str(pid))
+            return CgroupMeter(method, mem, cpu, pid)
+        except OSError:
+            for d in made:
+                try:
+                    d.rmdir()
+                except OSError:
+                    pass
+    return ProcMeter(pid)
+
+
+def sweep_cgroups(worker_name: str, keep: set[str]) -> list[str]:
+    """Remove job cgroups of this worker whose key is not in ``keep``; their jobs are over."""
+    removed = []
+    keep_names = {_safe(k) for k in keep}
+    for wdir in worker_cgroup_dirs(worker_name):
+        for d in wdir.iterdir():
+            if d.is_dir() and d.name not in keep_names:
+                if _rmdir(d):
+                    removed.append(d.name)
+    return removed
