@@ -170,15 +170,43 @@ def fit_reason(d: Demand, h: HostCap, slots: int, first: bool = True) -> str | N
 
 
 def never_fits(d: Demand, hosts: Iterable[HostCap]) -> str | None:
-    """Why no host could run the job even when empty, or None if some host could."""
-    best_mem, best_slots = 0, 0
-    for h in hosts:
-        per_host_slots = d.slots if d.span_hosts == 1 else min(d.slots, d.ptile or d.slots)
-        if h.slots_total >= per_host_slots and h.mem_total >= d.mem_for(per_host_slots, True):
+    """Why no host could run the job even when empty, or None if some host could.
+
+    A job without span[hosts=1] may spread as ``_place_one`` does: in chunks of ptile slots
+    (the last one smaller), or in shares of any size.  Never errs towards "never".
+    """
+    hosts = list(hosts)
+    best_mem = max((h.mem_total for h in hosts), default=0)
+    best_slots = max((h.slots_total for h in hosts), default=0)
+    single = d.span_hosts == 1 or (d.ptile is None and d.slots == 1)
+    if single:
+        if any(h.slots_total >= d.slots and h.mem_total >= d.mem_for(d.slots, True) for h in hosts):
             return None
-        best_mem, best_slots = max(best_mem, h.mem_total), max(best_slots, h.slots_total)
-    return (f"no host could ever run it: needs {d.slots} slot(s) and {fmt_bytes(d.mem_for(d.slots, True))}"
-            f" per host; the largest host has {best_slots} slots and {fmt_bytes(best_mem)}")
+        return (f"no host could ever run it: needs {d.slots} slot(s) and {fmt_bytes(d.mem_for(d.slots, True))}"
+                f" per host; the largest host has {best_slots} slots and {fmt_bytes(best_mem)}")
+    shares = [_most_slots(d, h) for h in hosts]
+    if d.ptile is None:
+        if sum(shares) >= d.slots:
+            return None
+    else:
+        chunk = min(d.ptile, d.slots)
+        full, rest = divmod(d.slots, chunk)
+        n_full = sum(k >= chunk for k in shares)
+        n_rest = sum(rest <= k < chunk for k in shares) if rest else 0
+        if n_full >= full and (not rest or n_full + n_rest > full):
+            return None
+    per = min(d.slots, d.ptile or 1)
+    return (f"no host could ever run it: needs {d.slots} slot(s), at least {per} and "
+            f"{fmt_bytes(d.mem_for(per, False))} per host used; the largest host has {best_slots} slots "
+            f"and {fmt_bytes(best_mem)}")
+
+
+def _most_slots(d: Demand, h: HostCap) -> int:
+    """The most slots of the job an empty ``h`` could hold (as a later, not the first, share)."""
+    if h.mem_total < d.mem_host:
+        return 0
+    k = min(h.slots_total, d.slots)
+    return k if d.mem_task == 0 else min(k, (h.mem_total - d.mem_host) // d.mem_task)
 
 
 # ---- ranking -------------------------------------------------------------------------------

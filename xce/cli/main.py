@@ -35,9 +35,12 @@ def cmd_submit(a: argparse.Namespace) -> int:
     from xce.proto import schema as S
     from xce.proto.opcodes import Op
 
+    if a.command and a.command[0] == "--":
+        a.command = a.command[1:]
     if not a.command:
         raise _usage("submit: no command given (xce submit [options] -- CMD ...)")
-    fields: dict[str, Any] = {"slots": a.n, "resreq": a.R or "", "name": a.J or "", "queue": a.q or ""}
+    # Like bsub, the job runs in the submitting environment.
+    fields: dict[str, Any] = {"env": dict(os.environ), "slots": a.n, "resreq": a.R or "", "name": a.J or "", "queue": a.q or ""}
     if a.M:
         from xce.units import parse_mem
 
@@ -304,6 +307,9 @@ def cmd_top(a: argparse.Namespace) -> int:
 
 # ---- the parser ----------------------------------------------------------------------------
 
+EXTENSIONS = ("xce.rest.cli",)
+
+
 class UsageError(Exception):
     pass
 
@@ -395,6 +401,16 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("down", help="stop the local cluster")
     s.set_defaults(func=cmd_down)
+
+    # Areas that own their own subcommands register them here (REST users, tokens, keys).
+    import importlib
+
+    for mod in EXTENSIONS:
+        try:
+            importlib.import_module(mod).register(sub)
+        except ModuleNotFoundError as e:
+            if e.name != mod:
+                raise
 
     s = sub.add_parser("top", help="the live console (xce-top)")
     s.add_argument("rest", nargs=argparse.REMAINDER)

@@ -38,7 +38,7 @@ from xce.proto.codec import (decode_envelope, decode_request, encode, error_from
 from xce.proto.opcodes import Op
 from xce.units import parse_mem
 from xce.worker import measure
-from xce.worker.runner import Exit, Runner, Task
+from xce.worker.runner import Runner, Task
 
 log = logging.getLogger("xce.worker")
 
@@ -64,8 +64,9 @@ class Worker:
         self.register_sent = 0.0
         self.rid = 0
         self.term = 0
-        self.unacked: dict[int, tuple[Exit, S.JobFinished, float]] = {}  # rid -> ...
-        self.pending_exits: list[tuple[Exit, S.JobFinished]] = []
+        # Ends not yet acknowledged by a commit: rid -> (task or None, message, sent at).
+        self.unacked: dict[int, tuple[Task | None, S.JobFinished, float]] = {}
+        self.pending_exits: list[tuple[Task | None, S.JobFinished]] = []
         self.next_hb = 0.0
         self.next_sample = 0.0
         self.last_reply = time.monotonic()
@@ -141,13 +142,13 @@ class Worker:
 
     def register(self) -> None:
         running = [S.RunningTask(t.job_id, t.attempt, t.pid) for t in self.runner.tasks()]
-        running += [S.RunningTask(e.task.job_id, e.task.attempt, e.task.pid) for e, _ in self.pending_exits]
-        running += [S.RunningTask(e.task.job_id, e.task.attempt, e.task.pid) for e, _, _ in self.unacked.values()]
+        ended = [m for _, m in self.pending_exits] + [m for _, m, _ in self.unacked.values()]
+        running += [S.RunningTask(m.job_id, m.attempt, 0) for m in ended]
         attrs = {k: v for k, v in (("type", self.cfg.worker.type), ("model", self.cfg.worker.model)) if v}
         self.register_rid = self.send(Op.REGISTER, S.RegisterRequest(
             host=self.name, slots=self.slots, ncpus=os.cpu_count() or 1, mem_total=self.mem_total,
             os_available=self.os_available(), version=__version__, attrs=attrs, running=running,
-            measure=measure.method_name()))
+            measure=(measure.detect_cgroup() or ("proc",))[0]))
         self.register_sent = time.monotonic()
 
     def os_available(self) -> int:
@@ -193,11 +194,12 @@ class Worker:
             return
         self.term = max(self.term, env.term)
         if env.rid in self.unacked:
-            ex, msg, _ = self.unacked.pop(env.rid)
+            task, msg, _ = self.unacked.pop(env.rid)
             if env.op == Op.OK:
-                self.runner.forget(ex.task)
+                if task is not None:
+                    self.runner.forget(task)
             else:
-                self.pending_exits.append((ex, msg))  # e.g. not leader yet: send again
+                self.pending_exits.append((task, msg))  # e.g. not leader yet: send again
             return
         if env.op == Op.ERROR:
             import msgspec
@@ -223,12 +225,13 @@ class Worker:
                 task = self.runner.find(t.job_id, t.attempt)
                 if task is not None:
                     self.runner.kill(task, "the controller no longer knows this job")
-                for rid, (ex, _, _) in list(self.unacked.items()):
-                    if ex.task.job_id == t.job_id and ex.task.attempt == t.attempt:
+                for rid, (tk, m, _) in list(self.unacked.items()):
+                    if (m.job_id, m.attempt) == (t.job_id, t.attempt):
                         del self.unacked[rid]
-                        self.runner.forget(ex.task)
-                self.pending_exits = [(e, m) for e, m in self.pending_exits
-                                      if not (e.task.job_id == t.job_id and e.task.attempt == t.attempt)]
+                        if tk is not None:
+                            self.runner.forget(tk)
+                self.pending_exits = [(tk, m) for tk, m in self.pending_exits
+                                      if (m.job_id, m.attempt) != (t.job_id, t.attempt)]
             log.info("registered as %s (%d slots, %d MB)", self.name, self.slots, self.mem_total >> 20)
             self.next_hb = 0.0
             return
@@ -245,11 +248,10 @@ class Worker:
 
     def run_job(self, body: S.RunJob) -> None:
         assert self.sock is not None
-        if self.runner.find(body.job_id, body.attempt) is not None or any(
-                e.task.job_id == body.job_id and e.task.attempt == body.attempt
-                for e, _ in self.pending_exits) or any(
-                e.task.job_id == body.job_id and e.task.attempt == body.attempt
-                for e, _, _ in self.unacked.values()):
+        key = (body.job_id, body.attempt)
+        if self.runner.find(*key) is not None \
+                or any((m.job_id, m.attempt) == key for _, m in self.pending_exits) \
+                or any((m.job_id, m.attempt) == key for _, m, _ in self.unacked.values()):
             return  # a retried dispatch: already started once
         env = {"XCE_JOBID": str(body.job_id), "XCE_HOSTS": " ".join(body.hosts),
                "XCE_HOST": self.name, "XCE_SLOTS": str(body.alloc.slots),
@@ -270,11 +272,7 @@ class Worker:
                    reason: str, usage: HostUsage) -> None:
         msg = S.JobFinished(host=self.name, job_id=job_id, attempt=attempt, time=now,
                             exit_code=code, signal=sig, reason=reason, usage=usage)
-        rid = self.send(Op.JOB_FINISHED, msg)
-        from xce.worker.runner import Exit as _Exit
-
-        fake = _Exit(Task.placeholder(job_id, attempt), code, sig, reason)
-        self.unacked[rid] = (fake, msg, time.monotonic())
+        self.pending_exits.append((None, msg))
 
     def kill_job(self, body: S.KillJob) -> None:
         task = self.runner.find(body.job_id, body.attempt)
@@ -291,19 +289,19 @@ class Worker:
                               slack_integral=t.slack_integral)
             msg = S.JobFinished(host=self.name, job_id=t.job_id, attempt=t.attempt, time=now,
                                 exit_code=ex.exit_code, signal=ex.signal, reason=ex.reason, usage=usage)
-            self.pending_exits.append((ex, msg))
+            self.pending_exits.append((t, msg))
         if self.registered:
-            for ex, msg in self.pending_exits:
+            for tk, msg in self.pending_exits:
                 rid = self.send(Op.JOB_FINISHED, msg)
-                self.unacked[rid] = (ex, msg, time.monotonic())
+                self.unacked[rid] = (tk, msg, time.monotonic())
             self.pending_exits = []
 
     def resend(self, now: float) -> None:
         mono = time.monotonic()
-        for rid, (ex, msg, sent) in list(self.unacked.items()):
+        for rid, (tk, msg, sent) in list(self.unacked.items()):
             if mono - sent > 2.0:
                 del self.unacked[rid]
-                self.pending_exits.append((ex, msg))
+                self.pending_exits.append((tk, msg))
 
     def sample(self, now: float) -> None:
         self.runner.sample_all(now)

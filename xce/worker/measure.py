@@ -67,12 +67,27 @@ class Meter(Protocol):
 
 # --------------------------------------------------------------------------- host
 
+def _readb(path: str | Path) -> bytes:
+    """Read a small kernel file with bare syscalls (about a third of open().read())."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunk = os.read(fd, 65536)
+        if len(chunk) < 65536:
+            return chunk
+        parts = [chunk]
+        while chunk:
+            chunk = os.read(fd, 65536)
+            parts.append(chunk)
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
 def _meminfo(field: bytes) -> int:
-    with open("/proc/meminfo", "rb") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError(f"/proc/meminfo has no {field}")
+    for line in _readb("/proc/meminfo").splitlines():
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"/proc/meminfo has no {field!r}")
 
 
 def os_available() -> int:
@@ -98,8 +113,7 @@ class ProcStat(NamedTuple):
 def proc_stat(pid: int) -> ProcStat | None:
     """Parse /proc/<pid>/stat; None if the process is gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
+        data = _readb(f"/proc/{pid}/stat")
     except OSError:
         return None
     # comm (field 2) may hold spaces and parentheses: split after the last ')'
@@ -124,8 +138,7 @@ def _children(pid: int, threads: int) -> list[int]:
     out: list[int] = []
     for tid in names:
         try:
-            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                out.extend(int(c) for c in f.read().split())
+            out.extend(map(int, _readb(f"/proc/{pid}/task/{tid}/children").split()))
         except OSError:
             pass
     return out
@@ -183,8 +196,7 @@ class ProcMeter:
 # ------------------------------------------------------------------------ cgroups
 
 def _read(path: Path) -> str:
-    with open(path) as f:
-        return f.read()
+    return _readb(path).decode()
 
 
 def _stat_fields(text: str, *names: str) -> list[int]:
@@ -365,8 +377,13 @@ class CgroupMeter:
         return ticks / TICK
 
     def sample(self) -> Sample | None:
-        if not self.pids():
-            return None
+        try:
+            os.kill(self.pid, 0)  # the session leader is alive (or a zombie): skip cgroup.procs
+        except ProcessLookupError:
+            if not self.pids():
+                return None
+        except PermissionError:
+            pass
         try:
             return self._read_counters()
         except (OSError, ValueError):
@@ -437,6 +454,18 @@ def make_meter(job_key: str, pid: int, worker_name: str) -> Meter:
                 except OSError:
                     pass
     return ProcMeter(pid)
+
+
+def attach_meter(job_key: str, pid: int, worker_name: str, method: str, start: int) -> Meter:
+    """Re-attach to a job measured by ``method`` before a worker restart, moving nothing."""
+    det = detect_cgroup()
+    if det is not None and det[0] == method:
+        mem = det[1] / f"xce-{_safe(worker_name)}" / _safe(job_key)
+        if mem.is_dir():
+            cbase = _cpuacct_dir() if method == "cgroup1" else None
+            cpu = cbase / f"xce-{_safe(worker_name)}" / _safe(job_key) if cbase is not None else None
+            return CgroupMeter(method, mem, cpu if cpu is not None and cpu.is_dir() else None, pid)
+    return ProcMeter(pid, start)
 
 
 def sweep_cgroups(worker_name: str, keep: set[str]) -> list[str]:

@@ -1,0 +1,263 @@
+"""Tests for xce.accounting: the brief's formulas and the delta-maintained Ledger."""
+
+from __future__ import annotations
+
+import pytest
+from builders import b
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xce import accounting
+from xce.accounting import Account, HostTotals, Ledger, available_mem, available_virtual, derive
+
+G, M = b("1G"), b("1M")
+
+
+# ---- formulas ------------------------------------------------------------------------------
+
+FORMULAS = [
+    # name,              reserved, actual,  overage,  slack,    charge
+    ("unreported",       G,        None,    0,        G,        G),
+    ("below",            G,        300 * M, 0,        724 * M,  G),
+    ("at",               G,        G,       0,        0,        G),
+    ("above",            G,        G + 5 * M, 5 * M,  0,        G + 5 * M),
+    ("nothing reserved", 0,        G,       G,        0,        G),
+    ("nothing at all",   0,        None,    0,        0,        0),
+]
+
+
+@pytest.mark.parametrize("name,reserved,actual,over,slk,chg", FORMULAS, ids=[f[0] for f in FORMULAS])
+def test_formulas(name: str, reserved: int, actual: int | None, over: int, slk: int, chg: int) -> None:
+    assert accounting.overage(reserved, actual) == over
+    assert accounting.slack(reserved, actual) == slk
+    assert accounting.charge(reserved, actual) == chg
+    if actual is not None:
+        assert accounting.charge(reserved, actual) == max(reserved, actual)
+
+
+DECAY = [
+    # amount, duration, decay, start, now, in force
+    (G, None, False, 0.0, 1e9, G),          # no duration: forever
+    (G, 100, False, None, 50.0, G),         # not started yet
+    (G, 100, False, 0.0, 99.0, G),          # flat until the duration ends
+    (G, 100, False, 0.0, 100.0, 0),         # then nothing
+    (G, 100, True, 0.0, 0.0, G),            # decay starts at the whole amount
+    (G, 100, True, 0.0, 25.0, 3 * G // 4),  # falls linearly
+    (G, 100, True, 0.0, 50.0, G // 2),
+    (G, 100, True, 0.0, 100.0, 0),
+    (G, 100, True, 0.0, 1000.0, 0),
+    (G, 100, True, 10.0, 5.0, G),           # a clock behind the start counts as zero elapsed
+]
+
+
+@pytest.mark.parametrize("amount,duration,decay,start,now,expect", DECAY)
+def test_reserved_in_force(amount: int, duration: int | None, decay: bool, start: float | None,
+                           now: float, expect: int) -> None:
+    assert accounting.reserved_in_force(amount, duration, decay, start, now) == expect
+
+
+def test_available_mem_is_os_minus_slack_only() -> None:
+    led = Ledger()
+    led.open(1, "n1", G, {"slots": 1})          # unreported: whole G is slack
+    led.open(2, "n1", G, {"slots": 1})
+    led.report(2, "n1", G + 200 * M)            # overgrown: no slack, 200M overage
+    t = led.host_totals("n1")
+    assert t.mem_slack == G
+    # The OS figure already reflects job 2's actual use: only job 1's slack is subtracted.
+    assert available_mem(6 * G, t) == 5 * G
+    assert available_virtual(4, t, "slots") == 2
+
+
+# ---- the ledger ----------------------------------------------------------------------------
+
+def totals(led: Ledger, host: str) -> tuple:
+    return led.host_totals(host).as_tuple()
+
+
+def test_placed_not_reported_counts_whole_reservation_as_slack() -> None:
+    led = Ledger()
+    acc = led.open(1, "n1", 2 * G, {"slots": 2})
+    assert (acc.actual, acc.used, acc.slack, acc.charged) == (None, 0, 2 * G, 2 * G)
+    assert totals(led, "n1") == (2 * G, 0, 2 * G, 0, (("slots", 2),))
+
+
+@pytest.mark.parametrize("actual,slack,overage", [(300 * M, 724 * M, 0), (G, 0, 0), (G + 300 * M, 0, 300 * M)])
+def test_report_below_at_above(actual: int, slack: int, overage: int) -> None:
+    led = Ledger()
+    led.open(1, "n1", G, {"slots": 1})
+    assert led.report(1, "n1", actual)
+    acc = led.accounts[(1, "n1")]
+    assert (acc.used, acc.slack, acc.charged) == (overage, slack, max(G, actual))
+    assert totals(led, "n1") == (G, actual, slack, overage, (("slots", 1),))
+    assert led.audit() == []
+
+
+def test_report_changes_only_mem_fields_of_that_host() -> None:
+    led = Ledger()
+    led.open(1, "n1", G, {"slots": 2, "lic": 1})
+    led.open(2, "n2", G, {"slots": 1})
+    alloc_n1 = led.totals["n1"].allocated
+    before_n2 = totals(led, "n2")
+    led.report(1, "n1", 3 * G)
+    # Sibling resources in the same account and their host totals are untouched ...
+    assert led.accounts[(1, "n1")].allocated == {"slots": 2, "lic": 1}
+    assert led.totals["n1"].allocated is alloc_n1
+    assert led.totals["n1"].allocated == {"slots": 2, "lic": 1}
+    # ... and so is every other host.
+    assert totals(led, "n2") == before_n2
+    # A second report moves only the difference.
+    led.report(1, "n1", 2 * G)
+    assert totals(led, "n1") == (G, 2 * G, 0, G, (("lic", 1), ("slots", 2)))
+    assert led.audit() == []
+
+
+def test_report_is_a_delta_not_an_uncharge_recharge() -> None:
+    """The host totals move by exactly the account's change; other jobs' shares stay put."""
+    led = Ledger()
+    led.open(1, "n1", G, {"slots": 1})
+    led.open(2, "n1", 2 * G, {"slots": 1})
+    led.report(2, "n1", 500 * M)
+    t = led.totals["n1"]
+    before = (t.mem_reserved, t.mem_actual, t.mem_slack, t.mem_overage)
+    led.report(1, "n1", 1500 * M)
+    after = (t.mem_reserved, t.mem_actual, t.mem_slack, t.mem_overage)
+    assert tuple(a - b_ for a, b_ in zip(after, before)) == (0, 1500 * M, -G, 476 * M)
+
+
+def test_unknown_account_report_is_refused() -> None:
+    led = Ledger()
+    assert led.report(9, "n1", G) is False
+    assert led.totals == {}
+
+
+def test_zero_reservation_has_nothing_to_reconcile() -> None:
+    led = Ledger()
+    led.open(1, "n1", 0, {"slots": 1})
+    led.report(1, "n1", 3 * G)
+    acc = led.accounts[(1, "n1")]
+    assert (acc.slack, acc.used) == (0, 0)
+    t = led.host_totals("n1")
+    assert (t.mem_slack, t.mem_overage, t.mem_reserved) == (0, 0, 0)
+    assert t.mem_actual == 3 * G                     # shown, but never subtracted again
+    assert available_mem(5 * G, t) == 5 * G
+    assert led.audit() == []
+
+
+def test_multi_host_job_reconciles_per_host() -> None:
+    led = Ledger()
+    led.open(7, "n1", G, {"slots": 2})
+    led.open(7, "n2", G, {"slots": 2})
+    led.report(7, "n1", 1500 * M)    # n1 outgrew its share
+    led.report(7, "n2", 100 * M)     # n2 did not; its slack is not cancelled by n1's overage
+    assert totals(led, "n1") == (G, 1500 * M, 0, 476 * M, (("slots", 2),))
+    assert totals(led, "n2") == (G, 100 * M, 924 * M, 0, (("slots", 2),))
+    assert [a.host for a in led.by_job[7]] == ["n1", "n2"]
+    assert led.audit() == []
+
+
+def test_peak_is_the_highest_seen() -> None:
+    led = Ledger()
+    led.open(1, "n1", G, {})
+    led.report(1, "n1", 500 * M, peak=800 * M)
+    led.report(1, "n1", 600 * M)
+    led.report(1, "n1", 300 * M, peak=100 * M)
+    assert led.accounts[(1, "n1")].peak == 800 * M
+
+
+def test_set_reserved_applies_the_decay_delta() -> None:
+    led = Ledger()
+    led.open(1, "n1", G, {"slots": 1})
+    led.report(1, "n1", 400 * M)
+    led.set_reserved(1, "n1", 512 * M)       # half decayed: slack 112M
+    assert totals(led, "n1") == (512 * M, 400 * M, 112 * M, 0, (("slots", 1),))
+    led.set_reserved(1, "n1", 256 * M)       # actual now above the reservation in force
+    assert totals(led, "n1") == (256 * M, 400 * M, 0, 144 * M, (("slots", 1),))
+    led.set_reserved(1, "n1", 0)             # duration over: nothing to reconcile
+    assert totals(led, "n1") == (0, 400 * M, 0, 0, (("slots", 1),))
+    led.set_reserved(2, "n1", 0)             # unknown account: no-op
+    assert led.audit() == []
+
+
+def test_decay_over_time_through_reserved_in_force() -> None:
+    led = Ledger()
+    start = 1000.0
+    led.open(1, "n1", accounting.reserved_in_force(G, 100, True, start, start), {"slots": 1})
+    seen = []
+    for now in (start + 10, start + 50, start + 90, start + 100, start + 200):
+        led.set_reserved(1, "n1", accounting.reserved_in_force(G, 100, True, start, now))
+        seen.append(led.host_totals("n1").mem_slack)
+        assert led.audit() == []
+    assert seen == sorted(seen, reverse=True)
+    assert seen[1] == G // 2 and seen[-1] == 0
+
+
+def test_close_releases_everything() -> None:
+    led = Ledger()
+    led.open(1, "n1", G, {"slots": 1, "lic": 2})
+    led.open(2, "n1", G, {"slots": 1})
+    led.report(1, "n1", 2 * G)
+    accs = led.close(1)
+    assert [a.job_id for a in accs] == [1]
+    assert totals(led, "n1") == (G, 0, G, 0, (("slots", 1),))
+    assert led.close(1) == []
+    assert 1 not in led.by_job and (1, "n1") not in led.accounts
+    assert led.audit() == []
+
+
+def test_open_twice_keeps_the_first_account() -> None:
+    led = Ledger()
+    first = led.open(1, "n1", G, {"slots": 1})
+    assert led.open(1, "n1", 2 * G, {"slots": 3}) is first
+    assert totals(led, "n1") == (G, 0, G, 0, (("slots", 1),))
+
+
+def test_audit_reports_a_drifted_total() -> None:
+    led = Ledger()
+    led.open(1, "n1", G, {"slots": 1})
+    led.totals["n1"].mem_slack += 1
+    problems = led.audit()
+    assert len(problems) == 1 and "host n1" in problems[0]
+    led.rederive()
+    assert led.audit() == []
+
+
+def test_derive_sums_accounts_per_host() -> None:
+    accs = [Account(1, "a", reserved=G, actual=None, allocated={"slots": 1}),
+            Account(2, "a", reserved=G, actual=2 * G, used=G, allocated={"slots": 2}),
+            Account(3, "b", reserved=0, actual=G, allocated={})]
+    out = derive(accs)
+    assert out["a"].as_tuple() == (2 * G, 2 * G, G, G, (("slots", 3),))
+    assert out["a"].mem_charged == 3 * G
+    assert out["b"].as_tuple() == (0, G, 0, 0, ())
+    assert HostTotals().as_tuple() == (0, 0, 0, 0, ())
+
+
+# ---- property: deltas always agree with a from-scratch derivation --------------------------
+
+HOSTS = ["n1", "n2", "n3"]
+op = st.one_of(
+    st.tuples(st.just("open"), st.integers(1, 6), st.sampled_from(HOSTS), st.integers(0, 4 * G),
+              st.dictionaries(st.sampled_from(["slots", "lic"]), st.integers(0, 4), max_size=2)),
+    st.tuples(st.just("report"), st.integers(1, 6), st.sampled_from(HOSTS), st.integers(0, 4 * G),
+              st.none() | st.integers(0, 5 * G)),
+    st.tuples(st.just("set_reserved"), st.integers(1, 6), st.sampled_from(HOSTS), st.integers(0, 4 * G)),
+    st.tuples(st.just("close"), st.integers(1, 6)),
+    st.tuples(st.just("rederive"),),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(op, max_size=40))
+def test_any_sequence_keeps_totals_equal_to_derivation(ops: list[tuple]) -> None:
+    led = Ledger()
+    for o in ops:
+        name, args = o[0], o[1:]
+        getattr(led, name)(*args)
+        assert led.audit() == [], (name, args)
+        fresh = derive(led.accounts.values())
+        for h in set(fresh) | set(led.totals):
+            assert led.host_totals(h).as_tuple() == (fresh.get(h) or HostTotals()).as_tuple()
+        for acc in led.accounts.values():  # each account keeps used/slack by the formulas
+            assert acc.used == (accounting.overage(acc.reserved, acc.actual) if acc.reserved else 0)
+            assert acc.slack == accounting.slack(acc.reserved, acc.actual)
+        assert sorted(led.accounts) == sorted((j, a.host) for j, accs in led.by_job.items() for a in accs)

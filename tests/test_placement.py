@@ -1,0 +1,360 @@
+"""Tests for xce.placement: each filter with its reason, rounds, ranking, and the one fit rule."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from builders import SITE, T0, alloc, b, cap, caps, host, job
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xce.accounting import Ledger
+from xce.model import JobState
+from xce.placement import (Demand, check_placement, demand_of, f_mem, f_schedulable, f_select, f_slots,
+                           f_virtual, fit_reason, host_caps, never_fits, pending_order, rank_key, schedule)
+from xce.resreq import parse_resreq
+
+G, M = b("1G"), b("1M")
+
+
+def demand(mem: str | None = "1G", slots: int = 1, resreq: str = "", cluster: tuple[str, ...] = ()) -> Demand:
+    j = job(mem=mem, slots=slots, resreq=resreq, resources=SITE)
+    return demand_of(j.spec.slots, j.req, {n: 0 for n in cluster})
+
+
+def placed(plan) -> dict[int, list[tuple[str, int]]]:
+    return {jid: [(a.host, a.slots) for a in allocs] for jid, allocs in plan.placements}
+
+
+# ---- each filter alone ---------------------------------------------------------------------
+
+FILTER_CASES = [
+    # filter, demand, host, slots, expected reason (None: fits)
+    (f_schedulable, demand(), cap("node2"), 1, None),
+    (f_schedulable, demand(), cap("node2", schedulable="closed"), 1, "host node2 is closed"),
+    (f_schedulable, demand(), cap("node2", schedulable="unavail"), 1, "host node2 is unavail"),
+    (f_select, demand(resreq="select[ncpus>=8]"), cap("node2", attrs={"ncpus": 8}), 1, None),
+    (f_select, demand(resreq="select[ncpus>=8]"), cap("node2", attrs={"ncpus": 4}), 1,
+     "select: node2 does not match ncpus>=8"),
+    (f_select, demand(), cap("node2"), 1, None),
+    (f_slots, demand(slots=4), cap("node2", slots=4), 4, None),
+    (f_slots, demand(slots=4), cap("node2", slots=4, slots_free=3), 4, "slots: needs 4, node2 has 3 free of 4"),
+    (f_slots, demand(slots=2), cap("node2", slots=4, slots_free=-1), 2, "slots: needs 2, node2 has 0 free of 4"),
+    (f_mem, demand("4G"), cap("node2", os_available=b("4G") + 1), 1, None),
+    (f_mem, demand("4G"), cap("node2", os_available="4G"), 1, None),
+    (f_mem, demand(None), cap("node2", os_available=0), 1, None),
+    (f_mem, demand("4G"), cap("node2", os_available=int(6.2 * G), slack=int(3.1 * G)), 1,
+     "mem: needs 4.0G, node2 has 3.1G available for scheduling (OS 6.2G - slack 3.1G)"),
+    (f_mem, demand("1G", slots=2, resreq="rusage[mem=1G/task]"), cap("node2", os_available="1.5G"), 2,
+     "mem: needs 2.0G, node2 has 1.5G available for scheduling (OS 1.5G - slack 0B)"),
+    (f_virtual, demand(resreq="rusage[mem=1G:gpu=2]"), cap("node2", virtual_free={"gpu": 2}), 1, None),
+    (f_virtual, demand(resreq="rusage[mem=1G:gpu=2]"), cap("node2", virtual_free={"gpu": 1}), 1,
+     "gpu: needs 2, node2 has 1"),
+    (f_virtual, demand(resreq="rusage[mem=1G:gpu=2]"), cap("node2"), 1, "gpu: needs 2, node2 has 0"),
+]
+
+
+@pytest.mark.parametrize("f,d,h,slots,expect", FILTER_CASES,
+                         ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(FILTER_CASES)])
+def test_filter(f, d: Demand, h, slots: int, expect: str | None) -> None:
+    assert f(d, h, slots, True) == expect
+
+
+def test_fit_reason_reports_the_first_failing_filter() -> None:
+    h = cap("node2", slots_free=0, os_available=0, schedulable="closed")
+    assert fit_reason(demand(), h, 1) == "host node2 is closed"
+    h.schedulable = None
+    assert fit_reason(demand(), h, 1).startswith("slots:")
+    h.slots_free = 4
+    assert fit_reason(demand(), h, 1).startswith("mem:")
+    h.os_available = G
+    assert fit_reason(demand(), h, 1) is None
+
+
+def test_mem_per_job_is_charged_on_the_first_host_only() -> None:
+    d = demand(None, slots=2, resreq="rusage[mem=2G/job] span[ptile=1]")
+    h = cap("node2", os_available="1G")
+    assert f_mem(d, h, 1, False) is None
+    assert "needs 2.0G" in f_mem(d, h, 1, True)
+
+
+# ---- host_caps: the round's view from hard state, ledger and soft OS figures ---------------
+
+def test_host_caps_takes_slack_and_allocations_from_the_ledger() -> None:
+    led = Ledger()
+    led.open(1, "n1", 2 * G, {"slots": 2, "lic": 1})
+    led.open(2, "n1", G, {"slots": 1})
+    led.report(2, "n1", 3 * G)
+    hosts = [host("n1", mem="8G", slots=4, virtual={"lic": 3}, attrs={"type": "x86"}),
+             host("n2", closed=True), host("n3", unavail=True, closed=True)]
+    cs = host_caps(hosts, led, {"n1": 5 * G})
+    n1 = cs["n1"]
+    assert (n1.slots_free, n1.os_available, n1.slack, n1.mem_available) == (1, 5 * G, 2 * G, 3 * G)
+    assert n1.virtual_free == {"lic": 2} and n1.attrs == {"ncpus": 1, "type": "x86"}
+    assert cs["n2"].schedulable == "closed" and cs["n2"].os_available == 8 * G  # no report yet: mem_total
+    assert cs["n3"].schedulable == "unavail"
+
+
+# ---- the key scenario of the brief ---------------------------------------------------------
+
+def test_overgrown_job_blocks_what_a_flat_reservation_would_allow() -> None:
+    """Host 2G; job A reserved 500M but uses 1.2G, so job B asking 1G must not be placed."""
+    h = host("node1", mem="2G", slots=4)
+    led = Ledger()
+    led.open(1, "node1", 500 * M, {"slots": 1})
+    led.report(1, "node1", int(1.2 * G))
+    os_available = 2 * G - int(1.2 * G)  # what the OS reports with A running
+    flat_free = h.mem_total - led.host_totals("node1").mem_reserved
+    assert flat_free >= G  # a flat reservation count would have placed B
+    cs = host_caps([h], led, {"node1": os_available})
+    plan = schedule(cs, [job(2, mem="1G")], T0)
+    assert plan.placements == []
+    assert plan.reasons[2].startswith("mem: needs 1.0G, node1 has 819.2M available")
+
+
+def test_unused_reservation_is_still_promised() -> None:
+    """Job C reserved 1G and uses 50M; job D asking 1.5G waits (C may still grow into its 1G)."""
+    h = host("node1", mem="2G", slots=4)
+    led = Ledger()
+    led.open(3, "node1", G, {"slots": 1})
+    led.report(3, "node1", 50 * M)
+    cs = host_caps([h], led, {"node1": 2 * G - 50 * M})
+    assert cs["node1"].mem_available == G
+    plan = schedule(cs, [job(4, mem="1.5G")], T0)
+    assert plan.placements == []
+    assert plan.reasons[4] == ("mem: needs 1.5G, node1 has 1.0G available for scheduling "
+                               "(OS 2.0G - slack 974.0M)")
+    # ... while a job that fits in what is really free goes.
+    assert placed(schedule(cs, [job(5, mem="1G")], T0)) == {5: [("node1", 1)]}
+
+
+# ---- rounds --------------------------------------------------------------------------------
+
+def test_pending_order_is_queue_priority_then_id() -> None:
+    jobs = [job(5, queue="low"), job(3, queue="high"), job(4, queue="normal"), job(1, queue="low"),
+            job(2, queue="high", state=JobState.RUN), job(6, queue="unknown")]
+    order = pending_order(jobs, {"high": 50, "normal": 30, "low": 10})
+    assert [j.id for j in order] == [3, 4, 1, 5, 6]
+
+
+def test_schedule_places_in_the_given_order_until_full() -> None:
+    jobs = pending_order([job(3, queue="low"), job(2, queue="high"), job(1, queue="low")],
+                         {"high": 50, "low": 10})
+    plan = schedule(caps(cap("n1", slots=2)), jobs, T0)
+    assert placed(plan) == {2: [("n1", 1)], 1: [("n1", 1)]}
+    assert plan.reasons == {3: "slots: needs 1; the cluster has 0 free"}
+
+
+def test_slots_and_mem_both_limit() -> None:
+    cs = caps(cap("n1", mem="4G", slots=8))
+    plan = schedule(cs, [job(i, mem="1G") for i in range(1, 7)], T0)
+    assert sorted(placed(plan)) == [1, 2, 3, 4]
+    assert plan.reasons[5].startswith("mem: needs 1.0G, n1 has 0B available")
+    assert cs["n1"].slots_free == 4 and cs["n1"].slack == 4 * G  # the overlay was charged
+
+
+def test_span_hosts_1_needs_one_host_with_every_slot() -> None:
+    j = job(1, mem="100M", slots=4, resreq="span[hosts=1]")
+    plan = schedule(caps(cap("n1", slots=2), cap("n2", slots=2)), [j], T0)
+    assert plan.placements == [] and plan.reasons[1].startswith("slots: needs 4")
+    plan = schedule(caps(cap("n1", slots=2), cap("n2", slots=4)), [j], T0)
+    assert placed(plan) == {1: [("n2", 4)]}
+
+
+def test_span_ptile_splits_across_hosts() -> None:
+    j = job(1, mem="100M", slots=5, resreq="span[ptile=2]")
+    cs = caps(cap("n1", slots=4), cap("n2", slots=4), cap("n3", slots=4))
+    plan = schedule(cs, [j], T0)
+    assert placed(plan) == {1: [("n1", 2), ("n2", 2), ("n3", 1)]}
+    assert [a.mem for a in plan.placements[0][1]] == [100 * M] * 3  # /host: once per host
+    # Two hosts are not enough for five slots at two per host.
+    plan = schedule(caps(cap("n1", slots=4), cap("n2", slots=4)), [j], T0)
+    assert plan.placements == [] and 1 in plan.reasons
+
+
+def test_spread_without_span_when_no_single_host_has_room() -> None:
+    j = job(1, mem="1G", slots=6, resreq="rusage[mem=1G/task]")
+    cs = caps(cap("n1", slots=4), cap("n2", slots=4))
+    plan = schedule(cs, [j], T0)
+    assert placed(plan) == {1: [("n1", 4), ("n2", 2)]}
+    assert [a.mem for a in plan.placements[0][1]] == [4 * G, 2 * G]
+    assert never_fits(demand_of(6, j.req, {}), caps(cap("n1", slots=4), cap("n2", slots=4)).values()) is None
+
+
+def test_select_filters_hosts() -> None:
+    cs = caps(cap("n1", attrs={"type": "arm"}), cap("n2", attrs={"type": "x86"}))
+    plan = schedule(cs, [job(1, resreq="select[type==x86]")], T0)
+    assert placed(plan) == {1: [("n2", 1)]}
+    plan = schedule(cs, [job(2, resreq="select[type==sparc]")], T0)
+    assert plan.reasons[2] == "select: no host matches type == \"sparc\"" or \
+        plan.reasons[2].startswith("select: no host matches")
+
+
+def test_select_on_available_mem() -> None:
+    cs = caps(cap("n1", os_available="2G"), cap("n2", os_available="6G"))
+    plan = schedule(cs, [job(1, mem="1G", resreq="select[mem>4G]")], T0)
+    assert placed(plan) == {1: [("n2", 1)]}
+
+
+@pytest.mark.parametrize("resreq,expect", [("", "n2"), ("order[mem]", "n2"), ("order[-mem]", "n1"),
+                                           ("order[slots]", "n3"), ("order[-slots]", "n1")])
+def test_order(resreq: str, expect: str) -> None:
+    cs = caps(cap("n1", os_available="3G", slots=2), cap("n2", os_available="5G", slots=4),
+              cap("n3", os_available="4G", slots=8))
+    assert placed(schedule(cs, [job(1, resreq=resreq)], T0))[1] == [(expect, 1)]
+
+
+def test_rank_key_ties_by_name() -> None:
+    cs = [cap("b"), cap("a"), cap("c")]
+    assert [h.name for h in sorted(cs, key=rank_key(demand()))] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("why", ["closed", "unavail"])
+def test_closed_and_unavail_hosts_are_skipped(why: str) -> None:
+    cs = caps(cap("n1", mem="64G", schedulable=why), cap("n2", mem="2G"))
+    assert placed(schedule(cs, [job(1)], T0)) == {1: [("n2", 1)]}
+    plan = schedule(caps(cap("n1", schedulable=why)), [job(2)], T0)
+    assert plan.reasons[2] == "slots: needs 1; the cluster has 0 free"
+
+
+def test_no_open_host_reason() -> None:
+    # Free slots exist only on a closed host: the free-slot count already refuses the job.
+    cs = caps(cap("n1", schedulable="closed"), cap("n2", slots=1, slots_free=1, schedulable="unavail"))
+    assert "the cluster has 0 free" in schedule(cs, [job(1)], T0).reasons[1]
+
+
+def test_identical_jobs_share_the_class_failure() -> None:
+    cs = caps(cap("n1", mem="2G"), cap("n2", mem="2G"))
+    jobs = [job(i, mem="1.5G") for i in range(1, 6)]
+    plan = schedule(cs, jobs, T0)
+    assert sorted(placed(plan)) == [1, 2]
+    assert plan.reasons[3] == plan.reasons[4] == plan.reasons[5]
+    assert plan.reasons[3].startswith("mem: needs 1.5G")
+
+
+def test_smaller_job_still_fits_after_a_larger_class_failed() -> None:
+    cs = caps(cap("n1", mem="2G"))
+    plan = schedule(cs, [job(1, mem="1.5G"), job(2, mem="1.5G"), job(3, mem="500M")], T0)
+    assert sorted(placed(plan)) == [1, 3] and 2 in plan.reasons
+
+
+def test_a_job_that_fits_nowhere_now_keeps_a_reason() -> None:
+    cs = caps(cap("n1", mem="8G", os_available="1G"), cap("n2", mem="8G", os_available="2G"))
+    plan = schedule(cs, [job(1, mem="4G")], T0)
+    assert plan.placements == []
+    # The reason names the closest host, and the job is not "never".
+    assert plan.reasons[1] == ("mem: needs 4.0G, n2 has 2.0G available for scheduling "
+                               "(OS 2.0G - slack 0B)")
+    assert never_fits(demand("4G"), cs.values()) is None
+
+
+def test_cluster_wide_resources() -> None:
+    jobs = [job(i, resreq="rusage[mem=1G:lic=1]", resources=SITE) for i in (1, 2)]
+    d = demand_of(1, jobs[0].req, {"lic": 4})
+    assert d.cluster == (("lic", 1),) and d.virtual == ()
+    cs = caps(cap("n1"))
+    plan = schedule(cs, jobs, T0, cluster_free={"lic": 1}, cluster_names=["lic"])
+    assert placed(plan) == {1: [("n1", 1)]}
+    assert plan.reasons[2] == "lic: needs 1; the cluster has 0 free"
+    assert plan.placements[0][1][0].virtual == {"slots": 1}  # cluster-wide: not charged on the host
+
+
+def test_host_virtual_resources_are_charged() -> None:
+    cs = caps(cap("n1", virtual_free={"gpu": 1}), cap("n2", virtual_free={"gpu": 1}))
+    jobs = [job(i, resreq="rusage[mem=1G:gpu=1]", resources=SITE) for i in (1, 2, 3)]
+    plan = schedule(cs, jobs, T0)
+    assert sorted(placed(plan)) == [1, 2]
+    assert plan.reasons[3].startswith("gpu: needs 1")
+    assert plan.placements[0][1][0].virtual == {"slots": 1, "gpu": 1}
+
+
+# ---- never_fits ----------------------------------------------------------------------------
+
+NEVER = [
+    # demand, hosts, never?
+    (demand("4G"), [cap("n1", mem="8G")], False),
+    (demand("16G"), [cap("n1", mem="8G"), cap("n2", mem="12G")], True),
+    (demand("1G", slots=8, resreq="span[hosts=1]"), [cap("n1", slots=4), cap("n2", slots=4)], True),
+    (demand("1G", slots=8), [cap("n1", slots=4), cap("n2", slots=4)], False),  # may spread
+    (demand("1G", slots=9), [cap("n1", slots=4), cap("n2", slots=4)], True),   # not even spread
+    (demand("1G", slots=4, resreq="span[ptile=4]"), [cap("n1", slots=2), cap("n2", slots=2)], True),
+    (demand("1G", slots=4, resreq="span[ptile=2]"), [cap("n1", slots=2), cap("n2", slots=2)], False),
+    (demand(None, slots=2, resreq="rusage[mem=6G/task]"), [cap("n1", slots=4, mem="8G")], True),
+    # Busy hosts do not matter: never_fits judges empty hosts.
+    (demand("4G"), [cap("n1", mem="8G", os_available=0, slots_free=0)], False),
+]
+
+
+@pytest.mark.parametrize("d,hosts,never", NEVER)
+def test_never_fits(d: Demand, hosts, never: bool) -> None:
+    why = never_fits(d, hosts)
+    assert (why is not None) == never
+    if never:
+        assert why.startswith("no host could ever run it")
+
+
+def test_never_fits_message() -> None:
+    why = never_fits(demand("16G"), [cap("n1", mem="8G", slots=4)])
+    assert why == ("no host could ever run it: needs 1 slot(s) and 16.0G per host; "
+                   "the largest host has 4 slots and 8.0G")
+
+
+# ---- check_placement: the same fit rule, used by the controller ----------------------------
+
+def test_check_placement() -> None:
+    d = demand("1G", slots=2)
+    cs = caps(cap("n1", slots=2, mem="4G"))
+    assert check_placement(d, [alloc("n1", 2)], cs) is None
+    assert check_placement(d, [alloc("n1", 1)], cs) == "placement gives 1 slots, job needs 2"
+    assert check_placement(d, [alloc("nx", 2)], cs) == "unknown host nx"
+    cs["n1"].slack = 3.5 * G
+    assert check_placement(d, [alloc("n1", 2)], cs).startswith("mem: needs 1.0G")
+
+
+SPECS = st.tuples(
+    st.integers(1, 6),                                              # slots
+    st.sampled_from([None, "100M", "1G", "3G"]),                    # mem
+    st.sampled_from(["", "span[hosts=1]", "span[ptile=2]", "order[-mem]", "rusage[mem=500M/task]",
+                     "select[ncpus>=2]"]),
+)
+CAPS = st.lists(st.tuples(st.integers(1, 6), st.integers(1, 8), st.integers(0, 8), st.booleans(),
+                          st.integers(1, 4)), min_size=1, max_size=4)
+
+
+def build_caps(raw) -> dict:
+    return caps(*(cap(f"n{i}", mem=m * G, slots=s, os_available=min(m, o) * G,
+                      schedulable=None if ok else "closed", attrs={"ncpus": n})
+                  for i, (s, m, o, ok, n) in enumerate(raw)))
+
+
+@settings(max_examples=120, deadline=None)
+@given(CAPS, st.lists(SPECS, min_size=1, max_size=8))
+def test_schedule_agrees_with_check_placement_and_never_fits(raw_caps, specs) -> None:
+    jobs = [job(i + 1, mem=m, slots=s, resreq=r) for i, (s, m, r) in enumerate(specs)]
+    base = build_caps(raw_caps)
+    overlay = copy.deepcopy(base)
+    plan = schedule(overlay, jobs, T0)
+    assert set(plan.reasons).isdisjoint(dict(plan.placements))
+    assert set(plan.reasons) | set(dict(plan.placements)) == {j.id for j in jobs}
+    # The controller's re-check, replayed in order with the same overlay charging, accepts every placement.
+    check = copy.deepcopy(base)
+    by_id = {j.id: j for j in jobs}
+    for jid, allocs in plan.placements:
+        d = demand_of(by_id[jid].spec.slots, by_id[jid].req, {})
+        assert check_placement(d, allocs, check) is None
+        assert len({a.host for a in allocs}) == len(allocs)
+        if d.span_hosts == 1:
+            assert len(allocs) == 1
+        if d.ptile:
+            assert all(a.slots <= d.ptile for a in allocs)
+        for a in allocs:
+            check[a.host].charge(a.slots, a.mem, a.virtual.items())
+    for h in check.values():
+        assert h.slots_free >= 0 and h.mem_available >= min(0, base[h.name].mem_available)
+    # "never" is never said of a job the empty, open cluster could run.
+    empty = {n: cap(n, mem=h.mem_total, slots=h.slots_total, attrs=h.attrs) for n, h in base.items()}
+    for j in jobs:
+        d = demand_of(j.spec.slots, j.req, {})
+        if never_fits(d, empty.values()) is not None:
+            assert schedule(copy.deepcopy(empty), [j], T0).placements == []

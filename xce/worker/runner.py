@@ -1,0 +1,545 @@
+"""Runs jobs as processes on this host and keeps hold of them across worker restarts.
+
+The worker daemon is only a message shell; everything that touches a job's
+processes lives here: launching (session, user, cwd, env, output files),
+reaping, killing with escalation, sampling (peak, slack integral, mem_limit)
+and the on-disk state that lets a restarted worker re-attach.
+
+Durable exit status.  A job that ends while no worker runs is reaped by init and
+its status is gone, so every job runs under a tiny ``/bin/sh`` wrapper (no
+Python per job)::
+
+    trap : TERM                # survive our SIGTERM to the group, to record the child's fate
+    read -r _ || exit 125      # fd 0: a pipe; wait until the runner has placed us (cgroup, record)
+    exec 3>&1 </dev/null       # fd 1: the status file, opened by the runner
+    command exec >>"$1" 2>>"$2" || { echo "126 cannot open ..." >&3; exit 126; }
+    shift 2
+    "$@" 3>&-
+    s=$?; echo $s >&3; exit $s
+
+The status file is opened by the runner and handed over as a descriptor, so it
+works whatever user the job runs as and wherever state_dir is.  Descriptors are
+passed as 0/1/2 because dash only knows single-digit descriptors.  The output
+files are opened by the wrapper, i.e. as the job user, so a root worker never
+appends to a file on a job's behalf; the runner only pre-opens them (same user)
+or checks their directory (other user) to fail early with InvalidRequest.  The
+pipe hold-back means a command never runs before its task record is on disk and
+its session leader sits in its cgroup (moving a process does not move its
+children).  If the worker dies during that instant, the wrapper sees EOF and
+exits 125 without running the command.
+
+Exit codes.  ``exit_code`` is the shell's view: the command's code, or 128+n
+when it (or the wrapper) died of signal n, in which case ``signal`` is n.  A
+command that itself calls ``exit 137`` therefore reads as SIGKILL; POSIX sh
+cannot tell these apart.
+
+When the wrapper exits, what is left of the job (background processes in its
+process group or cgroup) is SIGKILLed: a finished job holds no memory.
+
+Decisions: a command that is not found, a missing cwd or an unknown user raise
+InvalidRequest at ``start`` (the wrapper would otherwise exit 127).  stdout
+``None`` goes to ``<state_dir>/output/<job>.out``; stderr ``None`` goes where
+stdout goes (as LSF -o without -e).  Both are appended.  A relative path is
+relative to the job's cwd; ``%J`` is the job id.  An empty cwd means the job
+user's home directory.  Without PATH in the job env, PATH is
+``/usr/local/bin:/usr/bin:/bin``.  A root worker runs a job as ``spec.user``
+(uid, gid, supplementary groups; HOME/USER/LOGNAME default to that user) and
+the job's own output files are opened by the wrapper *as that user* so a job
+can never append to a file only root may write; a non-root worker runs every
+job as itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from xce.accounting import reserved_in_force, slack
+from xce.errors import InvalidRequest
+from xce.model import JobSpec
+from xce.worker.measure import (Meter, ProcMeter, Sample, attach_meter, make_meter, proc_stat,
+                                sweep_cgroups)
+
+DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+LOST_DOWN = "exit status lost: the worker was down when the job ended"
+LOST_REAPED = "exit status lost: the job's process was reaped by someone else"
+
+
+@dataclass(eq=False)
+class Task:
+    """One attempt of one job on this host; identity is the object."""
+
+    job_id: int
+    attempt: int
+    pid: int                      # the wrapper: session leader and process group id
+    start_time: float
+    key: str                      # "<job>.<attempt>"
+    stdout: str
+    stderr: str
+    mem_limit: int | None
+    reserved: int
+    duration_s: int | None
+    decay: bool
+    meter: Meter
+    last: Sample | None = None
+    peak: int = 0
+    slack_integral: float = 0.0   # byte-seconds of accounting.slack() since start
+    kill_reason: str | None = None
+    kill_deadline: float | None = None
+    adopted: bool = False
+    proc_start: int = 0           # /proc/<pid>/stat field 22: guards against PID reuse
+    ended: Exit | None = None     # set when poll() reported it; kept until forget()
+    hard_killed: bool = False
+    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _last_t: float | None = field(default=None, repr=False)
+    _last_slack: int = field(default=0, repr=False)
+
+
+class Exit(NamedTuple):
+    task: Task
+    exit_code: int | None
+    signal: int | None
+    reason: str  # "" normal; the kill reason ("MEMLIMIT", ...); or "exit status lost: ..."
+
+
+def _decode_code(c: int) -> tuple[int, int | None]:
+    return c, (c - 128 if 128 < c < 128 + signal.NSIG else None)
+
+
+def _decode_wait(status: int) -> tuple[int, int | None]:
+    if os.WIFSIGNALED(status):
+        n = os.WTERMSIG(status)
+        return 128 + n, n
+    return _decode_code(os.WEXITSTATUS(status))
+
+
+def _script(out: str, err: str, sink: str) -> str:
+    """The wrapper: fd 0 is the go pipe, fd 1 the status file, fd 2 the sink.
+
+    Positional parameters: the output paths it opens (out, then err if different,
+    both unless they are the sink), then the command.
+    """
+    redirs, n = [], 0
+    if out == sink:
+        redirs.append(">&2")
+    else:
+        n += 1
+        redirs.append(f'>>"${n}"')
+    if err == out:
+        redirs.append("2>&1")
+    elif err != sink:
+        n += 1
+        redirs.append(f'2>>"${n}"')
+    return ("trap : TERM\n"
+            "read -r _ || exit 125\n"
+            "exec 3>&1 </dev/null\n"
+            f"command exec {' '.join(redirs)} || "
+            '{ echo "126 cannot open the output file as the job user" >&3; exit 126; }\n'
+            f"shift {n}\n"
+            '"$@" 3>&-\n'
+            "s=$?\n"
+            "echo $s >&3\n"
+            "exit $s\n")
+
+
+def _open_append(path: str) -> int:
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        raise InvalidRequest(f"cannot open output file {path}: {e.strerror}") from None
+
+
+class Runner:
+    """The live jobs of one worker and their on-disk records under ``state_dir``."""
+
+    def __init__(self, worker_name: str, state_dir: Path, clock: Callable[[], float] = time.time,
+                 kill_grace: float = 5.0) -> None:
+        self.worker_name = worker_name
+        self.state_dir = Path(state_dir)
+        self.clock = clock
+        self.kill_grace = kill_grace
+        self.task_dir = self.state_dir / "tasks"
+        self.status_dir = self.state_dir / "status"
+        self.output_dir = self.state_dir / "output"
+        for d in (self.task_dir, self.status_dir, self.output_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        self._tasks: dict[str, Task] = {}
+        self._closing: list[Meter] = []  # cgroups that still had stragglers when closed
+        self._euid = os.geteuid()
+
+    # ------------------------------------------------------------------ launching
+
+    def start(self, job_id: int, attempt: int, spec: JobSpec, reserved: int, duration_s: int | None,
+              decay: bool, extra_env: dict[str, str]) -> Task:
+        """Launch one attempt; the same (job, attempt) again returns the running task."""
+        key = f"{job_id}.{attempt}"
+        if key in self._tasks:
+            return self._tasks[key]
+        if not spec.command or any(not isinstance(a, str) or "\0" in a for a in spec.command):
+            raise InvalidRequest("the command must be a non-empty list of strings")
+        pw = self._job_user(spec.user)
+        env = {**spec.env, **extra_env}
+        env.setdefault("PATH", DEFAULT_PATH)
+        if pw is not None:
+            env.setdefault("HOME", pw.pw_dir)
+            env.setdefault("USER", pw.pw_name)
+            env.setdefault("LOGNAME", pw.pw_name)
+        cwd = spec.cwd or (pw.pw_dir if pw is not None else os.path.expanduser("~")) or "/"
+        if not os.path.isdir(cwd):
+            raise InvalidRequest(f"working directory {cwd} does not exist on this host")
+        self._check_command(spec.command[0], cwd, env["PATH"])
+
+        default_out = str(self.output_dir / f"{job_id}.out")
+        out = self._out_path(spec.stdout, job_id, cwd) or default_out
+        err = self._out_path(spec.stderr, job_id, cwd) or out
+        # The wrapper opens the output files itself, as the job user.  Only the default
+        # file in our state_dir is opened here for a job running as another user, and
+        # handed over as the wrapper's stderr ("sink").
+        sink_path = default_out if pw is not None and default_out in (out, err) else os.devnull
+        for path in {out, err} - {sink_path}:
+            if pw is None:
+                os.close(_open_append(path))  # a clear error now rather than exit 126 later
+            else:
+                self._check_dir(path)
+        argv = ["/bin/sh", "-c", _script(out, err, sink_path), f"xce-job[{key}]"]
+        argv += [p for p in dict.fromkeys((out, err)) if p != sink_path]
+        argv += spec.command
+        extra: dict[str, object] = {}
+        if pw is not None:
+            extra = {"user": pw.pw_uid, "group": pw.pw_gid,
+                     "extra_groups": os.getgrouplist(pw.pw_name, pw.pw_gid)}
+        opened: list[int] = []
+        try:
+            sink = os.open(sink_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            opened.append(sink)
+            status = os.open(self.status_dir / key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+                             0o644)
+            opened.append(status)
+            go_r, go_w = os.pipe()
+            opened.append(go_r)
+            try:
+                proc = subprocess.Popen(argv, stdin=go_r, stdout=status, stderr=sink, cwd=cwd, env=env,
+                                        start_new_session=True, **extra)  # type: ignore[call-overload]
+            except OSError as e:
+                os.close(go_w)
+                raise InvalidRequest(f"cannot start job {key}: {e}") from None
+        finally:
+            for fd in opened:
+                os.close(fd)
+
+        meter: Meter | None = None
+        try:
+            pid = proc.pid
+            meter = make_meter(key, pid, self.worker_name)
+            st = proc_stat(pid)
+            task = Task(job_id=job_id, attempt=attempt, pid=pid, start_time=self.clock(), key=key,
+                        stdout=out, stderr=err, mem_limit=spec.mem_limit, reserved=reserved,
+                        duration_s=duration_s, decay=decay, meter=meter,
+                        proc_start=st.start if st else 0, _proc=proc)
+            self.persist(task)
+            os.write(go_w, b"\n")  # the command may run now
+        except BaseException:
+            os.close(go_w)  # EOF: the wrapper exits 125 without running the command
+            proc.wait()
+            if meter is not None:
+                self._close_meter(meter)
+            (self.status_dir / key).unlink(missing_ok=True)
+            (self.task_dir / f"{key}.json").unlink(missing_ok=True)
+            raise
+        os.close(go_w)
+        self._tasks[key] = task
+        return task
+
+    def _job_user(self, user: str) -> pwd.struct_passwd | None:
+        """The account to switch to, or None to run as ourselves."""
+        if not user or self._euid != 0:
+            return None
+        try:
+            pw = pwd.getpwnam(user)
+        except KeyError:
+            raise InvalidRequest(f"user {user!r} does not exist on host {self.worker_name}") from None
+        return None if pw.pw_uid == self._euid else pw
+
+    @staticmethod
+    def _check_command(exe: str, cwd: str, path: str) -> None:
+        if "/" in exe:
+            full = os.path.join(cwd, exe)
+            if not os.path.isfile(full):
+                raise InvalidRequest(f"command not found: {exe}")
+            if not os.access(full, os.X_OK):
+                raise InvalidRequest(f"command is not executable: {exe}")
+        elif shutil.which(exe, path=path) is None:
+            raise InvalidRequest(f"command not found: {exe} (PATH={path})")
+
+    @staticmethod
+    def _out_path(spec_path: str | None, job_id: int, cwd: str) -> str | None:
+        if not spec_path:
+            return None
+        return os.path.join(cwd, spec_path.replace("%J", str(job_id)))
+
+    @staticmethod
+    def _check_dir(path: str) -> None:
+        if not os.path.isdir(os.path.dirname(path) or "/"):
+            raise InvalidRequest(f"directory of output file {path} does not exist")
+
+    # --------------------------------------------------------------- persistence
+
+    def persist(self, task: Task) -> None:
+        """Write the task's record (atomically); done at start and kill, call more if you like."""
+        rec = {"job": task.job_id, "attempt": task.attempt, "pid": task.pid, "proc_start": task.proc_start,
+               "start_time": task.start_time, "stdout": task.stdout, "stderr": task.stderr,
+               "mem_limit": task.mem_limit, "reserved": task.reserved, "duration_s": task.duration_s,
+               "decay": task.decay, "method": task.meter.method, "kill_reason": task.kill_reason,
+               "peak": task.peak, "slack_integral": task.slack_integral, "saved_at": self.clock()}
+        path = self.task_dir / f"{task.key}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(rec))
+        os.replace(tmp, path)
+
+    def forget(self, task: Task) -> None:
+        """The exit was reported and acknowledged: drop the task and its files."""
+        self._tasks.pop(task.key, None)
+        for p in (self.task_dir / f"{task.key}.json", self.status_dir / task.key):
+            try:
+                p.unlink()
+            except FileNotFoundError:
+                pass
+        self._close_meter(task.meter)
+
+    def adopt(self) -> list[Task]:
+        """Re-attach to the tasks recorded in state_dir; returns those still running.
+
+        Tasks that ended while no worker ran are reported by the next poll().
+        Job cgroups of this worker without a record are emptied and removed.
+        """
+        alive: list[Task] = []
+        for path in sorted(self.task_dir.glob("*.json")):
+            try:
+                rec = json.loads(path.read_text())
+                key = f"{rec['job']}.{rec['attempt']}"
+            except (OSError, ValueError, KeyError):
+                path.unlink(missing_ok=True)
+                continue
+            if key in self._tasks:
+                continue
+            pid, start = int(rec["pid"]), int(rec["proc_start"])
+            st = proc_stat(pid)
+            live = st is not None and st.start == start and st.state not in "ZX"
+            meter: Meter = attach_meter(key, pid, self.worker_name, rec.get("method", "proc"), start) \
+                if live else ProcMeter(pid, start)
+            task = Task(job_id=rec["job"], attempt=rec["attempt"], pid=pid, start_time=rec["start_time"],
+                        key=key, stdout=rec["stdout"], stderr=rec["stderr"], mem_limit=rec["mem_limit"],
+                        reserved=rec["reserved"], duration_s=rec["duration_s"], decay=rec["decay"],
+                        meter=meter, peak=rec.get("peak", 0), slack_integral=rec.get("slack_integral", 0.0),
+                        kill_reason=rec.get("kill_reason"), adopted=True, proc_start=start,
+                        _last_t=rec.get("saved_at"))
+            self._tasks[key] = task
+            if live:
+                alive.append(task)
+        sweep_cgroups(self.worker_name, {t.key for t in alive} | {
+            t.key for t in self._tasks.values() if not t.adopted})
+        for p in self.task_dir.glob("*.tmp"):
+            p.unlink(missing_ok=True)
+        for p in self.status_dir.iterdir():
+            if p.name not in self._tasks:
+                p.unlink(missing_ok=True)
+        return alive
+
+    # ------------------------------------------------------------------ watching
+
+    def tasks(self) -> list[Task]:
+        """Every task not yet forgotten: running, or ended and awaiting acknowledgement."""
+        return list(self._tasks.values())
+
+    def find(self, job_id: int, attempt: int) -> Task | None:
+        return self._tasks.get(f"{job_id}.{attempt}")
+
+    def poll(self) -> list[Exit]:
+        """Report tasks that ended since the last call (each once); escalate overdue kills."""
+        now = self.clock()
+        exits: list[Exit] = []
+        for task in list(self._tasks.values()):
+            if task.ended is not None:
+                continue
+            ex = self._own_exit(task) if not task.adopted else self._adopted_exit(task)
+            if ex is None:
+                if task.kill_deadline is not None and now >= task.kill_deadline and not task.hard_killed:
+                    task.hard_killed = True
+                    self._signal(task, signal.SIGKILL)
+                continue
+            task.ended = ex
+            exits.append(ex)
+        if self._closing:
+            self._closing = [m for m in self._closing if not self._close_meter(m, retry=True)]
+        return exits
+
+    def _own_exit(self, task: Task) -> Exit | None:
+        try:
+            info = os.waitid(os.P_PID, task.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return self._finish(task, None, None)
+        if info is None:
+            return None
+        # The zombie still holds its pid, so the group id cannot have been reused.
+        self._signal(task, signal.SIGKILL, leftovers=True)
+        try:
+            _, status, ru = os.wait4(task.pid, 0)
+        except ChildProcessError:
+            return self._finish(task, None, None)
+        if task._proc is not None:
+            task._proc.returncode = status  # we reaped it: keep Popen from ever waiting on the pid
+        return self._finish(task, status, ru)
+
+    def _adopted_exit(self, task: Task) -> Exit | None:
+        st = proc_stat(task.pid)
+        if st is not None and st.start == task.proc_start:
+            if st.state not in "ZX":
+                return None
+            self._signal(task, signal.SIGKILL, leftovers=True)
+            try:
+                os.waitpid(task.pid, os.WNOHANG)  # ours only if the old runner lived in this process
+            except ChildProcessError:
+                pass
+        elif st is None:
+            # No process has that pid, so the number cannot be anybody's group id but ours.
+            self._signal(task, signal.SIGKILL, leftovers=True)
+        else:
+            self._signal_cgroup(task, signal.SIGKILL)
+        return self._finish(task, None, None)
+
+    def _finish(self, task: Task, status: int | None, ru: object | None) -> Exit:
+        code: int | None
+        sig: int | None
+        code, sig, note = None, None, ""
+        try:
+            text = (self.status_dir / task.key).read_text().strip()
+        except OSError:
+            text = ""
+        if text:
+            first, _, note = text.partition("\n")[0].partition(" ")
+            try:
+                code, sig = _decode_code(int(first))
+            except ValueError:
+                note = ""
+        if status is not None:
+            code, sig = _decode_wait(status)
+        final = getattr(task.meter, "final", lambda: None)()
+        cpu = task.last.cpu_time if task.last else 0.0
+        if final is not None:
+            task.peak = max(task.peak, final.peak)
+            cpu = max(cpu, final.cpu_time)
+        if ru is not None and task.meter.method == "proc":
+            # ru_maxrss is not used: after vfork+exec it carries the worker's own RSS.
+            cpu = max(cpu, ru.ru_utime + ru.ru_stime)  # type: ignore[attr-defined]
+        task.last = Sample(task.last.rss if task.last else 0, task.peak, cpu, task.meter.method)
+        if task.kill_reason is not None:
+            reason = task.kill_reason
+            if code is None and task.hard_killed:
+                code, sig = 128 + signal.SIGKILL, signal.SIGKILL
+        elif code is None:
+            reason = LOST_DOWN if task.adopted else LOST_REAPED
+        else:
+            reason = note
+        task.kill_deadline = None
+        self._close_meter(task.meter)
+        return Exit(task, code, sig, reason)
+
+    def _close_meter(self, meter: Meter, retry: bool = False) -> bool:
+        meter.close()
+        done = getattr(meter, "closed", True)
+        if not done and not retry and meter not in self._closing:
+            self._closing.append(meter)
+        return done
+
+    # ---------------------------------------------------------------- measuring
+
+    def sample_all(self, now: float) -> list[tuple[Task, Sample]]:
+        """Sample every running task; integrate slack; kill tasks above their mem_limit."""
+        out: list[tuple[Task, Sample]] = []
+        for task in list(self._tasks.values()):
+            if task.ended is not None:
+                continue
+            s = task.meter.sample()
+            if s is None:
+                continue
+            task.peak = max(task.peak, s.peak)
+            sl = slack(reserved_in_force(task.reserved, task.duration_s, task.decay, task.start_time, now),
+                       s.rss)
+            t0 = task._last_t if task._last_t is not None else task.start_time
+            prev = task._last_slack if task.last is not None else sl
+            if now > t0:
+                task.slack_integral += (now - t0) * (prev + sl) / 2
+            task._last_t, task._last_slack, task.last = now, sl, s
+            out.append((task, s))
+            if task.mem_limit is not None and s.rss > task.mem_limit:
+                self.kill(task, "MEMLIMIT")
+        return out
+
+    def largest_overage(self) -> Task | None:
+        """The running task furthest above its reservation in force (for MEMPRESSURE)."""
+        now = self.clock()
+        best, best_over = None, 0
+        for t in self._tasks.values():
+            if t.ended is None and t.last is not None:
+                over = t.last.rss - reserved_in_force(t.reserved, t.duration_s, t.decay, t.start_time, now)
+                if over > best_over:
+                    best, best_over = t, over
+        return best
+
+    # ------------------------------------------------------------------ killing
+
+    def kill(self, task: Task, reason: str, grace: float | None = None) -> None:
+        """SIGTERM the job's group (and cgroup), SIGKILL after ``grace``; idempotent.
+
+        The first reason sticks; a later call may only shorten the grace.
+        """
+        if task.ended is not None or task.hard_killed:
+            return
+        now = self.clock()
+        g = self.kill_grace if grace is None else grace
+        if task.kill_reason is None:
+            task.kill_reason = reason
+            self.persist(task)
+        if g <= 0:
+            task.hard_killed = True
+            task.kill_deadline = now
+            self._signal(task, signal.SIGKILL)
+        elif task.kill_deadline is None:
+            task.kill_deadline = now + g
+            self._signal(task, signal.SIGTERM)
+        else:
+            task.kill_deadline = min(task.kill_deadline, now + g)
+
+    def _signal(self, task: Task, sig: int, leftovers: bool = False) -> None:
+        """Signal the process group and every process in the job's cgroup.
+
+        ``leftovers``: the caller has established that the pid is not reused.
+        """
+        if not leftovers and task.adopted:
+            st = proc_stat(task.pid)
+            ok = st is None or st.start == task.proc_start
+        else:
+            ok = True
+        if ok:
+            try:
+                os.killpg(task.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._signal_cgroup(task, sig)
+
+    @staticmethod
+    def _signal_cgroup(task: Task, sig: int) -> None:
+        for pid in getattr(task.meter, "pids", list)():
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
