@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from builders import b
+from builders import T0, alloc, b, job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xce import accounting
 from xce.accounting import Account, HostTotals, Ledger, available_mem, available_virtual, derive
+from xce.live import Live
+from xce.proto.schema import JobSample
 
 G, M = b("1G"), b("1M")
 
@@ -261,3 +263,68 @@ def test_any_sequence_keeps_totals_equal_to_derivation(ops: list[tuple]) -> None
             assert acc.used == (accounting.overage(acc.reserved, acc.actual) if acc.reserved else 0)
             assert acc.slack == accounting.slack(acc.reserved, acc.actual)
         assert sorted(led.accounts) == sorted((j, a.host) for j, accs in led.by_job.items() for a in accs)
+
+
+# ---- Live: the ledger kept in step with hard job state --------------------------------------
+
+def running(jid: int = 1, hosts: tuple[str, ...] = ("n1",), mem: str = "1G", resreq: str = "",
+            attempt: int = 1, start: float = T0):
+    from xce.model import JobState
+
+    return job(jid, mem=mem, resreq=resreq, slots=len(hosts), state=JobState.RUN, attempt=attempt,
+               start_time=start, allocs=[alloc(h, 1, mem) for h in hosts])
+
+
+def test_live_opens_and_closes_accounts_with_the_job_state() -> None:
+    from xce.model import JobState
+
+    live = Live()
+    j = running(1, ("n1", "n2"))
+    live.reasons[1] = "was pending"
+    live.sync_job(j, T0)
+    assert sorted(live.ledger.accounts) == [(1, "n1"), (1, "n2")] and 1 not in live.reasons
+    assert live.apply_sample(JobSample(1, "n1", 300 * M, 400 * M, 2.0))
+    assert not live.apply_sample(JobSample(1, "n9", 300 * M, 400 * M, 2.0))
+    live.sync_job(j, T0 + 5)  # same attempt again: the reported figures survive
+    assert live.ledger.accounts[(1, "n1")].actual == 300 * M
+    assert live.samples() == [JobSample(1, "n1", 300 * M, 400 * M, 2.0)]
+    j.state = JobState.DONE
+    live.sync_job(j, T0 + 6)
+    assert live.ledger.accounts == {} and live.cpu == {} and live.ledger.audit() == []
+
+
+def test_live_replaces_the_accounts_of_an_older_placement() -> None:
+    live = Live()
+    live.sync_job(running(1, ("n1",), attempt=1), T0)
+    live.apply_sample(JobSample(1, "n1", 2 * G, 2 * G, 1.0))
+    live.sync_job(running(1, ("n2",), attempt=2), T0 + 10)
+    assert list(live.ledger.accounts) == [(1, "n2")]
+    assert live.ledger.accounts[(1, "n2")].actual is None
+    assert live.ledger.host_totals("n1").as_tuple() == HostTotals().as_tuple()
+
+
+def test_live_decays_reservations_over_time() -> None:
+    live = Live()
+    j = running(1, ("n1",), resreq="rusage[mem=1G:duration=100s:decay=1]", start=T0)
+    live.sync_job(j, T0 + 25)            # opened late: the reservation in force, not the original
+    assert live.ledger.accounts[(1, "n1")].reserved == 3 * G // 4
+    live.refresh_decay({1: j}, T0 + 50)
+    assert live.ledger.host_totals("n1").mem_slack == G // 2
+    live.refresh_decay({1: j}, T0 + 100)
+    assert live.ledger.host_totals("n1").mem_reserved == 0
+    live.refresh_decay({}, T0 + 200)     # a job that is gone stops decaying
+    assert live.decaying == set()
+
+
+def test_live_rebuild_matches_incremental_sync() -> None:
+    from xce.model import JobState
+
+    jobs = [running(1, ("n1", "n2")), running(2, ("n1",), mem="2G"), job(3), running(4, ("n2",))]
+    jobs[3].state = JobState.EXIT
+    a, b_ = Live(), Live()
+    for j in jobs:
+        a.sync_job(j, T0)
+    b_.rebuild(jobs, T0)
+    assert {h: t.as_tuple() for h, t in a.ledger.totals.items() if t.as_tuple() != HostTotals().as_tuple()} == \
+        {h: t.as_tuple() for h, t in b_.ledger.totals.items()}
+    assert b_.ledger.host_totals("n1").mem_slack == 3 * G

@@ -187,8 +187,7 @@ def test_select_filters_hosts() -> None:
     plan = schedule(cs, [job(1, resreq="select[type==x86]")], T0)
     assert placed(plan) == {1: [("n2", 1)]}
     plan = schedule(cs, [job(2, resreq="select[type==sparc]")], T0)
-    assert plan.reasons[2] == "select: no host matches type == \"sparc\"" or \
-        plan.reasons[2].startswith("select: no host matches")
+    assert plan.reasons[2] == 'select: no host matches type=="sparc"'
 
 
 def test_select_on_available_mem() -> None:

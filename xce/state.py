@@ -173,11 +173,14 @@ class ClusterState:
     # ---- handlers ----
 
     def submit(self, cmd: Submit) -> list[int]:
+        if len(cmd.specs) != len(cmd.reqs):
+            raise InvalidRequest(f"submit: {len(cmd.specs)} specs but {len(cmd.reqs)} resource requirements")
+        for spec in cmd.specs:  # all or nothing: check every job before creating any
+            if (spec.queue or self.default_queue) not in self.queues:
+                raise InvalidRequest(f"queue {spec.queue or self.default_queue!r} does not exist")
         ids = []
         for spec, req in zip(cmd.specs, cmd.reqs, strict=True):
             queue = spec.queue or self.default_queue
-            if queue not in self.queues:
-                raise InvalidRequest(f"queue {queue!r} does not exist")
             if queue != spec.queue:
                 spec = msgspec.structs.replace(spec, queue=queue)
             job = Job(id=self.next_job_id, spec=spec, req=req, submit_time=cmd.time)

@@ -13,6 +13,7 @@ import msgspec
 from xce import accounting
 from xce.accounting import HostTotals, Ledger
 from xce.model import Host, HostState, Job, JobState
+from xce.placement import job_demand, total_mem
 
 
 class JobAccountView(msgspec.Struct, kw_only=True):
@@ -135,8 +136,5 @@ def job_view(job: Job, ledger: Ledger) -> JobView:
 
 
 def pend_reservation(job: Job) -> int:
-    """What a pending job would reserve in all (for display before placement)."""
-    from xce.placement import job_demand  # late: placement imports views' siblings
-
-    d = job_demand(job)
-    return d.mem_per_host * d.hosts_needed if d.hosts_needed else d.mem_per_host
+    """What a pending job would reserve in all, if placed on one host (display only)."""
+    return total_mem(job_demand(job), 1)

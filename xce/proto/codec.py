@@ -44,6 +44,8 @@ def decode_envelope(data: bytes) -> Envelope:
         env = _env_dec.decode(data)
     except msgspec.DecodeError as e:
         raise ProtocolError(f"malformed envelope: {e}") from None
+    except RecursionError:
+        raise ProtocolError("malformed envelope: nested too deeply") from None
     if env.v != PROTOCOL_VERSION:
         raise ProtocolError(f"unsupported protocol version {env.v} (this peer speaks {PROTOCOL_VERSION})")
     return env
@@ -68,17 +70,22 @@ def decode_request(env: Envelope) -> tuple[Op, Any]:
         return op, _decoder(REQUESTS[op]).decode(env.body)
     except msgspec.DecodeError as e:
         raise ProtocolError(f"bad {op.name} body: {e}") from None
+    except RecursionError:
+        raise ProtocolError(f"bad {op.name} body: nested too deeply") from None
 
 
 def decode_reply(env: Envelope, request: Op) -> Any:
     """Decode a reply body; an ERROR reply is raised as its XceError class."""
-    if env.op == Op.ERROR:
-        err = msgspec.msgpack.decode(env.body, type=ErrorReply)
-        raise error_from_reply(err)
     try:
-        return _decoder(REPLIES[request]).decode(env.body)
+        if env.op == Op.ERROR:
+            err = _decoder(ErrorReply).decode(env.body)
+        else:
+            return _decoder(REPLIES[request]).decode(env.body)
     except msgspec.DecodeError as e:
-        raise ProtocolError(f"bad {request.name} reply: {e}") from None
+        raise ProtocolError(f"bad {'ERROR' if env.op == Op.ERROR else request.name} reply: {e}") from None
+    except RecursionError:
+        raise ProtocolError(f"bad {request.name} reply: nested too deeply") from None
+    raise error_from_reply(err)
 
 
 def error_body(exc: XceError) -> ErrorReply:

@@ -45,7 +45,6 @@ from typing import NamedTuple, Protocol
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICK = float(os.sysconf("SC_CLK_TCK"))
-CGROUP_ROOT_HINT = "/sys/fs/cgroup"
 
 
 class Sample(NamedTuple):
@@ -405,16 +404,39 @@ class CgroupMeter:
         self.closed = done
 
 
-_made: set[Path] = set()
+def _write(path: Path, data: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, data.encode())
+    finally:
+        os.close(fd)
 
 
-def _worker_dir(base: Path, worker_name: str, v2: bool) -> Path:
-    d = base / f"xce-{_safe(worker_name)}"
-    if d not in _made:
+def _job_dir(base: Path, worker_name: str, job_key: str, v2: bool) -> tuple[Path, bool]:
+    """``base/xce-<worker>/<job>``, made if missing; True if this call made it."""
+    wdir = base / f"xce-{_safe(worker_name)}"
+    d = wdir / _safe(job_key)
+    try:
+        d.mkdir()
+        return d, True
+    except FileExistsError:
+        return d, False
+    except FileNotFoundError:  # first job of this worker: make its own cgroup first
+        wdir.mkdir(exist_ok=True)
+        if v2 and "memory" not in _read(wdir / "cgroup.subtree_control").split():
+            _write(wdir / "cgroup.subtree_control", "+memory")
         d.mkdir(exist_ok=True)
-        if v2 and "memory" not in _read(d / "cgroup.subtree_control").split():
-            (d / "cgroup.subtree_control").write_text("+memory")
-        _made.add(d)
+        return d, True
+
+
+def _enter(base: Path, worker_name: str, job_key: str, pid: int, v2: bool) -> Path:
+    d, made = _job_dir(base, worker_name, job_key, v2)
+    try:
+        _write(d / "cgroup.procs", str(pid))
+    except OSError:
+        if made:
+            _rmdir(d)
+        raise
     return d
 
 
@@ -424,35 +446,23 @@ def make_meter(job_key: str, pid: int, worker_name: str) -> Meter:
     Call before the session leader forks anything (the runner holds it on a pipe
     until this returns), since moving a process does not move its children.  An
     existing job cgroup of the same key (re-attaching after a restart) is reused.
+    Falls back to a /proc meter when any cgroup step fails.
     """
     det = detect_cgroup()
     if det is not None:
         method, base = det
-        made: list[Path] = []
         try:
-            mem = _worker_dir(base, worker_name, method == "cgroup2") / _safe(job_key)
-            if not mem.is_dir():
-                mem.mkdir()
-                made.append(mem)
-            cpu = None
-            cbase = _cpuacct_dir() if method == "cgroup1" else None
-            if cbase is not None:
-                try:
-                    cpu = _worker_dir(cbase, worker_name, False) / _safe(job_key)
-                    if not cpu.is_dir():
-                        cpu.mkdir()
-                        made.append(cpu)
-                    (cpu / "cgroup.procs").write_text(str(pid))
-                except OSError:
-                    cpu = None
-            (mem / "cgroup.procs").write_text(str(pid))
-            return CgroupMeter(method, mem, cpu, pid)
+            mem = _enter(base, worker_name, job_key, pid, method == "cgroup2")
         except OSError:
-            for d in made:
-                try:
-                    d.rmdir()
-                except OSError:
-                    pass
+            return ProcMeter(pid)
+        cpu = None
+        cbase = _cpuacct_dir() if method == "cgroup1" else None
+        if cbase is not None:
+            try:
+                cpu = _enter(cbase, worker_name, job_key, pid, False)
+            except OSError:
+                pass  # CPU then comes from /proc for the processes in the memory cgroup
+        return CgroupMeter(method, mem, cpu, pid)
     return ProcMeter(pid)
 
 

@@ -11,14 +11,20 @@ Python per job)::
 
     trap : TERM                # survive our SIGTERM to the group, to record the child's fate
     read -r _ || exit 125      # fd 0: a pipe; wait until the runner has placed us (cgroup, record)
-    exec 3>&1 </dev/null       # fd 1: the status file, opened by the runner
+    exec 3>&1 </dev/null       # fd 1: the task record, opened O_APPEND by the runner
     command exec >>"$1" 2>>"$2" || { echo "126 cannot open ..." >&3; exit 126; }
     shift 2
     "$@" 3>&-
     s=$?; echo $s >&3; exit $s
 
-The status file is opened by the runner and handed over as a descriptor, so it
-works whatever user the job runs as and wherever state_dir is.  Descriptors are
+On-disk state, per task: ``tasks/<job>.<attempt>.rec`` holds one JSON line
+(written by the runner before the go byte: pid, /proc start time, reservation,
+paths, method) and then the wrapper's status line ``<code> [message]``; and
+``tasks/<key>.upd`` (only once ``persist`` ran) holds what changes (kill reason,
+peak, slack integral).  One file created per launch, since file creation is the
+dearest step of a launch (~0.5 ms on this ext4 VM); ``forget`` removes them.
+The record is handed to the wrapper as a descriptor, so the status line gets
+written whatever user the job runs as and wherever state_dir is.  Descriptors are
 passed as 0/1/2 because dash only knows single-digit descriptors.  The output
 files are opened by the wrapper, i.e. as the job user, so a root worker never
 appends to a file on a job's behalf; the runner only pre-opens them (same user)
@@ -102,6 +108,7 @@ class Task:
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _last_t: float | None = field(default=None, repr=False)
     _last_slack: int = field(default=0, repr=False)
+    _persisted: bool = field(default=False, repr=False)
 
 
 class Exit(NamedTuple):
@@ -168,9 +175,8 @@ class Runner:
         self.clock = clock
         self.kill_grace = kill_grace
         self.task_dir = self.state_dir / "tasks"
-        self.status_dir = self.state_dir / "status"
         self.output_dir = self.state_dir / "output"
-        for d in (self.task_dir, self.status_dir, self.output_dir):
+        for d in (self.task_dir, self.output_dir):
             d.mkdir(parents=True, exist_ok=True)
         self._tasks: dict[str, Task] = {}
         self._closing: list[Meter] = []  # cgroups that still had stragglers when closed
@@ -221,16 +227,17 @@ class Runner:
         try:
             sink = os.open(sink_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
             opened.append(sink)
-            status = os.open(self.status_dir / key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
-                             0o644)
-            opened.append(status)
+            rec_fd = os.open(self._rec_path(key), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND |
+                             os.O_CLOEXEC, 0o644)
             go_r, go_w = os.pipe()
             opened.append(go_r)
             try:
-                proc = subprocess.Popen(argv, stdin=go_r, stdout=status, stderr=sink, cwd=cwd, env=env,
+                proc = subprocess.Popen(argv, stdin=go_r, stdout=rec_fd, stderr=sink, cwd=cwd, env=env,
                                         start_new_session=True, **extra)  # type: ignore[call-overload]
             except OSError as e:
                 os.close(go_w)
+                os.close(rec_fd)
+                self._rec_path(key).unlink(missing_ok=True)
                 raise InvalidRequest(f"cannot start job {key}: {e}") from None
         finally:
             for fd in opened:
@@ -245,17 +252,18 @@ class Runner:
                         stdout=out, stderr=err, mem_limit=spec.mem_limit, reserved=reserved,
                         duration_s=duration_s, decay=decay, meter=meter,
                         proc_start=st.start if st else 0, _proc=proc)
-            self.persist(task)
+            os.write(rec_fd, json.dumps(self._record(task)).encode() + b"\n")
             os.write(go_w, b"\n")  # the command may run now
         except BaseException:
             os.close(go_w)  # EOF: the wrapper exits 125 without running the command
+            os.close(rec_fd)
             proc.wait()
             if meter is not None:
                 self._close_meter(meter)
-            (self.status_dir / key).unlink(missing_ok=True)
-            (self.task_dir / f"{key}.json").unlink(missing_ok=True)
+            self._rec_path(key).unlink(missing_ok=True)
             raise
         os.close(go_w)
+        os.close(rec_fd)
         self._tasks[key] = task
         return task
 
@@ -293,27 +301,45 @@ class Runner:
 
     # --------------------------------------------------------------- persistence
 
+    def _rec_path(self, key: str) -> Path:
+        return self.task_dir / f"{key}.rec"
+
+    def _upd_path(self, key: str) -> Path:
+        return self.task_dir / f"{key}.upd"
+
+    def _record(self, task: Task) -> dict[str, object]:
+        return {"job": task.job_id, "attempt": task.attempt, "pid": task.pid,
+                "proc_start": task.proc_start, "start_time": task.start_time, "stdout": task.stdout,
+                "stderr": task.stderr, "mem_limit": task.mem_limit, "reserved": task.reserved,
+                "duration_s": task.duration_s, "decay": task.decay, "method": task.meter.method}
+
     def persist(self, task: Task) -> None:
-        """Write the task's record (atomically); done at start and kill, call more if you like."""
-        rec = {"job": task.job_id, "attempt": task.attempt, "pid": task.pid, "proc_start": task.proc_start,
-               "start_time": task.start_time, "stdout": task.stdout, "stderr": task.stderr,
-               "mem_limit": task.mem_limit, "reserved": task.reserved, "duration_s": task.duration_s,
-               "decay": task.decay, "method": task.meter.method, "kill_reason": task.kill_reason,
-               "peak": task.peak, "slack_integral": task.slack_integral, "saved_at": self.clock()}
-        path = self.task_dir / f"{task.key}.json"
+        """Save what changes while a task runs (kill reason, peak, slack integral).
+
+        Done at kill(); call it more often if restarts should lose less.  The
+        immutable part was written once at start, in the record file.
+        """
+        upd = {"kill_reason": task.kill_reason, "peak": task.peak,
+               "slack_integral": task.slack_integral, "saved_at": self.clock()}
+        path = self._upd_path(task.key)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(rec))
+        tmp.write_text(json.dumps(upd))
         os.replace(tmp, path)
+        task._persisted = True
 
     def forget(self, task: Task) -> None:
         """The exit was reported and acknowledged: drop the task and its files."""
         self._tasks.pop(task.key, None)
-        for p in (self.task_dir / f"{task.key}.json", self.status_dir / task.key):
-            try:
-                p.unlink()
-            except FileNotFoundError:
-                pass
+        self._rec_path(task.key).unlink(missing_ok=True)
+        if task._persisted:
+            self._upd_path(task.key).unlink(missing_ok=True)
         self._close_meter(task.meter)
+
+    def _read_record(self, key: str) -> tuple[dict, str]:
+        """The record's JSON and the wrapper's status line ("" while it runs)."""
+        text = self._rec_path(key).read_text()
+        head, _, status = text.partition("\n")
+        return json.loads(head), status.strip()
 
     def adopt(self) -> list[Task]:
         """Re-attach to the tasks recorded in state_dir; returns those still running.
@@ -322,16 +348,20 @@ class Runner:
         Job cgroups of this worker without a record are emptied and removed.
         """
         alive: list[Task] = []
-        for path in sorted(self.task_dir.glob("*.json")):
-            try:
-                rec = json.loads(path.read_text())
-                key = f"{rec['job']}.{rec['attempt']}"
-            except (OSError, ValueError, KeyError):
-                path.unlink(missing_ok=True)
-                continue
+        for path in sorted(self.task_dir.glob("*.rec")):
+            key = path.name[:-4]
             if key in self._tasks:
                 continue
-            pid, start = int(rec["pid"]), int(rec["proc_start"])
+            try:
+                rec, _ = self._read_record(key)
+                pid, start = int(rec["pid"]), int(rec["proc_start"])
+            except (OSError, ValueError, KeyError):
+                path.unlink(missing_ok=True)  # torn write: the wrapper never got its go
+                continue
+            try:
+                upd = json.loads(self._upd_path(key).read_text())
+            except (OSError, ValueError):
+                upd = {}
             st = proc_stat(pid)
             live = st is not None and st.start == start and st.state not in "ZX"
             meter: Meter = attach_meter(key, pid, self.worker_name, rec.get("method", "proc"), start) \
@@ -339,18 +369,19 @@ class Runner:
             task = Task(job_id=rec["job"], attempt=rec["attempt"], pid=pid, start_time=rec["start_time"],
                         key=key, stdout=rec["stdout"], stderr=rec["stderr"], mem_limit=rec["mem_limit"],
                         reserved=rec["reserved"], duration_s=rec["duration_s"], decay=rec["decay"],
-                        meter=meter, peak=rec.get("peak", 0), slack_integral=rec.get("slack_integral", 0.0),
-                        kill_reason=rec.get("kill_reason"), adopted=True, proc_start=start,
-                        _last_t=rec.get("saved_at"))
+                        meter=meter, peak=upd.get("peak", 0), slack_integral=upd.get("slack_integral", 0.0),
+                        kill_reason=upd.get("kill_reason"), adopted=True, proc_start=start,
+                        _last_t=upd.get("saved_at"), _persisted=bool(upd))
             self._tasks[key] = task
             if live:
                 alive.append(task)
+                if task.kill_reason is not None:  # killed before the restart: finish the job
+                    task.kill_deadline = self.clock() + self.kill_grace
+                    self._signal(task, signal.SIGTERM)
         sweep_cgroups(self.worker_name, {t.key for t in alive} | {
             t.key for t in self._tasks.values() if not t.adopted})
-        for p in self.task_dir.glob("*.tmp"):
-            p.unlink(missing_ok=True)
-        for p in self.status_dir.iterdir():
-            if p.name not in self._tasks:
+        for p in self.task_dir.iterdir():
+            if p.suffix in (".upd", ".tmp") and p.stem not in self._tasks:
                 p.unlink(missing_ok=True)
         return alive
 
@@ -421,8 +452,8 @@ class Runner:
         sig: int | None
         code, sig, note = None, None, ""
         try:
-            text = (self.status_dir / task.key).read_text().strip()
-        except OSError:
+            text = self._read_record(task.key)[1]
+        except (OSError, ValueError):
             text = ""
         if text:
             first, _, note = text.partition("\n")[0].partition(" ")

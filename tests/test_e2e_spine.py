@@ -1,0 +1,134 @@
+"""End to end on `xce up --hosts 2`: real daemons, real jobs, real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+from conftest import Cluster, wait_for
+
+MB = 1024 * 1024
+ENV = dict(os.environ)  # jobs run python with xce importable, as a bsub-like submit would
+
+
+def memhog(*steps: str) -> list[str]:
+    return [sys.executable, "-m", "xce.jobs.memhog", *steps]
+
+
+def test_jobs_run_with_exit_codes_and_output_files(cluster2: Cluster, tmp_path: Path) -> None:
+    c = cluster2.client
+    ok = c.submit(["sh", "-c", "echo hello from $XCE_JOBID"], resreq="rusage[mem=100M]",
+                  stdout=str(tmp_path / "out.%J"), cwd=str(tmp_path))
+    bad = c.submit(["sh", "-c", "echo oops >&2; exit 3"], resreq="rusage[mem=50M]",
+                   stderr=str(tmp_path / "err.%J"), cwd=str(tmp_path))
+    done, failed = c.wait([ok, bad], timeout=30)
+    assert (done.state, done.exit_code) == ("DONE", 0)
+    assert (failed.state, failed.exit_code) == ("EXIT", 3)
+    assert (tmp_path / f"out.{ok}").read_text() == f"hello from {ok}\n"
+    assert (tmp_path / f"err.{bad}").read_text() == "oops\n"
+    assert done.mem_reserved == 100 * MB and done.hosts
+
+
+def test_cli_submit_prints_lsf_line_and_wait_exit_code(cluster2: Cluster) -> None:
+    r = cluster2.xce("submit", "-R", "rusage[mem=10]", "--", "true")
+    assert r.stdout.startswith("Job <") and r.stdout.rstrip().endswith("is submitted to queue <normal>.")
+    jid = r.stdout.split("<")[1].split(">")[0]
+    assert cluster2.xce("wait", jid, "--timeout", "30").returncode == 0
+    r = cluster2.xce("submit", "--", "false")
+    jid = r.stdout.split("<")[1].split(">")[0]
+    assert cluster2.xce("wait", jid, "--timeout", "30", check=False).returncode == 1
+
+
+def test_invalid_request_exits_2_naming_the_part(cluster2: Cluster) -> None:
+    r = cluster2.xce("submit", "-R", "rusage[mem=5X]", "--", "true", check=False)
+    assert r.returncode == 2 and "unknown unit" in r.stderr and "^" in r.stderr
+    r = cluster2.xce("submit", "-q", "nosuch", "--", "true", check=False)
+    assert r.returncode == 2 and "queue 'nosuch' does not exist" in r.stderr
+    r = cluster2.xce("submit", "-R", "rusage[mem=64G]", "--", "true", check=False)
+    assert r.returncode == 2 and "no host could ever run it" in r.stderr
+
+
+def test_dry_run_json_submits_nothing(cluster2: Cluster) -> None:
+    import json
+
+    r = cluster2.xce("submit", "--dry-run", "--json", "-R", "rusage[mem=2G/task] span[hosts=1]", "-n", "2",
+                     "--", "true", check=False)
+    # 2 slots x 2G per task cannot fit a 2G host: refused before anything is submitted
+    assert r.returncode == 2
+    r = cluster2.xce("submit", "--dry-run", "--json", "-R", "rusage[mem=512M] span[hosts=1]", "--", "true")
+    out = json.loads(r.stdout)
+    assert out["resreq"]["rusage"][0]["amount"] == 512 * MB and out["resreq"]["span_hosts"] == 1
+    assert cluster2.client.jobs(all=True) == []
+
+
+def test_memory_is_measured_while_running_and_peak_kept(cluster2: Cluster) -> None:
+    c = cluster2.client
+    jid = c.submit(memhog("100:4"), resreq="rusage[mem=50M]", env=ENV)
+    running = wait_for(lambda: (v := c.job(jid)).mem_actual is not None and v.mem_actual >= 90 * MB and v,
+                       20, "actual >= 90 MB while running")
+    assert running.state == "RUN"
+    acc = running.accounts[0]
+    assert acc.mem_overage == acc.mem_actual - 50 * MB and acc.mem_slack == 0
+    host = c.hosts([acc.host])[0]
+    assert host.mem_overage >= acc.mem_overage and host.mem_slack == 0
+    (final,) = c.wait([jid], timeout=30)
+    assert final.state == "DONE" and final.mem_peak >= 90 * MB
+    assert cluster2.xce("admin", "audit").returncode == 0
+
+
+def test_kill_running_job(cluster2: Cluster) -> None:
+    c = cluster2.client
+    jid = c.submit(["sh", "-c", "sleep 60 & sleep 60"], resreq="rusage[mem=10]")
+    wait_for(lambda: c.job(jid).state == "RUN", 20, "RUN")
+    assert c.kill([jid]) == {jid: "kill requested"}
+    (v,) = c.wait([jid], timeout=20)
+    assert v.state == "EXIT" and "killed" in v.reason
+    pend = c.submit(["true"], resreq="rusage[mem=1G]", queue="normal")
+    c.kill([pend])
+    assert c.job(pend).state in ("EXIT", "DONE", "RUN")
+
+
+def test_memlimit_kill_ends_memlimit_with_peak(cluster2: Cluster) -> None:
+    r = cluster2.xce("submit", "-M", "60M", "-R", "rusage[mem=50M]", "--", *memhog("150:30"))
+    jid = int(r.stdout.split("<")[1].split(">")[0])
+    v = cluster2.wait_job(jid, timeout=30)
+    assert v.state == "EXIT" and v.reason == "MEMLIMIT"
+    assert v.mem_peak > 60 * MB
+
+
+def test_stopped_worker_makes_host_unavail_and_jobs_follow_queue_policy(cluster2: Cluster) -> None:
+    c = cluster2.client
+    rerun = c.submit(["sleep", "60"], queue="rerun", resreq="select[hname==node1] rusage[mem=10]")
+    plain = c.submit(["sleep", "60"], resreq="select[hname==node1] rusage[mem=10]")
+    wait_for(lambda: {v.state for v in c.jobs([rerun, plain])} == {"RUN"}, 20, "both RUN on node1")
+    pid = cluster2.daemon_pid("worker-node1")
+    os.kill(pid, signal.SIGSTOP)  # a hung host: alive for the supervisor, silent for the controller
+    try:
+        wait_for(lambda: c.hosts(["node1"])[0].state == "unavail", 10, "node1 unavail")
+        v = cluster2.wait_job(plain, timeout=10)
+        assert v.state == "EXIT" and "host node1 lost" in v.reason
+        r = c.job(rerun)
+        assert r.state == "PEND" and "requeued" in r.reason
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_for(lambda: c.hosts(["node1"])[0].state == "ok", 15, "node1 back")
+    # The requeued job may only run again somewhere; the stale copy on node1 was killed.
+    wait_for(lambda: c.job(rerun).state == "RUN", 20, "rerunnable job running again")
+    c.kill([rerun])
+
+
+def test_restarted_worker_reattaches_to_running_job(cluster2: Cluster, tmp_path: Path) -> None:
+    c = cluster2.client
+    marker = tmp_path / "runs"
+    jid = c.submit(["sh", "-c", f"echo started >> {marker}; sleep 4; exit 7"],
+                   resreq="select[hname==node2] rusage[mem=10]")
+    wait_for(lambda: c.job(jid).state == "RUN" and marker.exists(), 20, "RUN")
+    old = cluster2.daemon_pid("worker-node2")
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: cluster2.daemon_pid("worker-node2") != old, 10, "worker restarted by the supervisor")
+    v = cluster2.wait_job(jid, timeout=30)
+    assert (v.state, v.exit_code) == ("EXIT", 7)  # the real exit code, read after re-attaching
+    assert marker.read_text() == "started\n"      # ran exactly once
+    assert c.hosts(["node2"])[0].state == "ok"

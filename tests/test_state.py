@@ -1,0 +1,582 @@
+"""Tests for xce.state: the replicated state machine, its transition table, and snapshots."""
+
+from __future__ import annotations
+
+import pickle
+import typing
+
+import msgspec
+import pytest
+from builders import T0, alloc, cluster_state, host, queue, spec, submit
+
+from xce.errors import Conflict, IllegalTransition, InvalidRequest, NotFound
+from xce.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue
+from xce.proto.schema import HostLive, JobSample, Snapshot
+from xce.resreq import OrderKey, ResReq, RusageItem, parse_resreq
+from xce.state import (TRANSITIONS, Cleanup, ClusterState, Cmd, Command, Finish, HostLost, Kill, Modify,
+                       Place, RegisterHost, SetHostAdmin, SetQueues, Submit, decode_batch, encode_batch,
+                       transition)
+
+S = JobState
+G = 2**30
+EVENTS = sorted({e for _, e in TRANSITIONS})
+
+
+def two_hosts(*queues: Queue) -> ClusterState:
+    return cluster_state(*queues, hosts=(host("n1"), host("n2")))
+
+
+def run(st: ClusterState, jid: int, *hosts: str, t: float = T0 + 1) -> int:
+    """Place job ``jid`` on ``hosts`` (one slot each) at its current attempt; returns the new attempt."""
+    job = st.jobs[jid]
+    return st.apply(Place(time=t, job_id=jid, attempt=job.attempt,
+                          allocs=[alloc(h, 1) for h in hosts or ("n1",)]))
+
+
+def finish(st: ClusterState, jid: int, host: str = "n1", exit_code: int | None = 0, t: float = T0 + 2,
+           **kw) -> str:
+    return st.apply(Finish(time=t, job_id=jid, attempt=st.jobs[jid].attempt, host=host,
+                           exit_code=exit_code, **kw))
+
+
+# ---- the transition table ------------------------------------------------------------------
+
+@pytest.mark.parametrize("state", list(S))
+@pytest.mark.parametrize("event", EVENTS)
+def test_transition_table(state: JobState, event: str) -> None:
+    job = Job(id=1, spec=spec(), req=ResReq(), state=state)
+    if (state, event) in TRANSITIONS:
+        assert transition(job, event) == TRANSITIONS[(state, event)]
+    else:
+        with pytest.raises(IllegalTransition, match=f"cannot {event} a job in state {state.value}"):
+            transition(job, event)
+
+
+def test_terminal_states_have_no_way_out() -> None:
+    assert not [k for k in TRANSITIONS if k[0] in (S.DONE, S.EXIT)]
+
+
+# Every legal transition, driven through the commands that cause it.
+def _pend_place(st):
+    run(st, 1)
+
+
+def _pend_kill(st):
+    st.apply(Kill(time=T0 + 1, job_ids=[1]))
+
+
+def _run_done(st):
+    run(st, 1)
+    finish(st, 1, exit_code=0)
+
+
+def _run_exit(st):
+    run(st, 1)
+    finish(st, 1, exit_code=3)
+
+
+def _run_exit_host_lost(st):
+    run(st, 1)
+    st.apply(HostLost(time=T0 + 2, name="n1"))
+
+
+def _run_requeue(st):
+    st.apply(SetQueues(time=T0, queues=[queue(rerunnable=True)], default_queue="normal"))
+    run(st, 1)
+    st.apply(HostLost(time=T0 + 2, name="n1"))
+
+
+def _ususp(st, then):
+    run(st, 1)
+    st.jobs[1].state = transition(st.jobs[1], "suspend")  # no command suspends yet: see the report
+    then(st)
+
+
+COMMAND_PATHS = [
+    ("PEND-place-RUN", _pend_place, S.RUN),
+    ("PEND-kill-EXIT", _pend_kill, S.EXIT),
+    ("RUN-done-DONE", _run_done, S.DONE),
+    ("RUN-exit-EXIT", _run_exit, S.EXIT),
+    ("RUN-host_lost-EXIT", _run_exit_host_lost, S.EXIT),
+    ("RUN-requeue-PEND", _run_requeue, S.PEND),
+    ("USUSP-done-DONE", lambda st: _ususp(st, lambda s: finish(s, 1, exit_code=0)), S.DONE),
+    ("USUSP-exit-EXIT", lambda st: _ususp(st, lambda s: finish(s, 1, exit_code=1)), S.EXIT),
+    ("USUSP-host_lost-EXIT", lambda st: _ususp(st, lambda s: s.apply(HostLost(time=T0 + 2, name="n1"))), S.EXIT),
+]
+
+
+@pytest.mark.parametrize("name,path,final", COMMAND_PATHS, ids=[p[0] for p in COMMAND_PATHS])
+def test_legal_transitions_through_commands(name: str, path, final: JobState) -> None:
+    st = two_hosts()
+    submit(st)
+    path(st)
+    assert st.jobs[1].state == final
+    assert (st.jobs[1].id in st.finished_order) == (final in (S.DONE, S.EXIT))
+
+
+def test_ususp_requeue_through_host_lost() -> None:
+    st = two_hosts(queue(rerunnable=True))
+    submit(st)
+    _ususp(st, lambda s: s.apply(HostLost(time=T0 + 2, name="n1")))
+    assert st.jobs[1].state == S.PEND and st.jobs[1].requeues == 1
+
+
+@pytest.mark.parametrize("final", ["done", "exit", "kill"])
+def test_placing_a_running_or_ended_job_is_illegal(final: str) -> None:
+    st = two_hosts()
+    submit(st)
+    if final == "kill":
+        st.apply(Kill(time=T0, job_ids=[1]))
+    else:
+        run(st, 1)
+        with pytest.raises(IllegalTransition):
+            run(st, 1)  # RUN at its current attempt
+        finish(st, 1, exit_code=0 if final == "done" else 1)
+    with pytest.raises(IllegalTransition):
+        run(st, 1)
+    assert st.jobs[1].state in (S.DONE, S.EXIT)
+
+
+# ---- submit --------------------------------------------------------------------------------
+
+def test_submit_assigns_consecutive_ids_and_the_default_queue() -> None:
+    st = cluster_state(queue("normal"), queue("short", priority=50), default="short")
+    assert submit(st, spec(queue=""), spec(queue="normal")) == [1, 2]
+    assert submit(st, spec(queue="")) == [3]
+    assert [st.jobs[i].spec.queue for i in (1, 2, 3)] == ["short", "normal", "short"]
+    assert st.jobs[1].submit_time == T0 and st.jobs[1].state == S.PEND
+    assert st.next_job_id == 4 and st.touched_jobs == {1, 2, 3}
+
+
+def test_submit_to_an_unknown_queue_is_refused_whole() -> None:
+    st = cluster_state()
+    with pytest.raises(InvalidRequest, match="queue 'nope' does not exist"):
+        submit(st, spec(queue="normal"), spec(queue="nope"))
+    assert st.jobs == {} and st.next_job_id == 1  # all or nothing
+
+
+def test_submit_needs_one_resreq_per_spec() -> None:
+    st = cluster_state()
+    with pytest.raises(InvalidRequest):
+        st.apply(Submit(time=T0, specs=[spec(), spec()], reqs=[ResReq()]))
+    assert st.jobs == {}
+
+
+# ---- place ---------------------------------------------------------------------------------
+
+def test_place_records_the_placement() -> None:
+    st = two_hosts()
+    submit(st)
+    assert run(st, 1, "n1", "n2", t=T0 + 5) == 1
+    j = st.jobs[1]
+    assert (j.state, j.attempt, j.hosts, j.start_time, j.reason) == (S.RUN, 1, ["n1", "n2"], T0 + 5, "")
+
+
+def test_place_with_a_stale_attempt_is_a_conflict() -> None:
+    st = two_hosts(queue(rerunnable=True))
+    submit(st)
+    run(st, 1)
+    st.apply(HostLost(time=T0 + 2, name="n1"))   # requeued at attempt 1
+    with pytest.raises(Conflict, match="placement for attempt 0, job is at 1"):
+        st.apply(Place(time=T0 + 3, job_id=1, attempt=0, allocs=[alloc("n2")]))
+    assert st.jobs[1].state == S.PEND
+
+
+@pytest.mark.parametrize("what", ["closed", "unavail", "unknown"])
+def test_place_on_a_host_that_takes_no_jobs_is_a_conflict(what: str) -> None:
+    st = two_hosts()
+    submit(st)
+    if what == "closed":
+        st.apply(SetHostAdmin(time=T0, names=["n1"], closed=True))
+    elif what == "unavail":
+        st.apply(HostLost(time=T0, name="n1"))
+    target = "nx" if what == "unknown" else "n1"
+    with pytest.raises(Conflict, match=f"host {target} cannot take jobs"):
+        run(st, 1, target)
+    assert st.jobs[1].state == S.PEND and st.jobs[1].attempt == 0
+
+
+def test_place_unknown_job_is_not_found() -> None:
+    with pytest.raises(NotFound):
+        two_hosts().apply(Place(time=T0, job_id=42, attempt=0, allocs=[alloc()]))
+
+
+# ---- finish --------------------------------------------------------------------------------
+
+def test_multi_host_job_waits_for_every_host() -> None:
+    st = two_hosts()
+    submit(st, spec(slots=2))
+    run(st, 1, "n1", "n2")
+    u1 = HostUsage(host="n1", reserved=G, actual=G // 2, peak=G)
+    assert finish(st, 1, "n1", usage=u1) == "ok"
+    assert st.jobs[1].state == S.RUN and st.jobs[1].finished_hosts == ["n1"]
+    assert finish(st, 1, "n1") == "stale"                   # a repeated report
+    assert finish(st, 1, "n3") == "stale"                   # not one of its hosts
+    assert finish(st, 1, "n2", t=T0 + 9) == "ok"
+    j = st.jobs[1]
+    assert (j.state, j.exit_code, j.end_time, j.usage) == (S.DONE, 0, T0 + 9, [u1])
+    assert st.finished_order == [1]
+
+
+@pytest.mark.parametrize("first,second,state,code", [
+    (0, 0, S.DONE, 0), (0, 2, S.EXIT, 2), (2, 0, S.EXIT, 2), (3, 4, S.EXIT, 3)])
+def test_any_failing_host_fails_the_job(first: int, second: int, state: JobState, code: int) -> None:
+    st = two_hosts()
+    submit(st, spec(slots=2))
+    run(st, 1, "n1", "n2")
+    finish(st, 1, "n1", exit_code=first)
+    finish(st, 1, "n2", exit_code=second)
+    assert (st.jobs[1].state, st.jobs[1].exit_code) == (state, code)
+
+
+def test_signal_and_reason_make_an_exit() -> None:
+    st = two_hosts()
+    submit(st, spec(), spec())
+    run(st, 1)
+    run(st, 2)
+    finish(st, 1, exit_code=None, signal=9)
+    finish(st, 2, exit_code=0, reason="mem limit exceeded")
+    assert (st.jobs[1].state, st.jobs[1].signal) == (S.EXIT, 9)
+    assert (st.jobs[2].state, st.jobs[2].reason) == (S.EXIT, "mem limit exceeded")
+
+
+def test_finish_of_a_pending_or_older_attempt_is_stale() -> None:
+    st = two_hosts(queue(rerunnable=True))
+    submit(st)
+    assert st.apply(Finish(time=T0, job_id=1, attempt=0, host="n1", exit_code=0)) == "stale"  # PEND
+    run(st, 1)
+    st.apply(HostLost(time=T0 + 2, name="n1"))
+    assert st.apply(Finish(time=T0, job_id=1, attempt=1, host="n1", exit_code=0)) == "stale"  # requeued
+    run(st, 1, "n2")
+    assert st.apply(Finish(time=T0, job_id=1, attempt=1, host="n2", exit_code=0)) == "stale"  # old attempt
+    assert st.jobs[1].state == S.RUN
+    assert finish(st, 1, "n2") == "ok" and st.jobs[1].state == S.DONE
+    assert finish(st, 1, "n2") == "stale"                                                      # ended
+
+
+# ---- kill ----------------------------------------------------------------------------------
+
+def test_kill() -> None:
+    st = two_hosts()
+    submit(st, spec(), spec(), spec())
+    run(st, 2)
+    run(st, 3)
+    finish(st, 3)
+    out = st.apply(Kill(time=T0 + 5, job_ids=[1, 2, 3, 9], reason="by admin"))
+    assert out == {1: "killed", 2: "kill requested", 3: "already DONE", 9: "not found"}
+    assert (st.jobs[1].state, st.jobs[1].reason, st.jobs[1].end_time) == (S.EXIT, "by admin", T0 + 5)
+    assert (st.jobs[2].state, st.jobs[2].kill_requested, st.jobs[2].reason) == (S.RUN, True, "by admin")
+    finish(st, 2, exit_code=None, signal=15)
+    assert st.jobs[2].state == S.EXIT
+
+
+# ---- hosts ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("queue_rerun,job_rerun,requeued", [
+    (False, None, False), (True, None, True), (False, True, True), (True, False, False)])
+def test_host_lost_requeues_rerunnable_and_exits_the_rest(queue_rerun: bool, job_rerun: bool | None,
+                                                          requeued: bool) -> None:
+    st = two_hosts(queue(rerunnable=queue_rerun))
+    submit(st, spec(rerunnable=job_rerun), spec(rerunnable=job_rerun))
+    run(st, 1, "n1")
+    run(st, 2, "n2")
+    assert st.apply(HostLost(time=T0 + 7, name="n1")) == [1]
+    j = st.jobs[1]
+    assert st.hosts["n1"].unavail and st.jobs[2].state == S.RUN
+    if requeued:
+        assert (j.state, j.requeues, j.allocs, j.start_time, j.reason) == (
+            S.PEND, 1, [], None, "requeued: host n1 lost")
+        assert j.id not in st.finished_order
+    else:
+        assert (j.state, j.reason, j.end_time) == (S.EXIT, "host n1 lost", T0 + 7)
+
+
+def test_host_lost_never_requeues_a_job_being_killed() -> None:
+    st = two_hosts(queue(rerunnable=True))
+    submit(st)
+    run(st, 1)
+    st.apply(Kill(time=T0, job_ids=[1]))
+    st.apply(HostLost(time=T0 + 1, name="n1"))
+    assert st.jobs[1].state == S.EXIT
+
+
+def test_host_lost_unknown_host() -> None:
+    with pytest.raises(NotFound):
+        two_hosts().apply(HostLost(time=T0, name="nx"))
+
+
+def test_reregistration_keeps_admin_state_and_clears_unavail() -> None:
+    st = two_hosts()
+    st.apply(SetHostAdmin(time=T0, names=["n1"], closed=True))
+    st.apply(HostLost(time=T0, name="n1"))
+    st.apply(RegisterHost(time=T0 + 1, host=host("n1", mem="16G")))
+    h = st.hosts["n1"]
+    assert (h.closed, h.unavail, h.mem_total) == (True, False, 16 * G)
+
+
+def test_set_host_admin_is_all_or_nothing() -> None:
+    st = two_hosts()
+    with pytest.raises(NotFound):
+        st.apply(SetHostAdmin(time=T0, names=["n1", "nx"], closed=True))
+    assert not st.hosts["n1"].closed
+    st.apply(SetHostAdmin(time=T0, names=["n1", "n2"], closed=True))
+    assert st.hosts["n1"].closed and st.hosts["n2"].closed and st.touched_hosts == {"n1", "n2"}
+
+
+# ---- modify, cleanup, queues ---------------------------------------------------------------
+
+def test_modify_mem_limit() -> None:
+    st = two_hosts()
+    submit(st, spec(), spec())
+    st.apply(Modify(time=T0, job_id=1, mem_limit=2 * G))
+    assert st.jobs[1].spec.mem_limit == 2 * G
+    st.apply(Kill(time=T0, job_ids=[2]))
+    with pytest.raises(Conflict):
+        st.apply(Modify(time=T0, job_id=2, mem_limit=G))
+    with pytest.raises(NotFound):
+        st.apply(Modify(time=T0, job_id=9, mem_limit=G))
+
+
+def test_cleanup_drops_the_oldest_finished() -> None:
+    st = two_hosts()
+    submit(st, *[spec() for _ in range(5)])
+    st.apply(Kill(time=T0, job_ids=[3, 1, 4]))   # finished in the order 3, 1, 4
+    assert st.apply(Cleanup(time=T0, keep_finished=5)) == 0
+    assert st.apply(Cleanup(time=T0, keep_finished=1)) == 2
+    assert sorted(st.jobs) == [2, 4, 5] and st.finished_order == [4] and st.forgotten == [3, 1]
+
+
+def test_set_queues_replaces_them() -> None:
+    st = cluster_state(queue("a"), queue("b"), default="a")
+    st.apply(SetQueues(time=T0, queues=[queue("c", priority=80)], default_queue="c"))
+    assert list(st.queues) == ["c"] and st.default_queue == "c"
+
+
+def test_apply_counts_and_refuses_unknown_commands() -> None:
+    st = ClusterState()
+
+    class Bogus(Cmd):
+        pass
+
+    with pytest.raises(InvalidRequest, match="unknown command Bogus"):
+        st.apply(Bogus(time=T0))
+
+
+# ---- determinism and batches ---------------------------------------------------------------
+
+def scenario() -> list[Cmd]:
+    """One of every command, in an order that exercises most rules."""
+    return [
+        SetQueues(time=T0, queues=[queue("normal"), queue("re", rerunnable=True, priority=60)],
+                  default_queue="normal"),
+        RegisterHost(time=T0, host=host("n1", attrs={"type": "x86"}, virtual={"gpu": 2})),
+        RegisterHost(time=T0, host=host("n2", ncpus=8)),
+        Submit(time=T0 + 1, specs=[spec(), spec(queue="re", slots=2), spec(queue="")],
+               reqs=[parse_resreq("rusage[mem=1G]"), parse_resreq("span[ptile=1]"), ResReq()]),
+        Place(time=T0 + 2, job_id=1, attempt=0, allocs=[alloc("n1")]),
+        Place(time=T0 + 2, job_id=2, attempt=0, allocs=[alloc("n1"), alloc("n2")]),
+        Modify(time=T0 + 3, job_id=3, mem_limit=G),
+        Finish(time=T0 + 4, job_id=1, attempt=1, host="n1", exit_code=0,
+               usage=HostUsage(host="n1", reserved=G, actual=G // 3, peak=G // 2, cpu_time=1.5)),
+        HostLost(time=T0 + 5, name="n2"),
+        SetHostAdmin(time=T0 + 6, names=["n1"], closed=True),
+        Kill(time=T0 + 7, job_ids=[3, 2]),
+        Cleanup(time=T0 + 8, keep_finished=1),
+    ]
+
+
+def test_every_command_type_is_in_the_scenario() -> None:
+    assert {type(c) for c in scenario()} == set(typing.get_args(Command))
+
+
+def test_batch_round_trip_of_every_command() -> None:
+    cmds = scenario()
+    back = decode_batch(encode_batch(cmds))
+    assert back == cmds
+    assert [type(c) for c in back] == [type(c) for c in cmds]
+
+
+def test_same_commands_give_the_same_state() -> None:
+    blob = encode_batch(scenario())
+    a, b_ = ClusterState(), ClusterState()
+    for st in (a, b_):
+        for cmd in decode_batch(blob):  # each replica decodes its own copy, as Raft does
+            try:
+                st.apply(cmd)
+            except Exception as e:  # noqa: BLE001 - a refused command is part of the fold too
+                pytest.fail(f"{cmd!r} raised {e!r}")
+    assert pickle.dumps(a) == pickle.dumps(b_)
+    assert a.applied == len(scenario()) and a.jobs[2].state == S.EXIT
+
+
+# ---- snapshot completeness -----------------------------------------------------------------
+
+def unset_fields(obj: object, path: str = "$") -> list[str]:
+    """Every field, at any depth, still at its default: the completeness check must see values."""
+    out: list[str] = []
+    if isinstance(obj, msgspec.Struct):
+        for f in msgspec.structs.fields(type(obj)):
+            v = getattr(obj, f.name)
+            default = f.default_factory() if f.default_factory is not msgspec.NODEFAULT else f.default
+            if f.default is not msgspec.NODEFAULT or f.default_factory is not msgspec.NODEFAULT:
+                if v == default:
+                    out.append(f"{path}.{f.name}")
+            out += unset_fields(v, f"{path}.{f.name}")
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            out += unset_fields(v, f"{path}[{i}]")
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            out += unset_fields(v, f"{path}[{k!r}]")
+    return out
+
+
+FULL_REQ = ResReq(
+    text="select[ncpus>=2] order[-mem] rusage[mem=1G/task:duration=10:decay=1] span[ptile=1]",
+    rusage=(RusageItem("mem", G, "task", 600, True),), select="ncpus>=2",
+    order=(OrderKey("mem", False),), span_hosts=1, span_ptile=1)  # both spans: for persistence only
+FULL_SPEC = JobSpec(command=["python", "-c", "pass"], name="full", user="ann", queue="re", slots=2,
+                    resreq=FULL_REQ.text, mem_limit=3 * G, cwd="/scratch/ann", env={"OMP_NUM_THREADS": "2"},
+                    stdout="out.%J", stderr="err.%J", rerunnable=True)
+
+
+def full_state() -> ClusterState:
+    """A state where every field of every Job, Host and Queue holds a non-default value."""
+    st = ClusterState()
+    mk = lambda name, **kw: Host(name=name, slots_total=4, mem_total=8 * G, ncpus=8,  # noqa: E731
+                                 registered_time=T0, version="0.1.0", attrs={"type": "x86"},
+                                 virtual={"gpu": 2}, **kw)
+    cmds: list[Cmd] = [
+        SetQueues(time=T0, queues=[Queue(name="re", priority=70, rerunnable=True, description="reruns")],
+                  default_queue="re"),
+        *[RegisterHost(time=T0, host=mk(n)) for n in ("n1", "n2", "n3")],
+        Submit(time=T0 + 1, specs=[FULL_SPEC], reqs=[FULL_REQ]),
+        Modify(time=T0 + 1.5, job_id=1, mem_limit=4 * G),
+        Place(time=T0 + 2, job_id=1, attempt=0,
+              allocs=[Alloc("n1", 1, G, {"slots": 1, "gpu": 1}), Alloc("n2", 1, G, {"slots": 1, "gpu": 1})]),
+        HostLost(time=T0 + 3, name="n1"),                                         # requeue
+        SetHostAdmin(time=T0 + 3.5, names=["n1"], closed=True),
+        Place(time=T0 + 4, job_id=1, attempt=1,
+              allocs=[Alloc("n2", 1, G, {"slots": 1, "gpu": 1}), Alloc("n3", 1, G, {"slots": 1, "gpu": 1})]),
+        Kill(time=T0 + 5, job_ids=[1], reason="over budget"),
+        Finish(time=T0 + 6, job_id=1, attempt=2, host="n2", exit_code=137, signal=9, reason="killed",
+               usage=HostUsage(host="n2", reserved=G, actual=G // 2, peak=G // 3 * 2, charged_peak=G,
+                               cpu_time=12.5, slack_integral=3.0e9)),
+        Finish(time=T0 + 7, job_id=1, attempt=2, host="n3", exit_code=137, signal=9, reason="killed",
+               usage=HostUsage(host="n3", reserved=G, actual=G // 4, peak=G // 2, charged_peak=G,
+                               cpu_time=11.0, slack_integral=2.0e9)),
+    ]
+    for c in cmds:
+        st.apply(c)
+    return st
+
+
+def test_the_full_state_sets_every_field() -> None:
+    st = full_state()
+    job, h1 = st.jobs[1], st.hosts["n1"]
+    assert job.state == S.EXIT and job.kill_requested and job.requeues == 1 and job.attempt == 2
+    assert unset_fields(job) == []
+    assert unset_fields(h1) == []
+    assert unset_fields(st.queues["re"]) == []
+    fresh = ClusterState()
+    assert [k for k in ClusterState._REPLICATED if getattr(st, k) == getattr(fresh, k)] == []
+    # Every attribute that is not the shell's scratch space is replicated.
+    assert set(vars(fresh)) - set(ClusterState._REPLICATED) == {"touched_jobs", "touched_hosts", "forgotten"}
+
+
+def test_pickle_round_trip_keeps_everything() -> None:
+    st = full_state()
+    back = pickle.loads(pickle.dumps(st))
+    assert back.__getstate__() == st.__getstate__()
+    assert back.jobs[1] == st.jobs[1] and back.hosts == st.hosts and back.queues == st.queues
+    assert (back.touched_jobs, back.touched_hosts, back.forgotten) == (set(), set(), [])
+
+
+def test_msgpack_snapshot_round_trip_keeps_everything() -> None:
+    st = full_state()
+    snap = Snapshot(seq=41, epoch="e1", time=T0 + 8, jobs=list(st.jobs.values()), hosts=list(st.hosts.values()),
+                    queues=list(st.queues.values()), default_queue=st.default_queue,
+                    live=[HostLive("n2", 5 * G, T0 + 7.5)], samples=[JobSample(1, "n2", G // 2, G, 3.5)],
+                    reasons={7: "mem: needs 4.0G"}, leader="127.0.0.1:7001", term=3)
+    # n2 and n3 are open and up on purpose; n1 carries every Host field.
+    assert [f for f in unset_fields(snap) if not f.startswith(("$.hosts[1]", "$.hosts[2]"))] == []
+    back = msgspec.msgpack.decode(msgspec.msgpack.encode(snap), type=Snapshot)
+    assert back == snap
+    assert back.jobs[0].state is S.EXIT and isinstance(back.jobs[0].req.rusage, tuple)
+
+
+# ---- the mirror: snapshot plus sequenced events --------------------------------------------
+
+def mirror_at(seq: int = 10, epoch: str = "e1"):
+    from xce.mirror import Mirror
+
+    st = two_hosts()
+    submit(st, spec(), spec())
+    run(st, 1)
+    m = Mirror()
+    m.apply_snapshot(Snapshot(seq=seq, epoch=epoch, time=T0 + 1, jobs=list(st.jobs.values()),
+                              hosts=list(st.hosts.values()), queues=list(st.queues.values()),
+                              default_queue="normal", live=[HostLive("n1", 6 * G, T0)],
+                              samples=[JobSample(1, "n1", G // 2, G // 2, 1.0)], reasons={2: "mem: short"},
+                              leader="c1", term=2))
+    return m, st
+
+
+def ev(seq: int, epoch: str = "e1", **kw):
+    from xce.proto.schema import Event
+
+    return Event(seq=seq, epoch=epoch, time=T0 + seq, **kw)
+
+
+def test_mirror_snapshot() -> None:
+    m, st = mirror_at()
+    assert m.synced and (m.seq, m.epoch, m.leader, m.term) == (10, "e1", "c1", 2)
+    assert m.jobs == st.jobs and m.hosts == st.hosts and m.default_queue == "normal"
+    assert m.live.ledger.accounts[(1, "n1")].actual == G // 2
+    assert m.live.os_available == {"n1": 6 * G} and m.live.reasons == {2: "mem: short"}
+    assert m.live.ledger.audit() == []
+
+
+def test_mirror_applies_events_in_order() -> None:
+    m, st = mirror_at()
+    run(st, 2, "n2")
+    assert m.apply_event(ev(11, jobs=[st.jobs[2]], reasons={2: ""}))
+    assert m.jobs[2].state == S.RUN and (2, "n2") in m.live.ledger.accounts and 2 not in m.live.reasons
+    finish(st, 1)
+    assert m.apply_event(ev(12, jobs=[st.jobs[1]], samples=[JobSample(2, "n2", G, G, 2.0)],
+                            live=[HostLive("n2", 7 * G, T0 + 12)], reasons={5: "slots: needs 9"}))
+    assert m.jobs[1].state == S.DONE and (1, "n1") not in m.live.ledger.accounts
+    assert m.live.ledger.accounts[(2, "n2")].actual == G and m.live.os_available["n2"] == 7 * G
+    assert m.live.reasons == {5: "slots: needs 9"}
+    assert m.apply_event(ev(13, forget=[1], hosts=[host("n3")], queues=[queue("new")]))
+    assert 1 not in m.jobs and "n3" in m.hosts and "new" in m.queues
+    assert (m.seq, m.time) == (13, T0 + 13) and m.live.ledger.audit() == []
+
+
+def test_mirror_gap_is_refused() -> None:
+    m, st = mirror_at()
+    before = dict(m.jobs)
+    assert m.apply_event(ev(12, forget=[1])) is False
+    assert m.seq == 10 and m.jobs == before
+
+
+def test_mirror_other_epoch_is_refused() -> None:
+    m, _ = mirror_at()
+    assert m.apply_event(ev(11, epoch="e2", forget=[1])) is False
+    assert m.apply_event(ev(5, epoch="e2", forget=[1])) is False
+    assert m.seq == 10 and 1 in m.jobs
+
+
+@pytest.mark.parametrize("seq", [3, 10])
+def test_mirror_ignores_events_already_in_the_snapshot(seq: int) -> None:
+    m, _ = mirror_at()
+    assert m.apply_event(ev(seq, forget=[1], reasons={2: ""})) is True
+    assert m.seq == 10 and 1 in m.jobs and m.live.reasons == {2: "mem: short"}
+
+
+def test_unsynced_mirror_applies_nothing() -> None:
+    from xce.mirror import Mirror
+
+    m = Mirror()
+    assert not m.synced
+    assert m.apply_event(ev(1, epoch="e1", hosts=[host("n1")])) is False and m.hosts == {}

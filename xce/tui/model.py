@@ -1,0 +1,211 @@
+"""The console's data model: a Mirror of the controller plus what the screens need.
+
+Owns: the Mirror (hard state + the Live ledger), cached views (computed by
+xce.views through ``Live.host_view``/``Live.job_view`` and recomputed only for
+what changed), the sets of changed jobs and hosts since the last frame, the
+header summary, and bounded memory histories for the detail plots.  Pure
+Python: no Textual, no sockets, no clock (``now`` and receive times are
+parameters).  Every feed (live receiver, replay) goes through ``Sync`` into
+``apply_snapshot``/``apply_event``, under ``lock``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from xce.mirror import Mirror
+from xce.model import Job
+from xce.proto.schema import Event, Snapshot
+from xce.tui.history import Series
+from xce.views import HostView, JobView
+
+HOST_STATES = ("ok", "full", "closed", "unavail")
+JOB_STATES = ("RUN", "PEND", "PSUSP", "USUSP", "SSUSP", "UNKWN", "DONE", "EXIT")
+
+
+@dataclass(slots=True)
+class Changes:
+    """What changed since the previous frame."""
+
+    jobs: set[int] = field(default_factory=set)    # any change (usage included)
+    hard: set[int] = field(default_factory=set)    # state/placement/reason changes, new, forgotten
+    hosts: set[str] = field(default_factory=set)
+    reset: bool = False                            # a snapshot replaced everything
+
+    @property
+    def any(self) -> bool:
+        return self.reset or bool(self.jobs or self.hosts)
+
+
+@dataclass(slots=True)
+class Summary:
+    hosts_by_state: dict[str, int]
+    jobs_by_state: dict[str, int]
+    mem: dict[str, int]  # capacity, reserved, actual, slack, overage
+
+
+class ConsoleModel:
+    def __init__(self, history: int = 240) -> None:
+        self.lock = threading.RLock()
+        self.mirror = Mirror()
+        self.cluster = ""
+        self.heartbeat = 1.0
+        self.term = 0
+        self.link = "connecting"       # connecting | live | unreachable | replay
+        self.problem = ""
+        self.last_update: float | None = None
+        self.snapshots = 0
+        self.gaps = 0
+        self.history = history
+        self.job_hist: dict[int, Series] = {}
+        self.host_hist: dict[str, Series] = {}
+        self._jv: dict[int, JobView] = {}
+        self._hv: dict[str, HostView] = {}
+        self._ch = Changes(reset=True)
+        self._jobs_by_state: dict[str, int] | None = None
+
+    # ---- feeding ----------------------------------------------------------------------------
+
+    @property
+    def synced(self) -> bool:
+        return self.mirror.synced
+
+    def apply_snapshot(self, snap: Snapshot, received: float) -> None:
+        self.mirror.apply_snapshot(snap)
+        self.term = max(self.term, snap.term) if snap.epoch == self.mirror.epoch else snap.term
+        self._jv.clear()
+        self._hv.clear()
+        self._jobs_by_state = None
+        self._ch = Changes(reset=True)
+        self.job_hist = {j: s for j, s in self.job_hist.items() if j in self.mirror.jobs}
+        for jid in {s.job_id for s in snap.samples}:
+            self._record_job(jid, snap.time)
+        self.snapshots += 1
+        self.last_update = received
+
+    def apply_event(self, ev: Event, received: float, term: int = 0) -> bool:
+        """Apply one event; False on a gap or epoch change (the caller resnapshots)."""
+        if not self.mirror.apply_event(ev):
+            return False
+        ch, jv, hv = self._ch, self._jv, self._hv
+        if term:
+            self.term = max(self.term, term)
+        if ev.jobs or ev.forget or ev.reasons:
+            self._jobs_by_state = None
+            for j in ev.jobs:
+                ch.hard.add(j.id)
+                jv.pop(j.id, None)
+                for a in j.allocs:
+                    ch.hosts.add(a.host)
+                    hv.pop(a.host, None)
+            for jid in ev.forget:
+                ch.hard.add(jid)
+                jv.pop(jid, None)
+                self.job_hist.pop(jid, None)
+            for jid in ev.reasons:
+                ch.hard.add(jid)
+                jv.pop(jid, None)
+            ch.jobs |= ch.hard
+        for h in ev.hosts:
+            ch.hosts.add(h.name)
+            hv.pop(h.name, None)
+        for hl in ev.live:
+            ch.hosts.add(hl.host)
+            hv.pop(hl.host, None)
+        if ev.samples:
+            sampled = set()
+            for s in ev.samples:
+                sampled.add(s.job_id)
+                hv.pop(s.host, None)
+                ch.hosts.add(s.host)
+            for jid in sampled:
+                jv.pop(jid, None)
+                self._record_job(jid, ev.time)
+            ch.jobs |= sampled
+        self.last_update = received
+        return True
+
+    def _record_job(self, jid: int, t: float) -> None:
+        """Append the job's actual memory: the same per-host sum JobView.mem_actual is."""
+        accs = self.mirror.live.ledger.by_job.get(jid)
+        if not accs:
+            return
+        s = self.job_hist.get(jid)
+        if s is None:
+            s = self.job_hist[jid] = Series(1, self.history)
+        s.add(t, sum(a.actual or 0 for a in accs))
+
+    def tick(self, now: float) -> None:
+        """Move decaying reservations to ``now`` (Live does the arithmetic)."""
+        live = self.mirror.live
+        if not live.decaying:
+            return
+        live.refresh_decay(self.mirror.jobs, now)
+        for jid in live.decaying:
+            self._ch.jobs.add(jid)
+            self._jv.pop(jid, None)
+            for acc in live.ledger.by_job.get(jid, []):
+                self._ch.hosts.add(acc.host)
+                self._hv.pop(acc.host, None)
+
+    def take_changes(self, now: float) -> Changes:
+        """The changes since the last call; records host history for changed hosts."""
+        ch, self._ch = self._ch, Changes()
+        hosts = self.mirror.hosts if ch.reset else ch.hosts
+        for name in hosts:
+            h = self.mirror.hosts.get(name)
+            if h is None:
+                continue
+            v = self.host_view(name)
+            s = self.host_hist.get(name)
+            if s is None:
+                s = self.host_hist[name] = Series(3, self.history)
+            s.add(now, v.mem_actual, v.mem_reserved, v.mem_os_available)
+        return ch
+
+    # ---- reading ----------------------------------------------------------------------------
+
+    def job(self, jid: int) -> Job | None:
+        return self.mirror.jobs.get(jid)
+
+    def job_view(self, jid: int) -> JobView | None:
+        v = self._jv.get(jid)
+        if v is None:
+            job = self.mirror.jobs.get(jid)
+            if job is None:
+                return None
+            v = self._jv[jid] = self.mirror.live.job_view(job)
+        return v
+
+    def host_view(self, name: str) -> HostView | None:
+        v = self._hv.get(name)
+        if v is None:
+            host = self.mirror.hosts.get(name)
+            if host is None:
+                return None
+            v = self._hv[name] = self.mirror.live.host_view(host)
+        return v
+
+    def summary(self) -> Summary:
+        hosts: dict[str, int] = {}
+        mem = {"capacity": 0, "reserved": 0, "actual": 0, "slack": 0, "overage": 0}
+        for name in self.mirror.hosts:
+            v = self.host_view(name)
+            assert v is not None
+            hosts[v.state] = hosts.get(v.state, 0) + 1
+            mem["capacity"] += v.mem_total
+            mem["reserved"] += v.mem_reserved
+            mem["actual"] += v.mem_actual
+            mem["slack"] += v.mem_slack
+            mem["overage"] += v.mem_overage
+        if self._jobs_by_state is None:
+            counts: dict[str, int] = {}
+            for j in self.mirror.jobs.values():
+                counts[j.state.value] = counts.get(j.state.value, 0) + 1
+            self._jobs_by_state = counts
+        return Summary(hosts, dict(self._jobs_by_state), mem)
+
+    def reason(self, jid: int) -> str:
+        v = self.job_view(jid)
+        return v.reason if v else ""
