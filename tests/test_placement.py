@@ -182,6 +182,20 @@ def test_spread_without_span_when_no_single_host_has_room() -> None:
     assert never_fits(demand_of(6, j.req, {}), caps(cap("n1", slots=4), cap("n2", slots=4)).values()) is None
 
 
+def test_ptile_remainder_may_go_to_a_small_host_seen_first() -> None:
+    # The 1-slot host ranks first (most memory); it cannot take a chunk of 2 but can take the last 1.
+    cs = caps(cap("a", slots=1, os_available="8G"), cap("b", slots=2, os_available="4G"))
+    plan = schedule(cs, [job(1, mem="100M", slots=3, resreq="span[ptile=2]")], T0)
+    assert placed(plan) == {1: [("a", 1), ("b", 2)]}
+
+
+def test_spread_takes_only_as_many_slots_as_memory_allows() -> None:
+    cs = caps(cap("a", slots=4, mem="8G"), cap("b", slots=4, mem="8G"))
+    plan = schedule(cs, [job(1, mem=None, slots=4, resreq="rusage[mem=3G/task]")], T0)
+    assert placed(plan) == {1: [("a", 2), ("b", 2)]}
+    assert [a.mem for a in plan.placements[0][1]] == [6 * G, 6 * G]
+
+
 def test_select_filters_hosts() -> None:
     cs = caps(cap("n1", attrs={"type": "arm"}), cap("n2", attrs={"type": "x86"}))
     plan = schedule(cs, [job(1, resreq="select[type==x86]")], T0)
@@ -279,6 +293,11 @@ NEVER = [
     (demand("1G", slots=9), [cap("n1", slots=4), cap("n2", slots=4)], True),   # not even spread
     (demand("1G", slots=4, resreq="span[ptile=4]"), [cap("n1", slots=2), cap("n2", slots=2)], True),
     (demand("1G", slots=4, resreq="span[ptile=2]"), [cap("n1", slots=2), cap("n2", slots=2)], False),
+    (demand("1G", slots=5, resreq="span[ptile=2]"), [cap("n1", slots=2), cap("n2", slots=2)], True),
+    (demand("1G", slots=5, resreq="span[ptile=2]"), [cap("n1", slots=1), cap("n2", slots=2), cap("n3", slots=2)],
+     False),
+    (demand(None, slots=4, resreq="rusage[mem=3G/task]"), [cap("n1", mem="8G"), cap("n2", mem="8G")], False),
+    (demand(None, slots=4, resreq="rusage[mem=5G/task]"), [cap("n1", mem="8G"), cap("n2", mem="8G")], True),
     (demand(None, slots=2, resreq="rusage[mem=6G/task]"), [cap("n1", slots=4, mem="8G")], True),
     # Busy hosts do not matter: never_fits judges empty hosts.
     (demand("4G"), [cap("n1", mem="8G", os_available=0, slots_free=0)], False),
@@ -315,7 +334,8 @@ SPECS = st.tuples(
     st.integers(1, 6),                                              # slots
     st.sampled_from([None, "100M", "1G", "3G"]),                    # mem
     st.sampled_from(["", "span[hosts=1]", "span[ptile=2]", "order[-mem]", "rusage[mem=500M/task]",
-                     "select[ncpus>=2]"]),
+                     "select[ncpus>=2]", "rusage[mem=2G/task] span[ptile=2]",
+                     "rusage[mem=1500M/task] order[-slots]"]),
 )
 CAPS = st.lists(st.tuples(st.integers(1, 6), st.integers(1, 8), st.integers(0, 8), st.booleans(),
                           st.integers(1, 4)), min_size=1, max_size=4)
@@ -355,5 +375,9 @@ def test_schedule_agrees_with_check_placement_and_never_fits(raw_caps, specs) ->
     empty = {n: cap(n, mem=h.mem_total, slots=h.slots_total, attrs=h.attrs) for n, h in base.items()}
     for j in jobs:
         d = demand_of(j.spec.slots, j.req, {})
-        if never_fits(d, empty.values()) is not None:
-            assert schedule(copy.deepcopy(empty), [j], T0).placements == []
+        never = never_fits(d, empty.values())
+        runs = schedule(copy.deepcopy(empty), [j], T0).placements != []
+        if never is not None:
+            assert not runs
+        elif d.select is None:  # and whatever never_fits lets through, an empty cluster does run
+            assert runs, (d, list(empty.values()))

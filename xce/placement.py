@@ -330,8 +330,16 @@ def _place_one(d: Demand, cls: _Class) -> tuple[list[Alloc] | None, str]:
     allocs: list[Alloc] = []
     remaining = d.slots
     for h in cands[cls.pos:]:
-        take = min(chunk, remaining) if chunk else min(h.slots_free, remaining)
-        if take <= 0 or (chunk and take < chunk and remaining >= chunk):
+        if chunk:
+            take = min(chunk, remaining)
+            if remaining % chunk and fit_reason(d, h, take, not allocs) is not None:
+                take = remaining % chunk  # the one smaller chunk may go to any host
+        else:  # as many slots as are free here and memory per task allows
+            take = min(h.slots_free, remaining)
+            if d.mem_task:
+                room = h.mem_available - d.mem_host - (0 if allocs else d.mem_job)
+                take = min(take, max(0, room // d.mem_task))
+        if take <= 0:
             continue
         if fit_reason(d, h, take, not allocs) is None:
             allocs.append(_alloc(d, h, take, not allocs))

@@ -183,6 +183,11 @@ class Controller:
         try:
             env = decode_envelope(data)
             rid = env.rid
+            if env.op in (Op.OK, Op.ERROR):
+                # A worker's answer to an order (e.g. refusing a stale term): never answer an answer.
+                if env.op == Op.ERROR:
+                    log.info("peer reported an error: %s", bytes(env.body)[:200])
+                return
             op, body = decode_request(env)
             if not self.raft.is_leader() and op not in (Op.PING, Op.STATUS):
                 raise NotLeader(self.leader_router())

@@ -170,6 +170,7 @@ class Worker:
                 env = decode_envelope(data)
             except ProtocolError as e:
                 log.warning("bad message from controller: %s", e.message)
+                self.sock.send(error_reply(0, e))
                 continue
             if env.op in (Op.OK, Op.ERROR):
                 self.on_reply(env)

@@ -76,16 +76,16 @@ def decode_request(env: Envelope) -> tuple[Op, Any]:
 
 def decode_reply(env: Envelope, request: Op) -> Any:
     """Decode a reply body; an ERROR reply is raised as its XceError class."""
+    is_error = env.op == Op.ERROR
     try:
-        if env.op == Op.ERROR:
-            err = _decoder(ErrorReply).decode(env.body)
-        else:
-            return _decoder(REPLIES[request]).decode(env.body)
+        body = _decoder(ErrorReply if is_error else REPLIES[request]).decode(env.body)
     except msgspec.DecodeError as e:
-        raise ProtocolError(f"bad {'ERROR' if env.op == Op.ERROR else request.name} reply: {e}") from None
+        raise ProtocolError(f"bad {'ERROR' if is_error else request.name} reply: {e}") from None
     except RecursionError:
-        raise ProtocolError(f"bad {request.name} reply: nested too deeply") from None
-    raise error_from_reply(err)
+        raise ProtocolError(f"bad {'ERROR' if is_error else request.name} reply: nested too deeply") from None
+    if is_error:
+        raise error_from_reply(body)
+    return body
 
 
 def error_body(exc: XceError) -> ErrorReply:

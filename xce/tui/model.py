@@ -52,7 +52,8 @@ class ConsoleModel:
         self.cluster = ""
         self.heartbeat = 1.0
         self.term = 0
-        self.link = "connecting"       # connecting | live | unreachable | replay
+        self.mode = "live"             # live | replay
+        self.link = "connecting"       # connecting | live | unreachable
         self.problem = ""
         self.last_update: float | None = None
         self.snapshots = 0
@@ -73,7 +74,7 @@ class ConsoleModel:
 
     def apply_snapshot(self, snap: Snapshot, received: float) -> None:
         self.mirror.apply_snapshot(snap)
-        self.term = max(self.term, snap.term) if snap.epoch == self.mirror.epoch else snap.term
+        self.term = snap.term
         self._jv.clear()
         self._hv.clear()
         self._jobs_by_state = None
@@ -83,6 +84,7 @@ class ConsoleModel:
             self._record_job(jid, snap.time)
         self.snapshots += 1
         self.last_update = received
+        self.link, self.problem = "live", ""
 
     def apply_event(self, ev: Event, received: float, term: int = 0) -> bool:
         """Apply one event; False on a gap or epoch change (the caller resnapshots)."""

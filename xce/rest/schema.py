@@ -1,0 +1,120 @@
+"""REST-only shapes: query strings, request bodies, and the few replies that are not views.
+
+Entities in replies are the shared vocabulary (JobView, HostView, StatusReply,
+QueuesReply, KillReply from xce/views.py and xce/proto/schema.py), encoded as the
+CLI's ``--json`` encodes them.  The constraints here are the API's input
+validation *and* appear in /v1/openapi.json (both come from these classes).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+from msgspec import Meta
+
+MAX_ID = 2**53 - 1
+MAX_MEM = 2**62
+NO_NUL = r"^[^\x00]*$"
+STATES = "PEND|RUN|PSUSP|USUSP|SSUSP|DONE|EXIT|UNKWN"
+
+Name = Annotated[str, Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$")]
+Text = Annotated[str, Meta(max_length=4096, pattern=NO_NUL)]
+Arg = Annotated[str, Meta(max_length=65536, pattern=NO_NUL)]
+EnvKey = Annotated[str, Meta(min_length=1, max_length=256, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+Mem = Annotated[int, Meta(ge=1, le=MAX_MEM)] | Annotated[
+    str, Meta(max_length=32, pattern=r"^\s*\d+(\.\d+)?\s*[A-Za-z]*\s*$",
+              description="a size: bytes as an integer, or a string with K/M/G/T (bare number = MB)")]
+Cursor = Annotated[int, Meta(ge=0, le=MAX_ID, description="return ids greater than this")]
+Limit = Annotated[int, Meta(ge=1, le=10000)]
+
+
+class JobsQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    user: Name | None = None
+    queue: Name | None = None
+    state: Annotated[str, Meta(pattern=rf"^({STATES})(,({STATES}))*$",
+                               description="comma-separated job states")] | None = None
+    all: bool = False
+    after: Cursor = 0
+    limit: Limit = 1000
+
+
+class AccountingQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    user: Name | None = None
+    queue: Name | None = None
+    state: Annotated[str, Meta(pattern=r"^(DONE|EXIT)(,(DONE|EXIT))*$")] | None = None
+    after: Cursor = 0
+    limit: Limit = 1000
+
+
+class AuditQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    user: Name | None = None
+    since: Annotated[float, Meta(ge=0, le=1e11)] = 0.0
+    after: Cursor = 0
+    limit: Limit = 1000
+
+
+class SubmitBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The CLI's submit fields; ``user`` other than the caller needs jobs.submit_as."""
+
+    command: Annotated[list[Arg], Meta(min_length=1, max_length=4096)]
+    name: Text = ""
+    queue: Annotated[str, Meta(max_length=64, pattern=NO_NUL)] = ""
+    slots: Annotated[int, Meta(ge=1, le=1_000_000)] = 1
+    resreq: Text = ""
+    mem_limit: Mem | None = None
+    cwd: Text = ""
+    env: Annotated[dict[EnvKey, Arg], Meta(max_length=1024)] = {}
+    stdout: Text | None = None
+    stderr: Text | None = None
+    rerunnable: bool | None = None
+    user: Name | None = None
+    dry_run: bool = False
+
+
+class SubmitResult(msgspec.Struct):
+    """As `xce submit --json`; ``id`` is null for a dry run."""
+
+    id: int | None
+    queue: str
+
+
+class ModifyBody(msgspec.Struct, forbid_unknown_fields=True):
+    mem_limit: Mem | None
+
+
+class TokenBody(msgspec.Struct, forbid_unknown_fields=True):
+    username: Annotated[str, Meta(min_length=1, max_length=64)]
+    password: Annotated[str, Meta(max_length=1024)]
+    grant_type: Annotated[str, Meta(pattern="^password$")] = "password"
+
+
+class TokenReply(msgspec.Struct):
+    access_token: str
+    token_type: str
+    expires_in: int
+
+
+class WhoAmI(msgspec.Struct):
+    user: str
+    roles: list[str]
+    permissions: dict[str, str]
+
+
+class Health(msgspec.Struct):
+    status: str          # "ok" | "degraded"
+    controller: str      # "reachable" | the reason it is not
+    version: str
+
+
+class AuditRecord(msgspec.Struct, kw_only=True):
+    seq: int
+    time: float
+    request_id: str
+    user: str | None
+    roles: list[str]
+    client: str
+    method: str
+    path: str
+    status: int
+    result: str

@@ -1,0 +1,113 @@
+"""The columns of the hosts and jobs tables: titles, widths, cells and sort keys.
+
+A column's ``cell`` renders one view (xce.views) as text; its ``key`` gives the
+sort key from the model.  Columns marked ``live`` depend on usage reports, so
+a table sorted by one re-sorts as samples arrive (throttled for big tables);
+the others change only with hard state.  Nothing here computes accounting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.style import Style
+from rich.text import Text
+
+from xce.tui import fmt
+from xce.tui.model import ConsoleModel
+
+Cell = str | Text
+STATE_RANK = {s: i for i, s in enumerate(("RUN", "SSUSP", "USUSP", "PSUSP", "UNKWN", "PEND", "EXIT", "DONE"))}
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    title: str
+    width: int
+    cell: Callable[[Any, float], Cell]
+    sort: Callable[[ConsoleModel, Any], Any]
+    right: bool = False
+    live: bool = False
+
+
+def _jv(m: ConsoleModel, jid: int) -> Any:
+    return m.job_view(jid)
+
+
+def _num(x: int | float | None) -> float:
+    return -1.0 if x is None else float(x)
+
+
+def _actual_cell(v: Any, now: float) -> Cell:
+    s = fmt.mem(v.mem_actual)
+    if v.mem_actual is not None and v.mem_reserved > 0 and v.mem_actual > v.mem_reserved:
+        return Text(s, fmt.OVER)
+    return s
+
+
+def _eff_cell(v: Any, now: float) -> Cell:
+    s = fmt.pct(v.efficiency)
+    st = fmt.job_style(v, now)
+    return Text(s, st) if st in (fmt.LOW, fmt.OVER) else s
+
+
+def _state_cell(state: str) -> Cell:
+    return Text(state, fmt.STATE_STYLES.get(state, Style()))
+
+
+JOB_COLUMNS: tuple[Column, ...] = (
+    Column("id", "ID", 7, lambda v, n: str(v.id), lambda m, j: j, right=True),
+    Column("name", "NAME", 14, lambda v, n: v.name or "-", lambda m, j: m.mirror.jobs[j].spec.name),
+    Column("user", "USER", 9, lambda v, n: v.user, lambda m, j: m.mirror.jobs[j].spec.user),
+    Column("queue", "QUEUE", 7, lambda v, n: v.queue, lambda m, j: m.mirror.jobs[j].spec.queue),
+    Column("state", "STATE", 5, lambda v, n: _state_cell(v.state),
+           lambda m, j: STATE_RANK.get(m.mirror.jobs[j].state.value, 9)),
+    Column("hosts", "HOSTS", 10, lambda v, n: ",".join(v.hosts) or "-",
+           lambda m, j: ",".join(m.mirror.jobs[j].hosts)),
+    Column("slots", "SLOTS", 5, lambda v, n: str(v.slots), lambda m, j: m.mirror.jobs[j].spec.slots, right=True),
+    Column("reserved", "RESV", 7, lambda v, n: fmt.mem(v.mem_reserved),
+           lambda m, j: _jv(m, j).mem_reserved, right=True, live=True),
+    Column("actual", "ACTUAL", 7, _actual_cell, lambda m, j: _num(_jv(m, j).mem_actual), right=True, live=True),
+    Column("peak", "PEAK", 7, lambda v, n: fmt.mem(v.mem_peak), lambda m, j: _jv(m, j).mem_peak,
+           right=True, live=True),
+    Column("charged", "CHARGED", 7, lambda v, n: fmt.mem(v.mem_charged), lambda m, j: _jv(m, j).mem_charged,
+           right=True, live=True),
+    Column("eff", "EFF", 5, _eff_cell, lambda m, j: _num(_jv(m, j).efficiency), right=True, live=True),
+    Column("run", "RUNTIME", 8, lambda v, n: fmt.dur(fmt.run_time(v, n)),
+           lambda m, j: -(m.mirror.jobs[j].start_time or 9e18), right=True),
+    Column("reason", "REASON", 30, lambda v, n: v.reason or "", lambda m, j: m.reason(j)),
+)
+
+
+def _hv(m: ConsoleModel, name: str) -> Any:
+    return m.host_view(name)
+
+
+def _host_mem(key: str, title: str) -> Column:
+    return Column(key, title, 7, lambda v, n: fmt.mem(getattr(v, key)),
+                  lambda m, h: getattr(_hv(m, h), key), right=True, live=True)
+
+
+def _over_cell(v: Any, now: float) -> Cell:
+    s = fmt.mem(v.mem_overage)
+    return Text(s, fmt.OVER) if v.mem_overage > 0 else s
+
+
+HOST_COLUMNS: tuple[Column, ...] = (
+    Column("name", "HOST", 12, lambda v, n: v.name, lambda m, h: h),
+    Column("state", "STATE", 7, lambda v, n: _state_cell(v.state), lambda m, h: _hv(m, h).state, live=True),
+    Column("slots", "SLOTS", 7, lambda v, n: f"{v.slots_used}/{v.slots_total}",
+           lambda m, h: _hv(m, h).slots_used, right=True, live=True),
+    _host_mem("mem_total", "CAP"),
+    _host_mem("mem_os_available", "OS-AVL"),
+    _host_mem("mem_reserved", "RESV"),
+    _host_mem("mem_actual", "ACTUAL"),
+    _host_mem("mem_slack", "SLACK"),
+    Column("mem_overage", "OVER", 7, _over_cell, lambda m, h: _hv(m, h).mem_overage, right=True, live=True),
+    _host_mem("mem_available", "AVAIL"),
+    Column("bar", "MEMORY  actual│overage│slack│free", 34, lambda v, n: fmt.mem_bar(v, 34),
+           lambda m, h: _hv(m, h).mem_charged / max(1, _hv(m, h).mem_total), live=True),
+)

@@ -1,0 +1,202 @@
+"""RowTable: a virtual table that renders only the rows on screen.
+
+It shows the keys of a RowSet (rows.py) through a ``render_row`` callback, so a
+table of 20,000 jobs costs what its visible rows cost.  Rendered rows are
+cached per key; ``sync_rows`` drops the cache of changed keys and repaints only
+their lines (or the whole table when the order changed).  The header line is
+fixed; clicking a title asks for a sort, clicking a row moves the cursor, a
+double click or Enter opens it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.binding import Binding
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from xce.tui.columns import Cell
+from xce.tui.rows import RowSet
+
+RowRender = Callable[[Any], tuple[list[Cell], Style | None] | None]
+HEADER = Style(bold=True, bgcolor="grey23")
+SORTED = Style(bold=True, bgcolor="grey23", color="bright_white", underline=True)
+CURSOR = Style(reverse=True)
+GREY = Style(dim=True, color="bright_black")
+
+
+class RowTable(ScrollView, can_focus=True):
+    DEFAULT_CSS = "RowTable { height: 1fr; scrollbar-size-vertical: 1; }"
+    BINDINGS = [
+        Binding("up", "move(-1)", "up", show=False), Binding("down", "move(1)", "down", show=False),
+        Binding("pageup", "page(-1)", show=False), Binding("pagedown", "page(1)", show=False),
+        Binding("home", "move(-1000000000)", show=False), Binding("end", "move(1000000000)", show=False),
+        Binding("enter", "open", "detail"),
+    ]
+
+    class Selected(Message):
+        def __init__(self, table: RowTable, key: Any) -> None:
+            super().__init__()
+            self.table, self.key = table, key
+
+    class SortClicked(Message):
+        def __init__(self, table: RowTable, column: str) -> None:
+            super().__init__()
+            self.table, self.column = table, column
+
+    def __init__(self, rows: RowSet, render_row: RowRender, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.rows = rows
+        self.render_row = render_row
+        self.cursor = 0
+        self.greyed = False
+        self._keys: list[Any] = []
+        self._cache: dict[Any, Strip] = {}
+        self._x = [0]
+        for c in rows.columns:
+            self._x.append(self._x[-1] + c.width + 1)
+        self.row_width = self._x[-1]
+
+    # ---- data -------------------------------------------------------------------------------
+
+    @property
+    def cursor_key(self) -> Any:
+        return self._keys[self.cursor] if 0 <= self.cursor < len(self._keys) else None
+
+    def sync_rows(self, changed: set[Any] | None, order_changed: bool, greyed: bool = False) -> None:
+        """Take the RowSet's keys; repaint what changed (None: everything)."""
+        if greyed != self.greyed:
+            self.greyed, changed = greyed, None
+        if order_changed:
+            old = self.cursor_key
+            self._keys = self.rows.keys
+            self.virtual_size = Size(self.row_width, len(self._keys) + 1)
+            if old is not None:
+                try:
+                    self.cursor = self._keys.index(old)
+                except ValueError:
+                    pass
+            self.cursor = max(0, min(self.cursor, len(self._keys) - 1))
+        if changed is None:
+            self._cache.clear()
+        else:
+            for k in changed:
+                self._cache.pop(k, None)
+        if order_changed or changed is None:
+            self.refresh()
+            return
+        top = int(self.scroll_offset.y)
+        for i in range(top, min(len(self._keys), top + self.size.height)):
+            if self._keys[i] in changed:
+                self.refresh_line(i + 1)
+
+    def visible_keys(self) -> list[Any]:
+        top = int(self.scroll_offset.y)
+        return self._keys[top: top + max(0, self.size.height - 1)]
+
+    # ---- rendering --------------------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        sx = int(self.scroll_offset.x)
+        if y == 0:
+            strip = self._header()
+        else:
+            idx = int(self.scroll_offset.y) + y - 1
+            if idx >= len(self._keys):
+                return Strip.blank(width)
+            key = self._keys[idx]
+            strip = self._cache.get(key)
+            if strip is None:
+                if len(self._cache) > 4000:  # scrolled far: keep the cache to a few pages
+                    self._cache.clear()
+                strip = self._cache[key] = self._row(key)
+            if idx == self.cursor and self.has_focus:
+                strip = strip.apply_style(CURSOR)
+            elif idx == self.cursor:
+                strip = strip.apply_style(Style(bgcolor="grey30"))
+        strip = strip.crop_extend(sx, sx + width, None)
+        return strip.apply_style(GREY) if self.greyed and y else strip
+
+    def _header(self) -> Strip:
+        segs = []
+        for c in self.rows.columns:
+            arrow = ("▼" if self.rows.reverse else "▲") if c is self.rows.sort_col else ""
+            title = (c.title + arrow)[: c.width]
+            title = title.rjust(c.width) if c.right else title.ljust(c.width)
+            segs.append(Segment(title, SORTED if c is self.rows.sort_col else HEADER))
+            segs.append(Segment(" ", HEADER))
+        return Strip(segs, self.row_width)
+
+    def _row(self, key: Any) -> Strip:
+        got = self.render_row(key)
+        if got is None:
+            return Strip.blank(self.row_width)
+        cells, style = got
+        line = Text(style=style or "", no_wrap=True, end="")
+        for c, cell in zip(self.rows.columns, cells, strict=True):
+            t = cell.copy() if isinstance(cell, Text) else Text(cell)
+            t.truncate(c.width, overflow="ellipsis")
+            pad = c.width - t.cell_len
+            if c.right:
+                line.append(" " * pad)
+                line.append_text(t)
+            else:
+                line.append_text(t)
+                line.append(" " * pad)
+            line.append(" ")
+        segs = list(line.render(self.app.console))
+        return Strip(segs, self.row_width)
+
+    # ---- cursor, keys and mouse -------------------------------------------------------------
+
+    def move_to(self, idx: int) -> None:
+        old = self.cursor
+        self.cursor = max(0, min(idx, len(self._keys) - 1))
+        page = max(1, self.size.height - 1)
+        top = int(self.scroll_offset.y)
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+        elif self.cursor >= top + page:
+            self.scroll_to(y=self.cursor - page + 1, animate=False, immediate=True)
+        self.refresh_line(old + 1)
+        self.refresh_line(self.cursor + 1)
+
+    def action_move(self, delta: int) -> None:
+        self.move_to(self.cursor + delta)
+
+    def action_page(self, direction: int) -> None:
+        self.move_to(self.cursor + direction * max(1, self.size.height - 2))
+
+    def action_open(self) -> None:
+        if self.cursor_key is not None:
+            self.post_message(self.Selected(self, self.cursor_key))
+
+    def on_click(self, event: events.Click) -> None:
+        off = event.get_content_offset(self)
+        if off is None:
+            return
+        if off.y == 0:
+            x = off.x + int(self.scroll_offset.x)
+            for i, c in enumerate(self.rows.columns):
+                if self._x[i] <= x < self._x[i + 1]:
+                    self.post_message(self.SortClicked(self, c.key))
+                    break
+            return
+        self.move_to(int(self.scroll_offset.y) + off.y - 1)
+        if event.chain >= 2:
+            self.action_open()
+
+    def on_focus(self) -> None:
+        self.refresh_line(self.cursor + 1)
+
+    def on_blur(self) -> None:
+        self.refresh_line(self.cursor + 1)
