@@ -186,14 +186,20 @@ def auth_dir(state_dir: str | Path) -> Path:
 
 
 def ensure_keyring(state_dir: str | Path, alg: Alg = "EdDSA") -> KeyRing:
-    """The state dir's key ring, created (one ``alg`` key) if there is none."""
+    """The state dir's key ring, created (one ``alg`` key) if there is none; safe against races."""
     path = auth_dir(state_dir) / KEYS_FILE
-    if path.exists():
-        return KeyRing.load(path)
-    ring = KeyRing(algorithms=[alg])
-    ring.add(alg)
-    ring.save(path)
-    return ring
+    if not path.exists():
+        ring = KeyRing(algorithms=[alg])
+        ring.add(alg)
+        tmp = path.with_name(f".{KEYS_FILE}.new.{os.getpid()}")
+        ring.save(tmp)
+        try:
+            os.link(tmp, path)  # first creator wins; a racing one loads the winner's ring
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    return KeyRing.load(path)
 
 
 def unix_user() -> str:

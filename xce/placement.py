@@ -213,7 +213,9 @@ def _most_slots(d: Demand, h: HostCap) -> int:
 
 def rank_key(d: Demand) -> Callable[[HostCap], tuple]:
     """order[r] prefers more of r available; order[-r] prefers less. Ties by name."""
-    keys = d.order or (("mem", True),)
+    if not d.order:
+        return lambda h: (-h.mem_available, h.name)
+    keys = d.order
 
     def key(h: HostCap) -> tuple:
         attrs = h.select_attrs()
@@ -239,7 +241,8 @@ class Plan:
 @dataclass(slots=True)
 class _Class:
     candidates: list[HostCap]
-    pos: int = 0
+    pos: int = 0         # hosts before it cannot take the whole job any more this round
+    spread_pos: int = 0  # hosts before it cannot take even the smallest share
     failed: str | None = None
 
 
@@ -255,25 +258,33 @@ def schedule(caps: Mapping[str, HostCap], pending: list[Job], now: float,
     """Place ``pending`` (already in priority order) onto ``caps`` (mutated as an overlay)."""
     plan = Plan()
     classes: dict[Demand, _Class] = {}
+    demands: dict[tuple[int, ResReq], Demand] = {}
+    ranked: dict[tuple, list[HostCap]] = {}  # classes differing only in size share one ranking
     cfree = dict(cluster_free or {})
     cnames = {n: 0 for n in cluster_names}
     free_slots = sum(max(0, h.slots_free) for h in caps.values() if h.schedulable is None)
     for job in pending:
-        d = demand_of(job.spec.slots, job.req, cnames)
+        dk = (job.spec.slots, job.req)
+        d = demands.get(dk)
+        if d is None:
+            d = demands[dk] = demand_of(job.spec.slots, job.req, cnames)
         if free_slots < d.slots:
             plan.reasons[job.id] = f"slots: needs {d.slots}; the cluster has {free_slots} free"
             continue
-        short = _cluster_short(d, cfree)
+        short = _cluster_short(d, cfree) if d.cluster else None
         if short:
             plan.reasons[job.id] = short
             continue
         cls = classes.get(d)
         if cls is None:
-            cands = [h for h in caps.values() if h.schedulable is None
-                     and f_select(d, h, 0, True) is None]
-            cands.sort(key=rank_key(d))
-            cls = classes[d] = _Class(cands)
-            if not cands:
+            rk = (d.select, d.order)
+            if rk not in ranked:
+                cands = [h for h in caps.values() if h.schedulable is None
+                         and f_select(d, h, 0, True) is None]
+                cands.sort(key=rank_key(d))
+                ranked[rk] = cands
+            cls = classes[d] = _Class(ranked[rk])
+            if not cls.candidates:
                 cls.failed = (never_fits(d, caps.values()) or _no_candidate(d, caps.values()))
         if cls.failed:
             plan.reasons[job.id] = cls.failed
@@ -308,7 +319,12 @@ def _cluster_short(d: Demand, cfree: Mapping[str, int]) -> str | None:
 
 
 def _place_one(d: Demand, cls: _Class) -> tuple[list[Alloc] | None, str]:
-    """Walk the class's ranked candidates forward; hosts that cannot take a chunk now never will."""
+    """Walk the class's ranked candidates forward.
+
+    Resources only shrink within a round, so a host that cannot take this class
+    now never will: both pointers skip such hosts for good, which keeps a round
+    linear in hosts plus jobs instead of their product.
+    """
     cands = cls.candidates
     single = d.span_hosts == 1 or (d.ptile is None and d.slots == 1)
     best_reason = ""
@@ -316,20 +332,28 @@ def _place_one(d: Demand, cls: _Class) -> tuple[list[Alloc] | None, str]:
         # Prefer one host with room for every slot.
         i = cls.pos
         while i < len(cands):
-            h = cands[i]
-            why = fit_reason(d, h, d.slots, True)
+            why = fit_reason(d, cands[i], d.slots, True)
             if why is None:
-                return [_alloc(d, h, d.slots, True)], ""
+                return [_alloc(d, cands[i], d.slots, True)], ""
             best_reason = best_reason or why
-            if i == cls.pos and single:
-                cls.pos += 1  # cannot fit this class again this round
+            if i == cls.pos:
+                cls.pos += 1
             i += 1
         if single:
             return None, _best_reason(d, cands, best_reason)
     chunk = d.ptile or 0
+    least = (d.slots % chunk or chunk) if chunk else 1  # the smallest share any host may take
     allocs: list[Alloc] = []
     remaining = d.slots
-    for h in cands[cls.pos:]:
+    i = cls.spread_pos
+    while i < len(cands):
+        h = cands[i]
+        if fit_reason(d, h, least, False) is not None and fit_reason(d, h, least, True) is not None:
+            if i == cls.spread_pos:
+                cls.spread_pos += 1
+            i += 1
+            continue
+        i += 1
         if chunk:
             take = min(chunk, remaining)
             if remaining % chunk and fit_reason(d, h, take, not allocs) is not None:

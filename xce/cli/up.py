@@ -41,6 +41,7 @@ def write_cluster_file(state_dir: Path, controllers: int, mem: str, slots: int,
     rafts = [f"127.0.0.1:{x}" for _, _, x in ports]
     cfg: dict[str, Any] = {
         "state_dir": str(state_dir),
+        "rest_url": f"http://127.0.0.1:{free_port()}",
         "cluster": {"name": "local"},
         "controller": {"address": routers[0], "pub_address": pubs[0], "raft_address": rafts[0],
                        "peers": rafts[1:], "peer_addresses": routers[1:],
@@ -85,6 +86,9 @@ class Supervisor:
             self.specs[f"controller-{i + 1}"] = py + ["xce.daemons.controller", "--config", str(conf),
                                                       "--state-dir", str(cdir)]
         self.specs["scheduler"] = py + ["xce.daemons.scheduler", "--config", cluster]
+        if cfg.get("rest_url"):
+            self.specs["rest"] = py + ["xce.rest.server", "--state-dir", str(state_dir),
+                                       "--listen", cfg["rest_url"].split("//", 1)[1]]
         for name in names[:hosts]:
             self.specs[f"worker-{name}"] = py + ["xce.daemons.worker", "--config", cluster,
                                                  "--state-dir", str(state_dir), "--name", name]

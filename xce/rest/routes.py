@@ -52,7 +52,8 @@ class Endpoint:
     forms: bool = False         # body may also come form-encoded (OAuth2 token request)
     reply: Any = None           # a type, list[T], or None for no body
     status: int = 200
-    errors: tuple[int, ...] = ()
+    errors: tuple[int, ...] = ()  # statuses answered with a problem, besides the usual ones
+    alt_status: tuple[int, ...] = ()  # other statuses whose body is ``reply`` too
     content_type: str = JSON
     headers: tuple[str, ...] = ()  # response headers worth documenting (Link, Location, ...)
     backend: bool = True        # talks to the controller (so it can answer 503)
@@ -85,10 +86,10 @@ def decode_query(req: falcon.asgi.Request, t: type) -> Any:
 
 async def decode_body(req: falcon.asgi.Request, ep: Endpoint, limit: int) -> Any:
     if req.content_length is not None and req.content_length > limit:
-        raise falcon.HTTPPayloadTooLarge(description=f"the body exceeds {limit} bytes")
+        raise falcon.HTTPContentTooLarge(description=f"the body exceeds {limit} bytes")
     data = await req.stream.read(limit + 1)
     if len(data) > limit:
-        raise falcon.HTTPPayloadTooLarge(description=f"the body exceeds {limit} bytes")
+        raise falcon.HTTPContentTooLarge(description=f"the body exceeds {limit} bytes")
     ctype = (req.content_type or "").split(";")[0].strip().lower()
     if ctype == JSON or (not ctype and data[:1] in (b"{", b"[")):
         return msgspec.json.decode(data, type=ep.body)

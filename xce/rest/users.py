@@ -68,8 +68,9 @@ class UserStore:
         self._mtime = -1.0
 
     def add(self, name: str, roles: list[str], password: str | None) -> None:
-        if not NAME.match(name):
-            raise InvalidRequest(f"bad user name {name!r} (letters, digits, _ . -; at most 64)")
+        if not NAME.match(name) or name == "anonymous":
+            raise InvalidRequest(f"bad user name {name!r} (letters, digits, _ . -; at most 64; "
+                                 "'anonymous' is reserved)")
         users = dict(self.users())
         if name in users:
             raise Conflict(f"user {name} exists (use `xce user passwd`)")

@@ -58,7 +58,8 @@ def header_text(m: ConsoleModel, now: float, paused: bool, replay: str = "") -> 
 
 
 class HeaderBar(Static):
-    DEFAULT_CSS = "HeaderBar { height: auto; max-height: 4; background: $panel; }"
+    DEFAULT_CSS = """HeaderBar { height: auto; max-height: 4; background: $panel;
+                                text-wrap: nowrap; text-overflow: ellipsis; }"""
 
     def show(self, text: Text) -> None:
         if getattr(self, "_last", None) != text.plain or getattr(self, "_last_spans", None) != text.spans:

@@ -82,6 +82,8 @@ class ConsoleModel:
         self.job_hist = {j: s for j, s in self.job_hist.items() if j in self.mirror.jobs}
         for jid in {s.job_id for s in snap.samples}:
             self._record_job(jid, snap.time)
+        for hl in snap.live:
+            self._record_host(hl.host, snap.time)
         self.snapshots += 1
         self.last_update = received
         self.link, self.problem = "live", ""
@@ -125,8 +127,19 @@ class ConsoleModel:
                 jv.pop(jid, None)
                 self._record_job(jid, ev.time)
             ch.jobs |= sampled
+        for hl in ev.live:  # a heartbeat: the host's figures at that moment, for its history
+            self._record_host(hl.host, ev.time)
         self.last_update = received
         return True
+
+    def _record_host(self, name: str, t: float) -> None:
+        v = self.host_view(name)
+        if v is None:
+            return
+        s = self.host_hist.get(name)
+        if s is None:
+            s = self.host_hist[name] = Series(3, self.history)
+        s.add(t, v.mem_actual, v.mem_reserved, v.mem_os_available)
 
     def _record_job(self, jid: int, t: float) -> None:
         """Append the job's actual memory: the same per-host sum JobView.mem_actual is."""
@@ -151,19 +164,9 @@ class ConsoleModel:
                 self._ch.hosts.add(acc.host)
                 self._hv.pop(acc.host, None)
 
-    def take_changes(self, now: float) -> Changes:
-        """The changes since the last call; records host history for changed hosts."""
+    def take_changes(self) -> Changes:
+        """The changes since the last call."""
         ch, self._ch = self._ch, Changes()
-        hosts = self.mirror.hosts if ch.reset else ch.hosts
-        for name in hosts:
-            h = self.mirror.hosts.get(name)
-            if h is None:
-                continue
-            v = self.host_view(name)
-            s = self.host_hist.get(name)
-            if s is None:
-                s = self.host_hist[name] = Series(3, self.history)
-            s.add(now, v.mem_actual, v.mem_reserved, v.mem_os_available)
         return ch
 
     # ---- reading ----------------------------------------------------------------------------

@@ -1,0 +1,194 @@
+"""xce-top's pure parts: filters, the sync protocol, row sets, recordings, replay, kill outcomes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from xce.errors import PermissionDenied
+from xce.model import JobState
+from xce.proto.schema import Event, JobSample
+from xce.tui import synth
+from xce.tui.actions import kill_outcome
+from xce.tui.filters import parse
+from xce.tui.model import ConsoleModel
+from xce.tui.record import Recorder, read
+from xce.tui.replay import Player
+from xce.tui.rows import RowSet
+from xce.tui.sync import Sync
+
+FIXTURE = Path(__file__).parent / "fixtures" / "demo.xcerec"
+M = 2**20
+
+
+def snapshot(seq: int = 0, epoch: str = synth.EPOCH):
+    recs = synth.demo_records(5)
+    snap = msgspec.msgpack.decode(recs[1].body, type=synth.Snapshot)
+    return msgspec.structs.replace(snap, seq=seq, epoch=epoch)
+
+
+def sample_event(seq: int, actual_mb: int = 70, epoch: str = synth.EPOCH) -> Event:
+    return Event(seq=seq, epoch=epoch, time=synth.T0 + seq, samples=[JobSample(1, "node1", actual_mb * M, 0, 0.0)])
+
+
+# ---- filters -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,fields,hay,want", [
+    ("user:alice", {"user": ("alice",)}, "", True),
+    ("user:bob", {"user": ("alice",)}, "", False),
+    ("user:bob,alice", {"user": ("alice",)}, "", True),
+    ("!user:alice", {"user": ("alice",)}, "", False),
+    ("! user:alice", {"user": ("alice",)}, "", False),
+    ("state:run host:node1", {"state": ("run",), "host": ["node1", "node3"]}, "", True),
+    ("oom", {}, "10 oom bob killed", True),
+    ("!oom", {}, "10 oom bob killed", False),
+    ("queue:high oom", {"queue": ("high",)}, "oom", True),
+    ("", {}, "", True),
+])
+def test_filter(text: str, fields: dict, hay: str, want: bool) -> None:
+    assert parse(text).match(fields, hay) is want
+
+
+# ---- the sync protocol ---------------------------------------------------------------------------
+
+def test_events_before_the_snapshot_wait_and_only_later_ones_apply() -> None:
+    m = ConsoleModel()
+    s = Sync(m)
+    assert s.wants_snapshot
+    s.requested()
+    s.on_event(sample_event(1, 10), 1.0)   # already in the snapshot (seq 1)
+    s.on_event(sample_event(2, 77), 2.0)   # after it
+    s.on_snapshot(snapshot(seq=1), 0.5)
+    assert s.state == "LIVE" and m.mirror.seq == 2
+    assert m.job_view(1).mem_actual == 77 * M
+
+
+def test_gap_asks_for_a_new_snapshot() -> None:
+    m = ConsoleModel()
+    s = Sync(m)
+    s.requested()
+    s.on_snapshot(snapshot(seq=0), 0.0)
+    s.on_event(sample_event(1), 1.0)
+    assert not s.wants_snapshot
+    s.on_event(sample_event(3), 3.0)       # seq 2 was lost
+    assert s.wants_snapshot and m.gaps == 1
+    s.requested()
+    s.on_event(sample_event(4, 90), 4.0)
+    s.on_snapshot(snapshot(seq=3), 3.5)    # the buffered seq 4 follows it
+    assert s.state == "LIVE" and m.mirror.seq == 4 and m.job_view(1).mem_actual == 90 * M
+
+
+def test_epoch_change_asks_for_a_new_snapshot_and_old_epochs_are_dropped() -> None:
+    m = ConsoleModel()
+    s = Sync(m)
+    s.requested()
+    s.on_snapshot(snapshot(seq=0), 0.0)
+    s.on_event(sample_event(1, epoch="new-leader"), 1.0)
+    assert s.wants_snapshot
+    s.requested()
+    s.on_event(sample_event(2, epoch="new-leader"), 2.0)
+    s.on_snapshot(snapshot(seq=1, epoch="new-leader"), 1.5)
+    assert s.state == "LIVE" and m.mirror.epoch == "new-leader" and m.mirror.seq == 2
+
+
+def test_changes_mark_only_what_changed() -> None:
+    m = ConsoleModel()
+    s = Sync(m)
+    s.requested()
+    s.on_snapshot(snapshot(), 0.0)
+    assert m.take_changes().reset
+    s.on_event(sample_event(1), 1.0)
+    ch = m.take_changes()
+    assert ch.jobs == {1} and ch.hosts == {"node1"} and not ch.hard and not ch.reset
+
+
+# ---- row sets ------------------------------------------------------------------------------------
+
+def replayed() -> ConsoleModel:
+    m = ConsoleModel()
+    Player(read(FIXTURE), m).to_end()
+    return m
+
+
+def test_rowset_sorts_filters_and_inverts() -> None:
+    m = replayed()
+    rs = RowSet("jobs", "id")
+    rs.update(m, m.take_changes(), synth.T0 + 90)
+    assert rs.keys == sorted(m.mirror.jobs)
+    rs.set_sort("actual", reverse=True)
+    rs.update(m, m.take_changes(), synth.T0 + 90)
+    assert rs.keys[0] == 7  # the mpi job: 970M over two hosts
+    rs.set_filter("user:bob")
+    rs.update(m, m.take_changes(), synth.T0 + 90)
+    assert {m.mirror.jobs[k].spec.user for k in rs.keys} == {"bob"}
+    rs.set_filter("!user:bob")
+    rs.update(m, m.take_changes(), synth.T0 + 90)
+    assert rs.keys and "bob" not in {m.mirror.jobs[k].spec.user for k in rs.keys}
+    hosts = RowSet("hosts", "name")
+    hosts.set_filter("state:unavail,closed")
+    hosts.update(m, m.take_changes(), synth.T0 + 90)
+    assert hosts.keys == ["node3", "node4"]
+
+
+def test_rowset_follows_state_changes() -> None:
+    m = replayed()
+    rs = RowSet("jobs", "id")
+    rs.set_filter("state:run")
+    rs.update(m, m.take_changes(), 0)
+    assert 1 in rs.keys
+    job = msgspec.structs.replace(m.mirror.jobs[1], state=JobState.DONE, end_time=synth.T0 + 95)
+    assert m.apply_event(Event(seq=m.mirror.seq + 1, epoch=m.mirror.epoch, time=synth.T0 + 95, jobs=[job]), 0)
+    assert rs.update(m, m.take_changes(), 1) and 1 not in rs.keys
+
+
+# ---- recordings and replay -----------------------------------------------------------------------
+
+def test_record_roundtrip_and_cut_recordings(tmp_path: Path) -> None:
+    recs = synth.demo_records(3)
+    synth.write(str(tmp_path / "a.xcerec"), recs)
+    back = read(tmp_path / "a.xcerec")
+    assert [(r.t, r.kind, bytes(r.body)) for r in back] == [(r.t, r.kind, bytes(r.body)) for r in recs]
+    data = (tmp_path / "a.xcerec").read_bytes()
+    (tmp_path / "cut.xcerec").write_bytes(data[:-5])
+    assert len(read(tmp_path / "cut.xcerec")) == len(recs) - 1
+    r = Recorder(tmp_path / "b.xcerec")
+    r.close()
+    assert read(tmp_path / "b.xcerec") == []
+
+
+def test_player_pause_speed_and_step() -> None:
+    m = ConsoleModel()
+    p = Player(read(FIXTURE), m)
+    assert m.cluster == "demo" and not m.synced
+    assert p.step() and m.synced                  # the snapshot
+    p.paused = True
+    assert p.advance(10) == 0
+    p.paused = False
+    assert p.faster(True) == 2.0
+    n = p.advance(1.0)                            # two recorded seconds: one heartbeat of 3 hosts
+    assert n == 3 and p.now() == pytest.approx(synth.T0 + 0.02 + 2)
+    p.to_end()
+    assert p.ended and p.progress == 1.0
+
+
+# ---- kill outcomes -------------------------------------------------------------------------------
+
+class Fake:
+    def __init__(self, answer: str | Exception) -> None:
+        self.answer, self.calls = answer, []
+
+    def kill(self, ids: list[int]) -> dict[int, str]:
+        self.calls.append(ids)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return {i: self.answer for i in ids}
+
+
+def test_kill_outcomes() -> None:
+    assert kill_outcome(3, Fake("kill requested")) == (True, "job 3: kill requested")
+    ok, msg = kill_outcome(3, Fake("already DONE"))
+    assert not ok and "already ended: DONE" in msg
+    ok, msg = kill_outcome(3, Fake(PermissionDenied("user bob may not kill job 3")))
+    assert not ok and "permission denied" in msg and "bob" in msg

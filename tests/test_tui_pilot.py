@@ -1,0 +1,214 @@
+"""xce-top driven through Textual's Pilot on the recorded demo stream (no cluster)."""
+
+from __future__ import annotations
+
+import time
+
+import msgspec
+import zmq
+
+from tui_helpers import ready, replay_app, row_text, run, until
+from xce.errors import PermissionDenied
+from xce.proto.codec import encode
+from xce.proto.opcodes import Op
+from xce.proto.schema import Event, JobSample
+from xce.tui import synth
+from xce.tui.dialogs import ConfirmKill, HelpScreen
+from xce.tui.live import LiveFeed
+from xce.tui.model import ConsoleModel
+
+M = 2**20
+
+
+def test_sort_by_click_and_keys() -> None:
+    async def go() -> None:
+        app = replay_app(view="jobs")
+        async with app.run_test(size=(120, 40)) as pilot:
+            rows = app.screen.query_one("#jobs").rows
+            await ready(pilot, app)
+            assert rows.sort_col.key == "state" and rows.keys[0] == 1 and rows.keys[-1] in (9, 11)
+            await pilot.click("#jobs", offset=(3, 0))          # the ID title
+            await pilot.pause()
+            assert rows.sort_col.key == "id" and rows.keys == sorted(rows.keys)
+            await pilot.click("#jobs", offset=(3, 0))          # again: descending
+            assert rows.reverse and rows.keys == sorted(rows.keys, reverse=True)
+            await pilot.press("s")                              # the next column: NAME
+            names = [app.model.job(k).spec.name for k in rows.keys]
+            assert rows.sort_col.key == "name" and names == sorted(names)
+            await pilot.press("r")
+            assert [app.model.job(k).spec.name for k in rows.keys] == sorted(names, reverse=True)
+            await pilot.click("#jobs", offset=(75, 0))         # ACTUAL
+            await pilot.pause()
+            assert rows.sort_col.key == "actual"
+            await pilot.click("#jobs", offset=(75, 0))
+            await pilot.pause()
+            assert rows.keys[0] == 7                           # mpi: 970M
+    run(go())
+
+
+async def type_filter(pilot: object, app: object, text: str) -> None:
+    await pilot.press("slash")  # type: ignore[attr-defined]
+    box = app.screen.query_one("#filter")  # type: ignore[attr-defined]
+    assert box.has_focus
+    box.value = text
+    await pilot.press("enter")  # type: ignore[attr-defined]
+
+
+def test_filter_and_invert() -> None:
+    async def go() -> None:
+        app = replay_app(view="jobs")
+        async with app.run_test(size=(120, 40)) as pilot:
+            rows = app.screen.query_one("#jobs").rows
+            await ready(pilot, app)
+            await type_filter(pilot, app, "user:bob")
+            assert rows.keys and {app.model.job(k).spec.user for k in rows.keys} == {"bob"}
+            await type_filter(pilot, app, "!user:bob state:run")
+            users = {app.model.job(k).spec.user for k in rows.keys}
+            assert rows.keys and "bob" not in users
+            assert {app.model.job(k).state.value for k in rows.keys} == {"RUN"}
+            await type_filter(pilot, app, "oom")
+            assert rows.keys == [10]
+            await pilot.press("escape")                         # clears the filter
+            assert len(rows.keys) == 12
+            await pilot.press("tab")
+            await type_filter(pilot, app, "state:full")
+            assert app.screen.query_one("#hosts").rows.keys == ["node2"]
+    run(go())
+
+
+class FakeActions:
+    def __init__(self, answer: str | Exception) -> None:
+        self.answer, self.calls = answer, []
+
+    def kill(self, ids: list[int]) -> dict[int, str]:
+        self.calls.append(ids)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return {i: self.answer for i in ids}
+
+
+def test_kill_asks_first_then_kills() -> None:
+    async def go() -> None:
+        fake = FakeActions("kill requested")
+        app = replay_app(fake, view="jobs")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(pilot, app)
+            await pilot.press("k")
+            assert isinstance(app.screen, ConfirmKill) and app.screen.job_id == 1
+            await pilot.press("n")
+            assert fake.calls == [] and "not killed" in app.flash
+            await pilot.press("k", "y")
+            await until(pilot, lambda: "kill requested" in app.flash, what="the kill answer")
+            assert fake.calls == [[1]]
+    run(go())
+
+
+def test_kill_refusals_are_shown() -> None:
+    async def go() -> None:
+        fake = FakeActions(PermissionDenied("user alice may not kill jobs of bob"))
+        app = replay_app(fake, view="jobs")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(pilot, app)
+            await pilot.press("k", "y")
+            await until(pilot, lambda: "refused" in app.flash, what="the refusal")
+            assert "permission denied" in app.flash
+            fake.answer = "already DONE"
+            await pilot.press("k", "y")
+            await until(pilot, lambda: "already ended" in app.flash, what="the refusal")
+        app = replay_app(view="jobs")                           # a replay has no controller
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(pilot, app)
+            await pilot.press("k", "y")
+            await until(pilot, lambda: "no controller" in app.flash, what="the refusal")
+    run(go())
+
+
+def test_pause_freezes_the_display_and_the_replay() -> None:
+    async def go() -> None:
+        app = replay_app(to_end=False)
+        app.player.speed = 64.0
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.model.synced, what="the snapshot")
+            await pilot.press("p")
+            assert app.paused
+            pos, frames = app.player.i, app.frames
+            await pilot.pause(0.6)
+            assert app.player.i == pos and app.frames == frames
+            assert "PAUSED" in str(app.screen.query_one("#header").render())
+            await pilot.press("full_stop")                      # step: exactly one message
+            assert app.player.i == pos + 1
+            await pilot.press("p")
+            await until(pilot, lambda: app.player.i > pos + 1, what="the replay to go on")
+            await pilot.press("question_mark")
+            assert isinstance(app.screen, HelpScreen)
+    run(go())
+
+
+def test_detail_screens_open_and_close() -> None:
+    async def go() -> None:
+        app = replay_app(view="jobs")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(pilot, app)
+            await pilot.press("enter")
+            assert type(app.screen).__name__ == "JobDetailScreen"
+            await pilot.press("escape", "tab", "enter")
+            assert type(app.screen).__name__ == "HostDetailScreen"
+            await until(pilot, lambda: app.screen.query_one("#hostjobs").rows.keys)
+            assert "under" in row_text(app, "hostjobs", 1)
+            titles = [c.title for c in app.get_system_commands(app.screen)]
+            assert "Kill job" in titles and "Sort jobs by ACTUAL" in titles and "Filter" in titles
+    run(go())
+
+
+def test_live_feed_resnapshots_on_a_gap(tmp_path) -> None:
+    """The receiver thread against a fake controller: a seq gap makes it ask for a new snapshot."""
+    ctx = zmq.Context()
+    pub = ctx.socket(zmq.PUB)
+    port = pub.bind_to_random_port("tcp://127.0.0.1")
+    snap = synth.demo_records(1)[1]
+    snapshot = msgspec.msgpack.decode(snap.body, type=synth.Snapshot)
+
+    class Status:
+        endpoints = {"events": f"tcp://127.0.0.1:{port}"}
+
+    class FakeClient:
+        snapshots = 0
+        seq = 0  # the controller's sequence number
+
+        def request(self, op: Op, body: object = None, timeout: float | None = None) -> object:
+            if op == Op.SNAPSHOT:
+                FakeClient.snapshots += 1
+                return msgspec.structs.replace(snapshot, seq=FakeClient.seq)
+            return Status()
+
+        def close(self) -> None:
+            pass
+
+    m = ConsoleModel()
+    feed = LiveFeed(m, state_dir=tmp_path)
+    feed.client = FakeClient()  # type: ignore[assignment]
+    feed.start()
+
+    def send(seq: int) -> None:
+        FakeClient.seq = seq
+        ev = Event(seq=seq, epoch=snapshot.epoch, time=synth.T0 + seq,
+                   samples=[JobSample(1, "node1", (60 + seq) * M, 0, 0.0)])
+        pub.send_multipart([b"ev", encode(Op.EVENT, 0, ev)])
+
+    try:
+        deadline = time.monotonic() + 10
+        while m.mirror.seq < 1 and time.monotonic() < deadline:  # PUB/SUB joins late: resend seq 1
+            send(1)
+            time.sleep(0.05)
+        assert m.mirror.seq == 1 and FakeClient.snapshots == 1
+        send(3)                                                  # seq 2 lost
+        while FakeClient.snapshots < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert FakeClient.snapshots == 2 and m.gaps == 1
+        while m.mirror.seq < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert m.mirror.seq == 3 and feed.sync.state == "LIVE"
+    finally:
+        feed.stop()
+        pub.close(0)
+        ctx.term()

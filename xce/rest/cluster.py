@@ -1,0 +1,63 @@
+"""/v1/hosts, /v1/queues, /v1/status: the cluster as the CLI's --json shows it.
+
+Hosts are HostView (reserved, actual, slack, overage, available for scheduling,
+all from xce/accounting.py through the controller); close/open are admin actions
+and answer with the host's new view.  Status is the controller's StatusReply,
+with ``rest_url`` filled in with this server's URL when the cluster file has none.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xce.proto import schema as S
+from xce.proto.opcodes import Op
+from xce.rest.backend import Services
+from xce.rest.routes import route
+from xce.views import HostView
+
+HOST = "/v1/hosts/{name}"
+
+
+@route("GET", "/v1/hosts", "hosts.read", summary="List hosts", tag="hosts", reply=list[HostView])
+async def list_hosts(svc: Services, req: Any) -> list[HostView]:
+    return (await svc.call(req, Op.HOSTS, S.HostsRequest())).hosts
+
+
+@route("GET", HOST, "hosts.read", summary="One host", tag="hosts", reply=HostView, errors=(404,))
+async def get_host(svc: Services, req: Any, name: str) -> HostView:
+    return (await svc.call(req, Op.HOSTS, S.HostsRequest(names=[name]))).hosts[0]
+
+
+async def _admin(svc: Services, req: Any, name: str, action: str) -> HostView:
+    await svc.call(req, Op.HOSTS, S.HostsRequest(names=[name]))  # 404 for an unknown host
+    await svc.call(req, Op.HOST_ADMIN, S.HostAdminRequest(names=[name], action=action))
+    req.context.audit_result = f"host {name} {action}d" if action == "close" else f"host {name} opened"
+    return (await svc.call(req, Op.HOSTS, S.HostsRequest(names=[name]))).hosts[0]
+
+
+@route("POST", HOST + "/close", "hosts.admin", summary="Close a host to new jobs (badmin hclose)",
+       tag="hosts", reply=HostView, errors=(404,))
+async def close_host(svc: Services, req: Any, name: str) -> HostView:
+    return await _admin(svc, req, name, "close")
+
+
+@route("POST", HOST + "/open", "hosts.admin", summary="Open a closed host (badmin hopen)", tag="hosts",
+       reply=HostView, errors=(404,))
+async def open_host(svc: Services, req: Any, name: str) -> HostView:
+    return await _admin(svc, req, name, "open")
+
+
+@route("GET", "/v1/queues", "queues.read", summary="Queues, the default one, and job counts by state",
+       tag="queues", reply=S.QueuesReply)
+async def list_queues(svc: Services, req: Any) -> S.QueuesReply:
+    return await svc.call(req, Op.QUEUES)
+
+
+@route("GET", "/v1/status", "cluster.read", summary="Controllers, leader, term; hosts and jobs by state",
+       tag="cluster", reply=S.StatusReply)
+async def status(svc: Services, req: Any) -> S.StatusReply:
+    s = await svc.call(req, Op.STATUS)
+    if not s.rest_url:
+        s.rest_url = svc.conf.url
+    return s

@@ -1,0 +1,128 @@
+"""/v1/jobs and /v1/accounting: list, read, submit, kill, modify, finished-job records.
+
+Bodies are the CLI's ``--json`` shapes (JobView lists, ``{"id", "queue"}`` for a
+submission, KillReply).  Lists page with the controller's cursor: ``after`` (ids
+greater than it) and ``limit``; a full page carries ``Link: <...>; rel="next"``.
+Ownership: with only an ``own`` grant a listing is narrowed to the caller's jobs,
+and a single job is loaded first so its owner can be checked against the policy.
+A submission always runs as the caller unless the caller holds jobs.submit_as.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from xce.errors import Conflict, InvalidRequest, NotFound
+from xce.model import JobSpec
+from xce.proto import schema as S
+from xce.proto.opcodes import Op
+from xce.rest.backend import Services
+from xce.rest.routes import Reply, route
+from xce.rest.schema import (MAX_MEM, AccountingQuery, JobsQuery, ModifyBody, SubmitBody,
+                             SubmitResult)
+from xce.units import parse_mem
+from xce.views import JobView
+
+JOB = "/v1/jobs/{job_id:int(min=1, max=9007199254740991)}"
+
+
+def _own_filter(svc: Services, req: Any, perm: str, user: str | None) -> str | None:
+    p = req.context.principal
+    if svc.policy.scope(p, perm) == "own":
+        svc.policy.check(p, perm, owner=user or p.user)
+        return p.user
+    return user
+
+
+def _paged(req: Any, r: S.JobsReply) -> Reply:
+    headers = {}
+    if r.next_after is not None:
+        params = {k: v for k, v in req.params.items() if k != "after"}
+        headers["Link"] = f'<{req.path}?{urlencode({**params, "after": r.next_after})}>; rel="next"'
+    return Reply(r.jobs, headers=headers)
+
+
+async def owned_job(svc: Services, req: Any, job_id: int, perm: str) -> JobView:
+    r = await svc.call(req, Op.JOBS, S.JobsRequest(ids=[job_id]))
+    if not r.jobs:
+        raise NotFound(f"job {job_id} is not known")
+    svc.policy.check(req.context.principal, perm, owner=r.jobs[0].user)
+    return r.jobs[0]
+
+
+def _bytes(mem: int | str | None) -> int | None:
+    value = parse_mem(mem) if isinstance(mem, str) else mem
+    if value is not None and not 0 < value <= MAX_MEM:
+        raise InvalidRequest(f"mem_limit must be between 1 byte and {MAX_MEM} bytes")
+    return value
+
+
+@route("GET", "/v1/jobs", "jobs.list", summary="List jobs (unfinished unless all=true or state is given)",
+       tag="jobs", query=JobsQuery, reply=list[JobView], headers=("Link",))
+async def list_jobs(svc: Services, req: Any, query: JobsQuery) -> Reply:
+    user = _own_filter(svc, req, "jobs.list", query.user)
+    r = await svc.call(req, Op.JOBS, S.JobsRequest(
+        user=user, queue=query.queue, states=query.state.split(",") if query.state else [],
+        all=query.all, after=query.after, limit=query.limit))
+    return _paged(req, r)
+
+
+@route("GET", JOB, "jobs.read", summary="One job, with its per-host accounts", tag="jobs",
+       reply=JobView, errors=(404,))
+async def get_job(svc: Services, req: Any, job_id: int) -> JobView:
+    return await owned_job(svc, req, job_id, "jobs.read")
+
+
+@route("POST", "/v1/jobs", "jobs.submit", summary="Submit a job (the fields of `xce submit`)", tag="jobs",
+       body=SubmitBody, reply=SubmitResult, status=201, alt_status=(200,), headers=("Location",))
+async def submit_job(svc: Services, req: Any, body: SubmitBody) -> Reply:
+    p = req.context.principal
+    user = body.user or p.user
+    if user != p.user:
+        svc.policy.check(p, "jobs.submit_as")
+    spec = JobSpec(command=body.command, name=body.name, user=user, queue=body.queue, slots=body.slots,
+                   resreq=body.resreq, mem_limit=_bytes(body.mem_limit), cwd=body.cwd, env=body.env,
+                   stdout=body.stdout, stderr=body.stderr, rerunnable=body.rerunnable)
+    r = await svc.call(req, Op.SUBMIT, S.SubmitRequest(jobs=[spec], dry_run=body.dry_run))
+    if body.dry_run:
+        req.context.audit_result = f"dry run: would go to {r.queues[0]}"
+        return Reply(SubmitResult(None, r.queues[0]), 200)
+    jid = r.ids[0]
+    req.context.audit_result = f"job {jid} submitted to {r.queues[0]}"
+    return Reply(SubmitResult(jid, r.queues[0]), 201, {"Location": f"/v1/jobs/{jid}"})
+
+
+@route("DELETE", JOB, "jobs.kill", summary="Kill a job (200: killed; 202: kill requested)", tag="jobs",
+       reply=S.KillReply, errors=(404, 409), alt_status=(202,))
+async def kill_job(svc: Services, req: Any, job_id: int) -> Reply:
+    await owned_job(svc, req, job_id, "jobs.kill")
+    who = req.context.principal.user
+    r = await svc.call(req, Op.KILL, S.KillRequest(ids=[job_id], reason=f"killed by {who}"))
+    what = r.results.get(job_id, "not found")
+    req.context.audit_result = f"job {job_id}: {what}"
+    if what == "not found":
+        raise NotFound(f"job {job_id} is not known")
+    if what.startswith("already"):
+        raise Conflict(f"job {job_id} has {what.replace('already', 'already ended:')}")
+    return Reply(r, 202 if what == "kill requested" else 200)
+
+
+@route("PATCH", JOB, "jobs.modify", summary="Change the memory limit of a job (null removes it)",
+       tag="jobs", body=ModifyBody, reply=JobView, errors=(404, 409))
+async def modify_job(svc: Services, req: Any, job_id: int, body: ModifyBody) -> JobView:
+    await owned_job(svc, req, job_id, "jobs.modify")
+    limit = _bytes(body.mem_limit)
+    await svc.call(req, Op.MODIFY, S.ModifyRequest(id=job_id, mem_limit=limit))
+    req.context.audit_result = f"job {job_id}: mem_limit set to {limit}"
+    return (await svc.call(req, Op.JOBS, S.JobsRequest(ids=[job_id]))).jobs[0]
+
+
+@route("GET", "/v1/accounting", "accounting.read", summary="Finished-job records (DONE and EXIT)",
+       tag="accounting", query=AccountingQuery, reply=list[JobView], headers=("Link",))
+async def accounting(svc: Services, req: Any, query: AccountingQuery) -> Reply:
+    user = _own_filter(svc, req, "accounting.read", query.user)
+    states = query.state.split(",") if query.state else ["DONE", "EXIT"]
+    r = await svc.call(req, Op.JOBS, S.JobsRequest(user=user, queue=query.queue, states=states, all=True,
+                                                   after=query.after, limit=query.limit))
+    return _paged(req, r)

@@ -1,0 +1,59 @@
+"""What the console asks of the controller, behind one small injectable port.
+
+``Actions.kill`` returns the controller's per-job answer ("kill requested",
+"killed", "already DONE", "not found") or raises an XceError (PermissionDenied,
+Unavailable...).  ``ClientActions`` talks to the controller; ``ReplayActions``
+refuses, since a replay has no controller; tests pass their own fake.
+``kill_outcome`` turns either into what the console says, and whether it was
+a refusal.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Protocol
+
+from xce.errors import PermissionDenied, Unavailable, XceError
+
+
+class Actions(Protocol):
+    def kill(self, ids: list[int]) -> dict[int, str]: ...
+
+
+class ClientActions:
+    def __init__(self, state_dir: str | Path | None = None, endpoint: str | None = None) -> None:
+        from xce.client import Client
+
+        self.client = Client(endpoint, state_dir=state_dir, timeout=5.0)
+        self.lock = threading.Lock()
+
+    def kill(self, ids: list[int]) -> dict[int, str]:
+        with self.lock:
+            return self.client.kill(ids, reason="killed from xce-top")
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class ReplayActions:
+    def kill(self, ids: list[int]) -> dict[int, str]:
+        raise Unavailable("this is a replay: there is no controller to send a kill to")
+
+
+ACCEPTED = ("kill requested", "killed")
+
+
+def kill_outcome(job_id: int, call: Actions) -> tuple[bool, str]:
+    """(accepted, message) for killing one job through ``call``."""
+    try:
+        answer = call.kill([job_id]).get(job_id, "no answer")
+    except PermissionDenied as e:
+        return False, f"kill of job {job_id} refused: permission denied ({e.message})"
+    except XceError as e:
+        return False, f"kill of job {job_id} refused: {e.message}"
+    if answer in ACCEPTED:
+        return True, f"job {job_id}: {answer}"
+    if answer.startswith("already"):
+        return False, f"kill of job {job_id} refused: the job has {answer.replace('already', 'already ended:')}"
+    return False, f"kill of job {job_id} refused: {answer}"

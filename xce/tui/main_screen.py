@@ -1,0 +1,150 @@
+"""The main screen: header, status line, the hosts and jobs tables, filter, footer.
+
+It only renders: each frame the App hands it the model's changes (``frame``);
+keys switch views, sort, filter and open the detail screens.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher, Footer, Input, Static
+
+from xce.tui.header import HeaderBar
+from xce.tui.model import Changes, ConsoleModel
+from xce.tui.panes import frame_table, host_renderer, job_renderer, status_text
+from xce.tui.rows import RowSet
+from xce.tui.table import RowTable
+
+if TYPE_CHECKING:
+    from xce.tui.app import XceTop
+
+FILTER_CSS = "#filter { dock: bottom; display: none; } #filter.shown { display: block; }"
+
+
+class TableScreen(Screen[None]):
+    """What screens with a table share: sorting and the `/` filter."""
+
+    BINDINGS = [
+        Binding("s", "sort(1)", "sort"), Binding("S", "sort(-1)", "sort back", show=False),
+        Binding("r", "reverse", "reverse", show=False), Binding("slash", "filter", "filter"),
+        Binding("escape", "back", "back", show=False),
+    ]
+    app: XceTop
+
+    def table(self) -> RowTable:
+        raise NotImplementedError
+
+    def reframe(self) -> None:
+        t = self.table()
+        order = t.rows.update(self.app.model, Changes(), self.app.now())
+        t.sync_rows(None, order or True, self.app.model.link == "unreachable")
+        self.show_status()
+
+    def show_status(self) -> None:
+        self.query_one("#status", Static).update(status_text(self.table(), self.app.flash))
+
+    def action_sort(self, step: int) -> None:
+        rs = self.table().rows
+        cols = [c.key for c in rs.columns]
+        rs.set_sort(cols[(cols.index(rs.sort_col.key) + step) % len(cols)], reverse=False)
+        self.reframe()
+
+    def action_reverse(self) -> None:
+        rs = self.table().rows
+        rs.set_sort(rs.sort_col.key, reverse=not rs.reverse)
+        self.reframe()
+
+    def sort_by(self, column: str) -> None:
+        self.table().rows.set_sort(column)
+        self.reframe()
+
+    def apply_filter(self, text: str) -> None:
+        self.table().rows.set_filter(text)
+        self.reframe()
+
+    @on(RowTable.SortClicked)
+    def _clicked(self, msg: RowTable.SortClicked) -> None:
+        msg.table.rows.set_sort(msg.column)
+        self.reframe()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = self.table().rows.filter.text
+        box.add_class("shown")
+        box.focus()
+
+    @on(Input.Submitted, "#filter")
+    def _filtered(self, msg: Input.Submitted) -> None:
+        msg.input.remove_class("shown")
+        self.apply_filter(msg.value)
+        self.table().focus()
+
+    def action_back(self) -> None:
+        """Escape: close the filter box, else leave a detail screen, else clear the filter."""
+        box = self.query_one("#filter", Input)
+        if box.has_class("shown"):
+            box.remove_class("shown")
+            self.table().focus()
+        elif not isinstance(self, MainScreen):
+            self.app.pop_screen()
+        elif self.table().rows.filter.active:
+            self.apply_filter("")
+
+
+class MainScreen(TableScreen):
+    DEFAULT_CSS = FILTER_CSS + " #status { height: 1; background: $boost; } #views { height: 1fr; }"
+    BINDINGS = [Binding("tab", "switch", "hosts⇄jobs", priority=True)]
+
+    def __init__(self, view: str = "hosts") -> None:
+        super().__init__()
+        self.initial = view
+
+    def compose(self) -> ComposeResult:
+        app, m = self.app, self.app.model
+        yield HeaderBar(id="header")
+        yield Static(id="status")
+        with ContentSwitcher(initial=self.initial, id="views"):
+            yield RowTable(RowSet("hosts", "name"), host_renderer(m, app.now), id="hosts")
+            yield RowTable(RowSet("jobs", "state"), job_renderer(m, app.now), id="jobs")
+        yield Input(placeholder="filter: user:alice state:RUN host:node1 text  (! inverts; enter applies)",
+                    id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.table().focus()
+
+    def table(self) -> RowTable:
+        return self.query_one(f"#{self.query_one(ContentSwitcher).current}", RowTable)
+
+    def tables(self) -> list[RowTable]:
+        return list(self.query(RowTable))
+
+    def action_switch(self) -> None:
+        sw = self.query_one(ContentSwitcher)
+        sw.current = "jobs" if sw.current == "hosts" else "hosts"
+        self.table().focus()
+        self.reframe()
+
+    def show(self, view: str) -> None:
+        self.query_one(ContentSwitcher).current = view
+        self.table().focus()
+        self.reframe()
+
+    def frame(self, m: ConsoleModel, ch: Changes, now: float, new_second: bool) -> None:
+        for t in self.tables():
+            frame_table(t, m, ch, now, new_second)
+        self.query_one(HeaderBar).show(self.app.header(now))
+        self.show_status()
+
+    @on(RowTable.Selected)
+    def _open(self, msg: RowTable.Selected) -> None:
+        self.app.open_detail(msg.table.rows.kind, msg.key)
+
+    def selected_job(self) -> Any:
+        t = self.table()
+        return t.cursor_key if t.rows.kind == "jobs" else None

@@ -1,0 +1,69 @@
+"""Glue between the model and a RowTable: row renderers and the per-frame update.
+
+``frame_table`` is what every table does each frame: let its RowSet take the
+changes, then repaint only the changed rows (plus the visible running jobs
+once a second, whose run time moved), or everything after a resnapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.style import Style
+
+from xce.tui import fmt
+from xce.tui.columns import Cell
+from xce.tui.model import Changes, ConsoleModel
+from xce.tui.table import RowTable
+
+Now = Callable[[], float]
+
+
+def job_renderer(model: ConsoleModel, now: Now) -> Callable[[Any], tuple[list[Cell], Style | None] | None]:
+    from xce.tui.columns import JOB_COLUMNS
+
+    def render(jid: int) -> tuple[list[Cell], Style | None] | None:
+        v = model.job_view(jid)
+        if v is None:
+            return None
+        t = now()
+        return [c.cell(v, t) for c in JOB_COLUMNS], fmt.job_style(v, t)
+    return render
+
+
+def host_renderer(model: ConsoleModel, now: Now) -> Callable[[Any], tuple[list[Cell], Style | None] | None]:
+    from xce.tui.columns import HOST_COLUMNS
+
+    def render(name: str) -> tuple[list[Cell], Style | None] | None:
+        v = model.host_view(name)
+        if v is None:
+            return None
+        t = now()
+        return [c.cell(v, t) for c in HOST_COLUMNS], fmt.host_style(v)
+    return render
+
+
+def frame_table(table: RowTable, m: ConsoleModel, ch: Changes, now: float, new_second: bool) -> None:
+    order = table.rows.update(m, ch, now)
+    greyed = m.link == "unreachable"
+    if ch.reset:
+        table.sync_rows(None, order, greyed)
+        return
+    changed: set[Any] = set(ch.jobs if table.rows.kind == "jobs" else ch.hosts)
+    if new_second and table.rows.kind == "jobs":
+        jobs = m.mirror.jobs
+        changed.update(k for k in table.visible_keys() if k in jobs and jobs[k].end_time is None
+                       and jobs[k].start_time is not None)
+    table.sync_rows(changed, order, greyed)
+
+
+def status_text(table: RowTable, paused_note: str = "") -> str:
+    rs = table.rows
+    arrow = "▼" if rs.reverse else "▲"
+    parts = [f"{rs.kind}: {len(rs.keys):,} of {rs.total:,}", f"sort {rs.sort_col.title}{arrow}"]
+    if rs.base.active:
+        parts.append(f"on {rs.base.text}")
+    if rs.filter.active:
+        parts.append(f"filter: {rs.filter.text}")
+    return " · ".join(parts) + (f"  {paused_note}" if paused_note else "")

@@ -1,0 +1,157 @@
+"""Synthetic event streams: the test fixtures and the benchmark's big cluster.
+
+``demo_records()`` is a 90-second recording of a small cluster in which every
+colour of the console appears (under, at, above and across reservations, a
+decaying reservation, a multi-host job, pending, done and failed jobs, full,
+closed and unavailable hosts).  ``big_snapshot``/``one_second`` build 1,000
+hosts x 20,000 jobs and one second of their updates for bench/tui_bench.py.
+Deterministic: fixed times, no randomness.  Regenerate the fixture with
+
+    python -m xce.tui.synth tests/fixtures/demo.xcerec
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import msgspec
+
+from xce.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue
+from xce.proto.schema import Event, HostLive, JobSample, Snapshot
+from xce.resreq import parse_resreq
+from xce.tui.record import Hello, Record, Recorder
+
+T0 = 1_700_000_000.0
+M, G = 2**20, 2**30
+EPOCH = "synth0000001"
+_enc = msgspec.msgpack.Encoder()
+
+
+def job(jid: int, name: str, user: str, resreq: str, state: JobState = JobState.RUN,
+        hosts: tuple[tuple[str, int], ...] = (), start: float | None = None, queue: str = "normal",
+        slots: int = 1, **kw: object) -> Job:
+    req = parse_resreq(resreq)
+    mem = req.rusage[0].amount if req.rusage else 0
+    allocs = [Alloc(h, n, mem * n if "/task" in resreq else mem, {"slots": n}) for h, n in hosts]
+    spec = JobSpec(command=["python", "-m", "xce.jobs.memhog", name], name=name, user=user, queue=queue,
+                   slots=slots, resreq=resreq)
+    return Job(id=jid, spec=spec, req=req, state=state, submit_time=(start or T0) - 5, start_time=start,
+               allocs=allocs, attempt=1 if allocs else 0, **kw)  # type: ignore[arg-type]
+
+
+def _ramp(*steps: tuple[float, int]) -> Callable[[float], int]:
+    """Actual memory (MB) as a step function of seconds since T0."""
+    return lambda s: next((mb for until, mb in steps if s < until), steps[-1][1]) * M
+
+
+DEMO_HOSTS = [Host(name="node1", slots_total=8, mem_total=16 * G, ncpus=8),
+              Host(name="node2", slots_total=2, mem_total=8 * G, ncpus=2),
+              Host(name="node3", slots_total=4, mem_total=8 * G, ncpus=4, closed=True),
+              Host(name="node4", slots_total=4, mem_total=8 * G, ncpus=4, unavail=True)]
+# job id -> (host, actual over time) for every running job
+USAGE: dict[int, list[tuple[str, Callable[[float], int]]]] = {
+    1: [("node1", _ramp((1e9, 60)))], 2: [("node1", _ramp((1e9, 190)))], 3: [("node1", _ramp((1e9, 300)))],
+    4: [("node2", _ramp((20, 50), (40, 150), (1e9, 350)))], 5: [("node2", _ramp((1e9, 100)))],
+    6: [("node1", _ramp((1e9, 20)))], 7: [("node1", _ramp((1e9, 450))), ("node3", _ramp((1e9, 520)))],
+    11: [("node1", _ramp((25, 30), (1e9, 45)))],
+}
+
+
+def demo_jobs() -> list[Job]:
+    run = JobState.RUN
+    return [
+        job(1, "under", "alice", "rusage[mem=400M]", run, (("node1", 1),), T0 - 300),
+        job(2, "at", "alice", "rusage[mem=200M]", run, (("node1", 1),), T0 - 200),
+        job(3, "above", "bob", "rusage[mem=100M]", run, (("node1", 1),), T0 - 150),
+        job(4, "across", "bob", "rusage[mem=250M]", run, (("node2", 1),), T0 - 10),
+        job(5, "decay", "carol", "rusage[mem=300M:duration=2m:decay=1]", run, (("node2", 1),), T0 - 10),
+        job(6, "idle", "carol", "rusage[mem=1G]", run, (("node1", 1),), T0 - 600, queue="high"),
+        job(7, "mpi", "alice", "rusage[mem=500M] span[ptile=1]", run, (("node1", 1), ("node3", 1)),
+            T0 - 120, slots=2),
+        job(8, "huge", "bob", "rusage[mem=64G]", JobState.PEND, reason="mem: needs 64.0G, no host has that much"),
+        job(9, "done", "alice", "rusage[mem=100M]", JobState.DONE, (("node1", 1),), T0 - 900, end_time=T0 - 800,
+            exit_code=0, usage=[HostUsage(host="node1", reserved=100 * M, actual=80 * M, peak=90 * M,
+                                          charged_peak=100 * M)]),
+        job(10, "oom", "bob", "rusage[mem=300M]", JobState.EXIT, (("node1", 1),), T0 - 700, end_time=T0 - 650,
+            exit_code=137, reason="killed: memory limit 300M exceeded",
+            usage=[HostUsage(host="node1", reserved=300 * M, actual=310 * M, peak=320 * M, charged_peak=320 * M)]),
+        job(11, "short", "carol", "rusage[mem=50M]"),
+        job(12, "waiting", "carol", "rusage[mem=2G]", JobState.PEND, queue="high"),
+    ]
+
+
+def demo_records(seconds: int = 90) -> list[Record]:
+    jobs = {j.id: j for j in demo_jobs()}
+    snap = Snapshot(seq=0, epoch=EPOCH, time=T0, jobs=list(jobs.values()), hosts=DEMO_HOSTS,
+                    queues=[Queue(name="normal"), Queue(name="high", priority=50)], default_queue="normal",
+                    live=[HostLive(h.name, h.mem_total - 2 * G, T0) for h in DEMO_HOSTS[:3]],
+                    samples=[], reasons={12: "slots: node2 full; node3 closed; node4 unavailable"},
+                    leader="tcp://127.0.0.1:7700", term=1)
+    out = [Record(T0 - 0.5, "hello", msgspec.Raw(_enc.encode(Hello(cluster="demo", heartbeat=1.0,
+                                                                   source="synth")))),
+           Record(T0 + 0.02, "snapshot", msgspec.Raw(_enc.encode(snap)), 1)]
+    seq = 0
+
+    def emit(t: float, **kw: object) -> None:
+        nonlocal seq
+        seq += 1
+        ev = Event(seq=seq, epoch=EPOCH, time=t, **kw)  # type: ignore[arg-type]
+        out.append(Record(t + 0.01, "event", msgspec.Raw(_enc.encode(ev)), 1))
+
+    for k in range(1, seconds + 1):
+        t = T0 + k
+        if k == 20:
+            jobs[11] = msgspec.structs.replace(jobs[11], state=JobState.RUN, start_time=t,
+                                               allocs=[Alloc("node1", 1, 50 * M, {"slots": 1})], attempt=1)
+            emit(t, jobs=[jobs[11]], reasons={11: ""})
+        if k == 50:
+            jobs[11] = msgspec.structs.replace(jobs[11], state=JobState.DONE, end_time=t, exit_code=0, usage=[
+                HostUsage(host="node1", reserved=50 * M, actual=45 * M, peak=45 * M, charged_peak=50 * M)])
+            emit(t, jobs=[jobs[11]])
+        for h in DEMO_HOSTS[:3]:
+            samples = [JobSample(jid, host, f(k), f(k), float(k)) for jid, uses in USAGE.items()
+                       for host, f in uses if host == h.name and jobs[jid].state == JobState.RUN]
+            used = sum(s.actual for s in samples)
+            emit(t + 0.1, live=[HostLive(h.name, h.mem_total - 1 * G - used, t + 0.1)], samples=samples)
+    return out
+
+
+def write(path: str, records: list[Record]) -> None:
+    rec = Recorder(path)
+    for r in records:
+        rec.write(r.t, r.kind, bytes(r.body), r.term)
+    rec.close()
+
+
+# ---- the benchmark's cluster -------------------------------------------------------------------
+
+def big_snapshot(hosts: int = 1000, jobs: int = 20000) -> Snapshot:
+    hs = [Host(name=f"n{i:04d}", slots_total=32, mem_total=256 * G, ncpus=32) for i in range(hosts)]
+    per = jobs // hosts
+    js = [job(i + 1, f"job{i}", f"user{i % 40}", "rusage[mem=4G]", JobState.RUN,
+              ((hs[i % hosts].name, 1),), T0 - 3600 + i % 600, queue=("normal", "high")[i % 2])
+          for i in range(jobs)]
+    samples = [JobSample(j.id, j.allocs[0].host, (3 + (j.id % 3)) * G, 5 * G, 1.0) for j in js]
+    return Snapshot(seq=0, epoch=EPOCH, time=T0, jobs=js, hosts=hs,
+                    queues=[Queue(name="normal"), Queue(name="high", priority=50)], default_queue="normal",
+                    live=[HostLive(h.name, 256 * G - per * 4 * G, T0) for h in hs], samples=samples, reasons={},
+                    leader="tcp://127.0.0.1:7700", term=1)
+
+
+def one_second(snap: Snapshot, seq: int, t: float, changes: int = 300) -> list[Event]:
+    """A heartbeat from every host (all samples) and ``changes`` jobs that end and start."""
+    by_host: dict[str, list[JobSample]] = {}
+    for j in snap.jobs:
+        a = j.allocs[0]
+        by_host.setdefault(a.host, []).append(JobSample(j.id, a.host, (3 + (j.id + int(t)) % 3) * G, 5 * G, 2.0))
+    evs = [Event(seq=seq + i + 1, epoch=snap.epoch, time=t,
+                 live=[HostLive(h, 100 * G, t)], samples=s) for i, (h, s) in enumerate(by_host.items())]
+    ended = [msgspec.structs.replace(j, state=JobState.DONE, end_time=t, exit_code=0)
+             for j in snap.jobs[int(t) % 50::max(1, len(snap.jobs) // changes)][:changes]]
+    evs.append(Event(seq=seq + len(evs) + 1, epoch=snap.epoch, time=t, jobs=ended))
+    return evs
+
+
+if __name__ == "__main__":
+    write(sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/demo.xcerec", demo_records())
