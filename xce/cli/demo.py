@@ -1,22 +1,42 @@
 """`xce up --demo`: a mix of real jobs whose usage lands under, at, above and across
-their reservations, so every colour of the console shows within the first minute."""
+their reservations, so every colour of the console shows within the first minute.
+
+    above   uses 3x its reservation                    -> red (overage)
+    limit   grows past its 250 MB memory limit at 5 s  -> killed: EXIT with its reason
+    idle    uses 2% of 1 GB                            -> yellow (a small share), idle slack
+    across  grows 50 -> 150 -> 350 MB, past its 250 MB at 16 s -> turns red
+    decay   300 MB reservation decaying to 0 over 30 s, uses 100 MB -> red from 20 s
+    at      uses 95%; under uses 15% (yellow); short is DONE after 5 s
+Jobs are short (30 s) and ordered so that even a laptop whose one host has two
+slots shows overage, an EXIT, low use and a crossing within the first minute
+(the rest wait PEND with their reason).  Each round is submitted again when the
+previous one has ended.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
-DEMO = [
-    # (name, rusage, memhog steps)
-    ("under", "rusage[mem=400M]", ["60:120"]),
-    ("at", "rusage[mem=200M]", ["190:120"]),
-    ("above", "rusage[mem=100M]", ["300:120"]),
-    ("across", "rusage[mem=250M]", ["50:20", "150:20", "350:80"]),
-    ("decay", "rusage[mem=300M:duration=2m:decay=1]", ["100:120"]),
-    ("idle", "rusage[mem=1G]", ["20:120"]),
-    ("short", "rusage[mem=50M]", ["40:5"]),
+DEMO: list[tuple[str, str, list[str], dict[str, Any]]] = [
+    # (name, rusage, memhog steps MB:SECONDS, extra job fields)
+    ("above", "rusage[mem=100M]", ["300:30"], {}),
+    ("limit", "rusage[mem=100M]", ["50:5", "300:20"], {"mem_limit": "250M"}),
+    ("idle", "rusage[mem=1G]", ["20:30"], {}),
+    ("across", "rusage[mem=250M]", ["50:8", "150:8", "350:14"], {}),
+    ("decay", "rusage[mem=300M:duration=30s:decay=1]", ["100:30"], {}),
+    ("at", "rusage[mem=200M]", ["190:30"], {}),
+    ("under", "rusage[mem=400M]", ["60:30"], {}),
+    ("short", "rusage[mem=50M]", ["40:5"], {}),
 ]
+
+
+def demo_jobs() -> list[dict[str, Any]]:
+    return [{"command": [sys.executable, "-m", "xce.jobs.memhog", *steps], "name": f"demo-{name}",
+             "resreq": rusage, "env": dict(os.environ), **extra} for name, rusage, steps, extra in DEMO]
 
 
 def run_demo(state_dir: Path, rounds: int = 1000) -> None:
@@ -35,9 +55,6 @@ def run_demo(state_dir: Path, rounds: int = 1000) -> None:
     for _ in range(rounds):
         try:
             with Client(state_dir=state_dir, timeout=5) as c:
-                ids = c.submit_many([
-                    {"command": [sys.executable, "-m", "xce.jobs.memhog", *steps], "name": f"demo-{name}",
-                     "resreq": rusage} for name, rusage, steps in DEMO])
-                c.wait(ids)
+                c.wait(c.submit_many(demo_jobs()))
         except XceError:
             time.sleep(1)

@@ -21,7 +21,7 @@ DEAD = Style(color="bright_black")        # ended jobs, unavailable hosts
 STALE = Style(dim=True)                   # data while the controller is unreachable
 
 LOW_EFFICIENCY = 0.25  # below this share of its reservation a running job "stands out"
-LOW_AFTER_S = 30.0     # ... once it has run this long (start-up is not waste)
+LOW_AFTER_S = 10.0     # ... once it has run this long (start-up is not waste)
 
 STATE_STYLES: dict[str, Style] = {
     "RUN": Style(color="green"), "PEND": Style(color="yellow"), "DONE": DEAD,

@@ -1,0 +1,92 @@
+"""xce-top against a real local cluster: latency of a job's memory to the table, and
+reconnecting by itself after the controller is stopped and started again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import Cluster, local_cluster
+from tui_helpers import row_text, run, until
+from xce.tui import fmt
+from xce.tui.actions import ClientActions
+from xce.tui.app import XceTop
+from xce.tui.live import LiveFeed
+from xce.tui.model import ConsoleModel
+
+MB = 2**20
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with local_cluster(tmp_path_factory.mktemp("top"), "--hosts", "1", "--heartbeat", "0.5") as c:
+        yield c
+
+
+def live_app(state_dir: Path) -> XceTop:
+    m = ConsoleModel()
+    return XceTop(m, feed=LiveFeed(m, state_dir=state_dir), actions=ClientActions(state_dir), view="jobs")
+
+
+def test_job_memory_reaches_the_table_within_2s(cluster: Cluster) -> None:
+    async def go() -> None:
+        app = live_app(cluster.state_dir)
+        m = app.model
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: m.synced and m.link == "live" and m.mirror.hosts, 20, "the console to sync")
+            jid = cluster.client.submit([sys.executable, "-m", "xce.jobs.memhog", "200:30"],
+                                        resreq="rusage[mem=300M]", env=dict(os.environ), name="hog")
+
+            def sampled() -> float | None:  # the controller has the job RUN with a sample
+                v = cluster.client.job(jid)
+                return time.monotonic() if v.state == "RUN" and v.mem_actual is not None else None
+
+            t0 = await until(pilot, sampled, 30, "the job's first sample")
+
+            def shown() -> float | None:
+                with m.lock:
+                    v = m.job_view(jid)
+                    table = app.screen.query_one("#jobs")
+                    if v is None or v.mem_actual is None or v.mem_actual < 190 * MB or jid not in table.rows.keys:
+                        return None
+                    text = row_text(app, "jobs", jid)
+                return time.monotonic() if fmt.mem(v.mem_actual) in text else None
+
+            t1 = await until(pilot, shown, 10, "the table to show >= 190 MB")
+            print(f"first sample -> table shows >= 190 MB: {t1 - t0:.2f}s")
+            assert t1 - t0 <= 2.0
+            cluster.client.kill([jid])
+    run(go())
+
+
+def test_reconnects_after_the_controller_is_stopped_and_started(cluster: Cluster) -> None:
+    async def go() -> None:
+        app = live_app(cluster.state_dir)
+        m = app.model
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: m.synced and m.link == "live" and m.mirror.hosts, 20, "the console to sync")
+            epoch = m.mirror.epoch
+            pid = cluster.daemon_pid("controller-1")
+            os.kill(pid, signal.SIGSTOP)                       # stopped: the stream goes silent
+            try:
+                await until(pilot, lambda: m.link == "unreachable", 10, "the console to notice")
+                await pilot.pause(0.3)
+                header = str(app.screen.query_one("#header").render())
+                assert "controller unreachable — reconnecting" in header
+                assert app.screen.query_one("#jobs").greyed
+            finally:
+                os.kill(pid, signal.SIGKILL)                   # ... and gone; the supervisor starts it again
+                os.kill(pid, signal.SIGCONT)
+            await until(pilot, lambda: m.link == "live" and m.mirror.epoch != epoch and m.mirror.hosts,
+                        30, "the console to reconnect to the new controller")
+            await pilot.pause(0.3)
+            assert "unreachable" not in str(app.screen.query_one("#header").render())
+            assert not app.screen.query_one("#jobs").greyed
+            assert m.snapshots >= 2
+    run(go())
