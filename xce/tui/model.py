@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from xce.mirror import Mirror
 from xce.model import Job
 from xce.proto.schema import Event, Snapshot
-from xce.tui.history import Series
+from xce.tui.history import Series, Steps
 from xce.views import HostView, JobView
 
 HOST_STATES = ("ok", "full", "closed", "unavail")
@@ -59,7 +59,7 @@ class ConsoleModel:
         self.snapshots = 0
         self.gaps = 0
         self.history = history
-        self.job_hist: dict[int, Series] = {}
+        self.job_hist: dict[int, Steps] = {}
         self.host_hist: dict[str, Series] = {}
         self._jv: dict[int, JobView] = {}
         self._hv: dict[str, HostView] = {}
@@ -118,15 +118,14 @@ class ConsoleModel:
             ch.hosts.add(hl.host)
             hv.pop(hl.host, None)
         if ev.samples:
-            sampled = set()
-            for s in ev.samples:
-                sampled.add(s.job_id)
-                hv.pop(s.host, None)
-                ch.hosts.add(s.host)
-            for jid in sampled:
+            jobs_ch, hosts_ch, t = ch.jobs, ch.hosts, ev.time
+            for smp in ev.samples:
+                jid = smp.job_id
+                jobs_ch.add(jid)
+                hosts_ch.add(smp.host)
+                hv.pop(smp.host, None)
                 jv.pop(jid, None)
-                self._record_job(jid, ev.time)
-            ch.jobs |= sampled
+                self._record_job(jid, t)
         for hl in ev.live:  # a heartbeat: the host's figures at that moment, for its history
             self._record_host(hl.host, ev.time)
         self.last_update = received
@@ -148,8 +147,8 @@ class ConsoleModel:
             return
         s = self.job_hist.get(jid)
         if s is None:
-            s = self.job_hist[jid] = Series(1, self.history)
-        s.add(t, sum(a.actual or 0 for a in accs))
+            s = self.job_hist[jid] = Steps(self.history)
+        s.add(t, (accs[0].actual or 0) if len(accs) == 1 else sum(a.actual or 0 for a in accs))
 
     def tick(self, now: float) -> None:
         """Move decaying reservations to ``now`` (Live does the arithmetic)."""
