@@ -161,6 +161,13 @@ def test_child_killed_by_signal_reads_as_128_plus_n(runner: Runner) -> None:
     assert (ex.exit_code, ex.signal, ex.reason) == (128 + signal.SIGUSR1, signal.SIGUSR1, "")
 
 
+def test_kill_before_the_command_started(runner: Runner) -> None:
+    t = start(runner, 1, ["sleep", "30"])
+    runner.kill(t, "killed by user")  # most likely still in the wrapper's read
+    ex = wait_exit(runner, t)
+    assert ex.reason == "killed by user" and ex.signal in (signal.SIGTERM, signal.SIGKILL)
+
+
 def test_start_is_idempotent_per_attempt(runner: Runner) -> None:
     t = start(runner, 1, ["sleep", "30"])
     assert start(runner, 1, ["sleep", "30"]) is t
@@ -397,7 +404,8 @@ def test_adopt_reports_exit_that_happened_while_down(make_runner: Callable[..., 
 def test_adopted_task_can_be_killed(make_runner: Callable[..., Runner], tmp_path: Path) -> None:
     name = _name()
     a = make_runner(tmp_path / "s", name)
-    start(a, 1, ["sh", "-c", "sleep 60 & sleep 60"])
+    ta = start(a, 1, ["sh", "-c", "sleep 60 & sleep 60"])
+    wait_for(lambda: at_least(tree(ta.pid), 4))  # a TERM racing the command's exec is lost
     a._tasks.clear()
     b = make_runner(tmp_path / "s", name)
     (t,) = b.adopt()

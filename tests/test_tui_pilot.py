@@ -37,10 +37,10 @@ def test_sort_by_click_and_keys() -> None:
             assert rows.sort_col.key == "name" and names == sorted(names)
             await pilot.press("r")
             assert [app.model.job(k).spec.name for k in rows.keys] == sorted(names, reverse=True)
-            await pilot.click("#jobs", offset=(75, 0))         # ACTUAL
+            await pilot.click("#jobs", offset=(70, 0))         # ACTUAL
             await pilot.pause()
             assert rows.sort_col.key == "actual"
-            await pilot.click("#jobs", offset=(75, 0))
+            await pilot.click("#jobs", offset=(70, 0))
             await pilot.pause()
             assert rows.keys[0] == 7                           # mpi: 970M
     run(go())

@@ -82,13 +82,17 @@ class Connection:
     def request(self, op: Op, body: Any, timeout: float | None = None) -> Any:
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         backoff = 0.05
+        attempt_timeout = 0.75
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise Unavailable(f"no answer from the controller at {self.endpoints[self.current]} "
                                   f"within {self.timeout if timeout is None else timeout:.0f}s")
+            # With several controllers, give up on a silent one quickly (it may be dead) and
+            # try the next; every write carries an idempotency key, so a retry is safe.
+            per_try = left if len(self.endpoints) == 1 else min(left, attempt_timeout)
             try:
-                return self._once(op, body, min(left, max(1.0, left / 2) if len(self.endpoints) > 1 else left))
+                return self._once(op, body, per_try)
             except NotLeader as e:
                 if e.leader and e.leader != self.endpoints[self.current]:
                     self._switch(e.leader)
@@ -96,7 +100,7 @@ class Connection:
                 err: XceError = e
             except Unavailable as e:
                 err = e
-                self._switch()
+                attempt_timeout = min(attempt_timeout * 2, 8.0)
             if deadline - time.monotonic() <= backoff:
                 raise err
             time.sleep(backoff * (0.5 + random.random()))
@@ -111,8 +115,9 @@ class Connection:
         while True:
             left = end - time.monotonic()
             if left <= 0 or not sock.poll(int(left * 1000) + 1):
+                silent = self.endpoints[self.current]
                 self._switch()  # drop the socket: a late reply must not be read as another's
-                raise Unavailable(f"controller at {self.endpoints[self.current]} did not answer")
+                raise Unavailable(f"controller at {silent} did not answer")
             env = decode_envelope(sock.recv())
             if env.rid != rid:
                 continue
@@ -157,7 +162,8 @@ class Client:
 
     def submit_many(self, jobs: Sequence[JobSpec | dict[str, Any]], dry_run: bool = False) -> list[int]:
         specs = [j if isinstance(j, JobSpec) else make_spec(**j) for j in jobs]
-        return self.request(Op.SUBMIT, S.SubmitRequest(jobs=specs, dry_run=dry_run)).ids
+        key = os.urandom(12).hex()  # the same key on every retry: a failover never doubles a submit
+        return self.request(Op.SUBMIT, S.SubmitRequest(jobs=specs, dry_run=dry_run, key=key)).ids
 
     def jobs(self, ids: Sequence[int] = (), user: str | None = None, all: bool = False,
              states: Sequence[str] = (), queue: str | None = None, after: int = 0,

@@ -28,12 +28,15 @@ class ControllerConf(msgspec.Struct, forbid_unknown_fields=True):
     raft_address: str = "127.0.0.1:7702"       # private Raft port
     peers: list[str] = []                       # the other controllers' raft addresses
     peer_addresses: list[str] = []              # and their ROUTER endpoints, same order
+    peer_pub_addresses: list[str] = []          # and their PUB endpoints, same order
+    durability: str = "mmap"                    # "mmap": survives a process crash; "fsync": power loss too
+    leader_fallback: float = 1.0                # a leader that hears no majority this long steps down
     raft_password: str = ""
     heartbeat_misses: int = 3
     keep_finished: int = 100_000
     append_period: float = 0.02
     tick_period: float = 0.002
-    election_timeout: tuple[float, float] = (0.4, 1.4)
+    election_timeout: tuple[float, float] = (0.3, 0.8)
 
 
 class SchedulerConf(msgspec.Struct, forbid_unknown_fields=True):
@@ -142,6 +145,10 @@ def _check(cfg: Config, source: str) -> None:
         raise bad("queues", "more than one queue has default = true")
     if len(cfg.controller.peers) != len(cfg.controller.peer_addresses):
         raise bad("controller.peer_addresses", "needs one ROUTER endpoint per entry of controller.peers")
+    if cfg.controller.peer_pub_addresses and len(cfg.controller.peer_pub_addresses) != len(cfg.controller.peers):
+        raise bad("controller.peer_pub_addresses", "needs one PUB endpoint per entry of controller.peers")
+    if cfg.controller.durability not in ("mmap", "fsync"):
+        raise bad("controller.durability", f"must be 'mmap' or 'fsync', got {cfg.controller.durability!r}")
     for name, r in cfg.resources.items():
         if r.kind != "virtual":
             raise bad(f"resources.{name}.kind", "only virtual site resources can be configured "

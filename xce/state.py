@@ -28,6 +28,7 @@ from xce.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue, TER
 from xce.resreq import ResReq
 
 S = JobState
+SUBMIT_KEYS_KEPT = 100_000  # retries arrive within seconds; this is hours of submits
 TRANSITIONS: dict[tuple[JobState, str], JobState] = {
     (S.PEND, "place"): S.RUN,
     (S.PEND, "kill"): S.EXIT,
@@ -58,6 +59,7 @@ class Cmd(msgspec.Struct, tag=True, kw_only=True):
 class Submit(Cmd):
     specs: list[JobSpec]
     reqs: list[ResReq]
+    key: str = ""  # the client's idempotency key: a retried submit returns the first ids
 
 
 class Place(Cmd):
@@ -132,13 +134,14 @@ class ClusterState:
         self.next_job_id = 1
         self.applied = 0
         self.finished_order: list[int] = []
+        self.submit_keys: dict[str, list[int]] = {}
         self.touched_jobs: set[int] = set()
         self.touched_hosts: set[str] = set()
         self.forgotten: list[int] = []
 
     # Replicated fields only: the touched sets are the shell's business.
     _REPLICATED = ("jobs", "hosts", "queues", "default_queue", "next_job_id", "applied",
-                   "finished_order")
+                   "finished_order", "submit_keys")
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self._REPLICATED}
@@ -178,6 +181,8 @@ class ClusterState:
         for spec in cmd.specs:  # all or nothing: check every job before creating any
             if (spec.queue or self.default_queue) not in self.queues:
                 raise InvalidRequest(f"queue {spec.queue or self.default_queue!r} does not exist")
+        if cmd.key and cmd.key in self.submit_keys:
+            return self.submit_keys[cmd.key]
         ids = []
         for spec, req in zip(cmd.specs, cmd.reqs, strict=True):
             queue = spec.queue or self.default_queue
@@ -188,6 +193,10 @@ class ClusterState:
             self.jobs[job.id] = job
             self.touched_jobs.add(job.id)
             ids.append(job.id)
+        if cmd.key:
+            self.submit_keys[cmd.key] = ids
+            while len(self.submit_keys) > SUBMIT_KEYS_KEPT:  # oldest first: dicts keep order
+                del self.submit_keys[next(iter(self.submit_keys))]
         return ids
 
     def place(self, cmd: Place) -> int:

@@ -172,18 +172,40 @@ def cmd_status(a: argparse.Namespace) -> int:
 
     with _client(a) as c:
         s = c.status()
+        s.controllers = _each_controller(c, s.controllers)
     if a.json:
         print_json(s)
         return 0
+    lead = max((x.commit_index for x in s.controllers if x.role == "leader"), default=0)
     print(f"Cluster {s.cluster}: leader {s.leader or 'none'}, term {s.term}")
-    print(table(["CONTROLLER", "ROLE", "TERM", "COMMIT", "APPLIED", "PID"],
-                [[x.address, x.role, x.term, x.commit_index, x.applied_index, x.pid] for x in s.controllers]))
+    print(table(["CONTROLLER", "ROLE", "TERM", "COMMIT", "APPLIED", "LAG", "PID"],
+                [[x.address, x.role, x.term, x.commit_index, x.applied_index,
+                  max(0, lead - x.applied_index) if x.role != "down" else "-", x.pid] for x in s.controllers]))
     print("Hosts: " + (", ".join(f"{k} {v}" for k, v in sorted(s.hosts_by_state.items())) or "none"))
     print("Jobs:  " + (", ".join(f"{k} {v}" for k, v in sorted(s.jobs_by_state.items())) or "none"))
     if s.mem:
         print("Memory: " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in s.mem.items()))
     print("Endpoints: " + ", ".join(f"{k} {v}" for k, v in s.endpoints.items()))
     return 0
+
+
+def _each_controller(c: Any, fallback: list[Any]) -> list[Any]:
+    """Ask every controller for its own view (role, term, commit and applied index)."""
+    from xce.client import Connection, endpoints_of
+    from xce.errors import XceError
+    from xce.proto import schema as S
+    from xce.proto.opcodes import Op
+
+    out = []
+    for ep in endpoints_of(c.cfg):
+        conn = Connection([ep], timeout=1.0, ctx=c.conn.ctx)
+        try:
+            out.append(conn.request(Op.STATUS, S.Empty(), timeout=1.0).controllers[0])
+        except XceError:
+            out.append(S.ControllerInfo(address=ep, role="down", term=0, commit_index=0))
+        finally:
+            conn.close()
+    return out or fallback
 
 
 def cmd_modify(a: argparse.Namespace) -> int:

@@ -44,7 +44,7 @@ def write_cluster_file(state_dir: Path, controllers: int, mem: str, slots: int,
         "rest_url": f"http://127.0.0.1:{free_port()}",
         "cluster": {"name": "local"},
         "controller": {"address": routers[0], "pub_address": pubs[0], "raft_address": rafts[0],
-                       "peers": rafts[1:], "peer_addresses": routers[1:],
+                       "peers": rafts[1:], "peer_addresses": routers[1:], "peer_pub_addresses": pubs[1:],
                        "raft_password": os.urandom(16).hex()},
         "worker": {"heartbeat": heartbeat, "mem": mem, "slots": slots},
         "queues": {"normal": {"priority": 30, "default": True},
@@ -80,7 +80,8 @@ class Supervisor:
             others = [j for j in range(n) if j != i]
             mine["controller"].update(
                 address=cfg["_routers"][i], pub_address=cfg["_pubs"][i], raft_address=cfg["_rafts"][i],
-                peers=[cfg["_rafts"][j] for j in others], peer_addresses=[cfg["_routers"][j] for j in others])
+                peers=[cfg["_rafts"][j] for j in others], peer_addresses=[cfg["_routers"][j] for j in others],
+                peer_pub_addresses=[cfg["_pubs"][j] for j in others])
             conf.write_text(tomli_w.dumps(mine))
             os.chmod(conf, 0o600)
             self.specs[f"controller-{i + 1}"] = py + ["xce.daemons.controller", "--config", str(conf),

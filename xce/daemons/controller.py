@@ -43,7 +43,7 @@ from xce.placement import check_placement, demand_of, host_caps, never_fits
 from xce.proto import schema as S
 from xce.proto.codec import decode_envelope, decode_request, encode, error_reply
 from xce.proto.opcodes import Op
-from xce.raft import ReplicatedState, Result, make_conf
+from xce.raft import ReplicatedState, Result, fsync_journal, make_conf
 from xce.resources import WIRE_NAMES, catalog
 from xce.resreq import parse_resreq
 from xce.state import (Cleanup, Cmd, Finish, HostLost, Kill, Modify, Place, RegisterHost,
@@ -91,10 +91,13 @@ class Controller:
         self.router_by_raft[c.raft_address] = c.address
         self.next_check = 0.0
         self._lost_sent: set[str] = set()
-        conf = make_conf(str(state_dir / "raft.journal"), str(state_dir / "raft.dump"),
-                         c.raft_password, c.append_period, c.tick_period, c.election_timeout,
+        journal = str(state_dir / "raft.journal")
+        conf = make_conf(journal, str(state_dir / "raft.dump"), c.raft_password, c.append_period,
+                         c.tick_period, c.election_timeout, c.leader_fallback,
                          on_state=lambda old, new: self._wake())
         self.raft = ReplicatedState(c.raft_address, list(c.peers), conf, self._wake)
+        if c.durability == "fsync":
+            fsync_journal(self.raft, journal)
         self.state_obj = self.raft.state
 
     # ---- plumbing -------------------------------------------------------------------------
@@ -288,8 +291,10 @@ class Controller:
             self.epoch = uuid.uuid4().hex[:12]
             with self.raft.lock:
                 self.live.rebuild(self.state.jobs.values(), now)
+                # A grace period of one more timeout: workers find the new leader and re-register.
+                grace = self.cfg.controller.heartbeat_misses * self.cfg.worker.heartbeat
                 for name in self.state.hosts:
-                    self.live.last_seen[name] = now  # a grace period: workers re-register
+                    self.live.last_seen[name] = now + grace
                 queues = [Queue(name=n, priority=q.priority, rerunnable=q.rerunnable,
                                 description=q.description) for n, q in self.cfg.queues.items()]
                 changed = (sorted(self.state.queues.values(), key=lambda q: q.name)
@@ -396,7 +401,7 @@ class Controller:
         if body.dry_run:
             self.ok(ident, rid, S.SubmitReply(ids=[], queues=[s.queue for s in specs]))
             return
-        self.commit(Submit(time=time.time(), specs=specs, reqs=reqs),
+        self.commit(Submit(time=time.time(), specs=specs, reqs=reqs, key=body.key[:128]),
                     self.replier(ident, rid, lambda ids: S.SubmitReply(ids=ids, queues=[s.queue for s in specs])))
 
     def h_jobs(self, ident: bytes, rid: int, body: S.JobsRequest) -> None:

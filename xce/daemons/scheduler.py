@@ -54,15 +54,17 @@ class Scheduler:
 
     def resync(self) -> None:
         snap = self.conn.request(Op.SNAPSHOT, S.Empty(), timeout=30)
-        self.mirror.apply_snapshot(snap)
-        leader = snap.leader
-        pub = self._pub_for(leader)
+        pub = self._pub_for(snap.leader)
         if pub and pub != self.sub_endpoint:
-            self.sub.close(0)
+            # Subscribe to the leader's stream first, then snapshot again, so no event
+            # falls between the two (a gap would still be caught by its sequence number).
             from xce.zmqutil import subscriber
 
+            self.sub.close(0)
             self.sub = subscriber(self.ctx, pub)
             self.sub_endpoint = pub
+            snap = self.conn.request(Op.SNAPSHOT, S.Empty(), timeout=30)
+        self.mirror.apply_snapshot(snap)
         self.sent_reasons = dict(self.mirror.live.reasons)
         self.dirty = True
         log.info("mirror synced at seq %d (%d jobs, %d hosts)", snap.seq, len(snap.jobs), len(snap.hosts))
@@ -70,7 +72,7 @@ class Scheduler:
     def _pub_for(self, leader: str | None) -> str | None:
         c = self.cfg.controller
         routers = [c.address, *c.peer_addresses]
-        pubs = [c.pub_address, *getattr(c, "peer_pub_addresses", [])]
+        pubs = [c.pub_address, *c.peer_pub_addresses]
         if leader in routers and routers.index(leader) < len(pubs):
             return pubs[routers.index(leader)]
         return None

@@ -129,7 +129,9 @@ class Worker:
             if now >= self.next_hb and self.registered:
                 self.heartbeat(now)
             self.resend(now)
-            if time.monotonic() - self.last_reply > 3 * self.cfg.worker.heartbeat + 2 and len(self.endpoints) > 1:
+            silent = time.monotonic() - self.last_reply
+            if silent > 2 * self.cfg.worker.heartbeat + 0.5 and len(self.endpoints) > 1:
+                # The controller went quiet: try the next one (it redirects us to the leader).
                 self.endpoint_idx = (self.endpoint_idx + 1) % len(self.endpoints)
                 self.last_reply = time.monotonic()
                 self.connect()

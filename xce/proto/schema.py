@@ -41,6 +41,7 @@ class ErrorReply(msgspec.Struct):
 class SubmitRequest(msgspec.Struct):
     jobs: list[JobSpec]
     dry_run: bool = False
+    key: str = ""  # idempotency key: resending the same request never submits twice
 
 
 class SubmitReply(msgspec.Struct):

@@ -33,7 +33,8 @@ _PARAM = re.compile(r"\{(\w+)(?::(\w+)(?:\((.*?)\))?)?\}")
 def _path_params(ep: Endpoint) -> list[dict[str, Any]]:
     out = []
     for name, conv, args in _PARAM.findall(ep.path):
-        schema: dict[str, Any] = {"type": "string", "minLength": 1}
+        schema: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 255,
+                                  "pattern": "^[A-Za-z0-9_][A-Za-z0-9_.-]*$"}
         if conv == "int":
             schema = {"type": "integer"}
             for arg in filter(None, (a.strip() for a in args.split(","))):

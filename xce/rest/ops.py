@@ -49,7 +49,7 @@ async def whoami(svc: Services, req: Any) -> WhoAmI:
 @route("GET", "/v1/audit", "audit.read", summary="The request audit log (state-changing requests)",
        tag="audit", query=AuditQuery, reply=list[AuditRecord], backend=False)
 async def audit_log(svc: Services, req: Any, query: AuditQuery) -> list[AuditRecord]:
-    return svc.audit.query(query.user, query.since, query.after, query.limit)
+    return svc.audit.query(query.user or None, query.since, query.after, query.limit)
 
 
 @route("GET", "/healthz", PUBLIC, summary="Liveness; 503 when the controller does not answer",

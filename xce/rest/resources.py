@@ -61,9 +61,9 @@ def _bytes(mem: int | str | None) -> int | None:
 @route("GET", "/v1/jobs", "jobs.list", summary="List jobs (unfinished unless all=true or state is given)",
        tag="jobs", query=JobsQuery, reply=list[JobView], headers=("Link",))
 async def list_jobs(svc: Services, req: Any, query: JobsQuery) -> Reply:
-    user = _own_filter(svc, req, "jobs.list", query.user)
+    user = _own_filter(svc, req, "jobs.list", query.user or None)
     r = await svc.call(req, Op.JOBS, S.JobsRequest(
-        user=user, queue=query.queue, states=query.state.split(",") if query.state else [],
+        user=user, queue=query.queue or None, states=query.state.split(",") if query.state else [],
         all=query.all, after=query.after, limit=query.limit))
     return _paged(req, r)
 
@@ -121,8 +121,8 @@ async def modify_job(svc: Services, req: Any, job_id: int, body: ModifyBody) -> 
 @route("GET", "/v1/accounting", "accounting.read", summary="Finished-job records (DONE and EXIT)",
        tag="accounting", query=AccountingQuery, reply=list[JobView], headers=("Link",))
 async def accounting(svc: Services, req: Any, query: AccountingQuery) -> Reply:
-    user = _own_filter(svc, req, "accounting.read", query.user)
+    user = _own_filter(svc, req, "accounting.read", query.user or None)
     states = query.state.split(",") if query.state else ["DONE", "EXIT"]
-    r = await svc.call(req, Op.JOBS, S.JobsRequest(user=user, queue=query.queue, states=states, all=True,
+    r = await svc.call(req, Op.JOBS, S.JobsRequest(user=user, queue=query.queue or None, states=states, all=True,
                                                    after=query.after, limit=query.limit))
     return _paged(req, r)

@@ -95,7 +95,7 @@ async def decode_body(req: falcon.asgi.Request, ep: Endpoint, limit: int) -> Any
         return msgspec.json.decode(data, type=ep.body)
     if ctype == FORM and ep.forms:
         try:
-            fields = dict(parse_qsl(data.decode(), strict_parsing=bool(data)))
+            fields = dict(parse_qsl(data.decode(), keep_blank_values=True, strict_parsing=bool(data)))
         except (UnicodeDecodeError, ValueError) as e:
             raise falcon.HTTPBadRequest(description=f"bad form body: {e}") from None
         return msgspec.convert(fields, ep.body, strict=False)

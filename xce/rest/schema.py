@@ -19,36 +19,38 @@ NO_NUL = r"^[^\x00]*$"
 STATES = "PEND|RUN|PSUSP|USUSP|SSUSP|DONE|EXIT|UNKWN"
 
 Name = Annotated[str, Meta(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$")]
+Filter = Annotated[str, Meta(max_length=64, pattern=r"^([A-Za-z0-9_][A-Za-z0-9_.@-]*)?$",
+                             description="empty: no filter")]
 Text = Annotated[str, Meta(max_length=4096, pattern=NO_NUL)]
 Arg = Annotated[str, Meta(max_length=65536, pattern=NO_NUL)]
-EnvKey = Annotated[str, Meta(min_length=1, max_length=256, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+EnvKey = Annotated[str, Meta(min_length=1, max_length=256, pattern=r"^[^=\x00]+$")]
 Mem = Annotated[int, Meta(ge=1, le=MAX_MEM)] | Annotated[
-    str, Meta(max_length=32, pattern=r"^\s*\d+(\.\d+)?\s*[A-Za-z]*\s*$",
+    str, Meta(max_length=32, pattern=r"^[0-9]+(\.[0-9]+)?[KMGTkmgt]?[Bb]?$",
               description="a size: bytes as an integer, or a string with K/M/G/T (bare number = MB)")]
 Cursor = Annotated[int, Meta(ge=0, le=MAX_ID, description="return ids greater than this")]
 Limit = Annotated[int, Meta(ge=1, le=10000)]
 
 
 class JobsQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    user: Name | None = None
-    queue: Name | None = None
-    state: Annotated[str, Meta(pattern=rf"^({STATES})(,({STATES}))*$",
-                               description="comma-separated job states")] | None = None
+    user: Filter = ""
+    queue: Filter = ""
+    state: Annotated[str, Meta(pattern=rf"^(({STATES})(,({STATES}))*)?$",
+                               description="comma-separated job states")] = ""
     all: bool = False
     after: Cursor = 0
     limit: Limit = 1000
 
 
 class AccountingQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    user: Name | None = None
-    queue: Name | None = None
-    state: Annotated[str, Meta(pattern=r"^(DONE|EXIT)(,(DONE|EXIT))*$")] | None = None
+    user: Filter = ""
+    queue: Filter = ""
+    state: Annotated[str, Meta(pattern=r"^((DONE|EXIT)(,(DONE|EXIT))*)?$")] = ""
     after: Cursor = 0
     limit: Limit = 1000
 
 
 class AuditQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    user: Name | None = None
+    user: Filter = ""
     since: Annotated[float, Meta(ge=0, le=1e11)] = 0.0
     after: Cursor = 0
     limit: Limit = 1000

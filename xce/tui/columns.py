@@ -59,13 +59,13 @@ def _state_cell(state: str) -> Cell:
 
 
 JOB_COLUMNS: tuple[Column, ...] = (
-    Column("id", "ID", 7, lambda v, n: str(v.id), lambda m, j: j, right=True),
-    Column("name", "NAME", 14, lambda v, n: v.name or "-", lambda m, j: m.mirror.jobs[j].spec.name),
-    Column("user", "USER", 9, lambda v, n: v.user, lambda m, j: m.mirror.jobs[j].spec.user),
-    Column("queue", "QUEUE", 7, lambda v, n: v.queue, lambda m, j: m.mirror.jobs[j].spec.queue),
+    Column("id", "ID", 6, lambda v, n: str(v.id), lambda m, j: j, right=True),
+    Column("name", "NAME", 12, lambda v, n: v.name or "-", lambda m, j: m.mirror.jobs[j].spec.name),
+    Column("user", "USER", 8, lambda v, n: v.user, lambda m, j: m.mirror.jobs[j].spec.user),
+    Column("queue", "QUEUE", 6, lambda v, n: v.queue, lambda m, j: m.mirror.jobs[j].spec.queue),
     Column("state", "STATE", 5, lambda v, n: _state_cell(v.state),
            lambda m, j: STATE_RANK.get(m.mirror.jobs[j].state.value, 9)),
-    Column("hosts", "HOSTS", 10, lambda v, n: ",".join(v.hosts) or "-",
+    Column("hosts", "HOSTS", 9, lambda v, n: ",".join(v.hosts) or "-",
            lambda m, j: ",".join(m.mirror.jobs[j].hosts)),
     Column("slots", "SLOTS", 5, lambda v, n: str(v.slots), lambda m, j: m.mirror.jobs[j].spec.slots, right=True),
     Column("reserved", "RESV", 7, lambda v, n: fmt.mem(v.mem_reserved),
@@ -75,10 +75,10 @@ JOB_COLUMNS: tuple[Column, ...] = (
            right=True, live=True),
     Column("charged", "CHARGED", 7, lambda v, n: fmt.mem(v.mem_charged), lambda m, j: _jv(m, j).mem_charged,
            right=True, live=True),
-    Column("eff", "EFF", 5, _eff_cell, lambda m, j: _num(_jv(m, j).efficiency), right=True, live=True),
-    Column("run", "RUNTIME", 8, lambda v, n: fmt.dur(fmt.run_time(v, n)),
+    Column("eff", "EFF", 4, _eff_cell, lambda m, j: _num(_jv(m, j).efficiency), right=True, live=True),
+    Column("run", "RUNTIME", 7, lambda v, n: fmt.dur(fmt.run_time(v, n)),
            lambda m, j: -(m.mirror.jobs[j].start_time or 9e18), right=True),
-    Column("reason", "REASON", 30, lambda v, n: v.reason or "", lambda m, j: m.reason(j)),
+    Column("reason", "REASON", 16, lambda v, n: v.reason or "", lambda m, j: m.reason(j)),
 )
 
 

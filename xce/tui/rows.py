@@ -9,6 +9,7 @@ that changed, or (for usage columns) at most every ``resort_every`` seconds so
 
 from __future__ import annotations
 
+from bisect import insort
 from typing import Any
 
 from xce.tui.columns import HOST_COLUMNS, JOB_COLUMNS, Column
@@ -53,30 +54,43 @@ class RowSet:
         """Apply one frame's changes; True if ``keys`` (order or membership) changed."""
         entities = m.mirror.jobs if self.kind == "jobs" else m.mirror.hosts
         self.total = len(entities)
-        membership = False
+        col = self.sort_col
         if self._full or ch.reset:
             self.matches = {k for k in entities if self._match(m, k)}
-            self._full, membership = False, True
-        else:
-            changed = ch.hard if self.kind == "jobs" else ch.hosts
-            for k in changed:
-                hit = k in entities and self._match(m, k)
-                if hit != (k in self.matches):
-                    membership = True
-                    (self.matches.add if hit else self.matches.discard)(k)
-        col = self.sort_col
-        touched = ch.jobs if self.kind == "jobs" else ch.hosts
-        if col.live and touched:
+            self._full = False
+            return self._sort(m, now)
+        changed = ch.hard if self.kind == "jobs" else ch.hosts
+        moved: set[Any] = set()  # rows that joined, left, or may have moved
+        for k in changed:
+            hit = k in entities and self._match(m, k)
+            if hit != (k in self.matches):
+                moved.add(k)
+                (self.matches.add if hit else self.matches.discard)(k)
+            elif hit and self.kind == "jobs" and col.key not in FIXED:
+                moved.add(k)
+        if col.live and (ch.jobs if self.kind == "jobs" else ch.hosts):
             self._stale_order = True
-        elif ch.hard and self.kind == "jobs" and col.key not in FIXED:
-            self._stale_order = True
-        due = now - self._last_sort >= self.resort_every or not col.live or len(self.matches) < 2000
-        if membership or (self._stale_order and due):
-            key = col.sort
-            self.keys = sorted(self.matches, key=lambda k: (key(m, k), k), reverse=self.reverse)
-            self._last_sort, self._stale_order = now, False
-            return True
-        return False
+        due = now - self._last_sort >= self.resort_every or len(self.matches) < 2000
+        if self._stale_order and (due or not col.live):
+            return self._sort(m, now)
+        if not moved:
+            return False
+        if self.reverse or len(moved) > len(self.keys) // 8:
+            return self._sort(m, now)
+        # a few rows joined, left or moved: take them out and insert them where they sort
+        key = col.sort
+        keys = [k for k in self.keys if k not in moved]
+        for k in moved:
+            if k in self.matches:
+                insort(keys, k, key=lambda x: (key(m, x), x))
+        self.keys = keys
+        return True
+
+    def _sort(self, m: ConsoleModel, now: float) -> bool:
+        key = self.sort_col.sort
+        self.keys = sorted(self.matches, key=lambda k: (key(m, k), k), reverse=self.reverse)
+        self._last_sort, self._stale_order = now, False
+        return True
 
     def _match(self, m: ConsoleModel, k: Any) -> bool:
         if not (self.base.active or self.filter.active):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rich.cells import cell_len, set_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -60,10 +61,23 @@ class RowTable(ScrollView, can_focus=True):
         self.greyed = False
         self._keys: list[Any] = []
         self._cache: dict[Any, Strip] = {}
+        self._layout(0)
+
+    def _layout(self, width: int) -> None:
+        """Column widths: the last column takes what the screen has left beyond its minimum."""
+        cols = self.rows.columns
+        fixed = sum(c.width + 1 for c in cols[:-1])
+        self.widths = [c.width for c in cols[:-1]] + [max(cols[-1].width, width - fixed - 1)]
         self._x = [0]
-        for c in rows.columns:
-            self._x.append(self._x[-1] + c.width + 1)
+        for w in self.widths:
+            self._x.append(self._x[-1] + w + 1)
         self.row_width = self._x[-1]
+
+    def on_resize(self) -> None:
+        self._layout(self.size.width)
+        self._cache.clear()
+        self.virtual_size = Size(self.row_width, len(self._keys) + 1)
+        self.refresh()
 
     # ---- data -------------------------------------------------------------------------------
 
@@ -128,32 +142,40 @@ class RowTable(ScrollView, can_focus=True):
 
     def _header(self) -> Strip:
         segs = []
-        for c in self.rows.columns:
+        for c, w in zip(self.rows.columns, self.widths, strict=True):
             arrow = ("▼" if self.rows.reverse else "▲") if c is self.rows.sort_col else ""
-            title = (c.title + arrow)[: c.width]
-            title = title.rjust(c.width) if c.right else title.ljust(c.width)
+            title = (c.title + arrow)[:w]
+            title = title.rjust(w) if c.right else title.ljust(w)
             segs.append(Segment(title, SORTED if c is self.rows.sort_col else HEADER))
             segs.append(Segment(" ", HEADER))
         return Strip(segs, self.row_width)
 
     def _row(self, key: Any) -> Strip:
+        """One row as segments: plain cells are padded by hand (fast); styled spans via Rich."""
         got = self.render_row(key)
         if got is None:
             return Strip.blank(self.row_width)
-        cells, style = got
-        line = Text(style=style or "", no_wrap=True, end="")
-        for c, cell in zip(self.rows.columns, cells, strict=True):
-            t = cell.copy() if isinstance(cell, Text) else Text(cell)
-            t.truncate(c.width, overflow="ellipsis")
-            pad = c.width - t.cell_len
-            if c.right:
-                line.append(" " * pad)
-                line.append_text(t)
+        cells, row_style = got
+        base = row_style or Style.null()
+        segs: list[Segment] = []
+        for c, w, cell in zip(self.rows.columns, self.widths, cells, strict=True):
+            if isinstance(cell, Text) and cell.spans:
+                t = cell.copy()
+                t.truncate(w, overflow="ellipsis", pad=True)
+                segs.extend(Segment(sg.text, base + sg.style if sg.style else base)
+                            for sg in t.render(self.app.console))
+                segs.append(Segment(" ", base))
+                continue
+            if isinstance(cell, Text):
+                text, style = cell.plain, (base + Style.parse(cell.style) if isinstance(cell.style, str)
+                                           else base + cell.style) if cell.style else base
             else:
-                line.append_text(t)
-                line.append(" " * pad)
-            line.append(" ")
-        segs = list(line.render(self.app.console))
+                text, style = cell, base
+            n = len(text) if text.isascii() else cell_len(text)
+            if n > w:
+                text, n = set_cell_size(text, w - 1) + "…", w
+            pad = " " * (w - n)
+            segs.append(Segment((pad + text if c.right else text + pad) + " ", style))
         return Strip(segs, self.row_width)
 
     # ---- cursor, keys and mouse -------------------------------------------------------------

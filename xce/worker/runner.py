@@ -9,8 +9,9 @@ Durable exit status.  A job that ends while no worker runs is reaped by init and
 its status is gone, so every job runs under a tiny ``/bin/sh`` wrapper (no
 Python per job)::
 
-    trap : TERM                # survive our SIGTERM to the group, to record the child's fate
-    read -r _ || exit 125      # fd 0: a pipe; wait until the runner has placed us (cgroup, record)
+    trap k=1 TERM              # survive our SIGTERM to the group, to record the child's fate
+    read -r _ || [ "$k" ] || exit 125   # fd 0: a pipe; wait until the runner placed us
+    [ -z "$k" ] || { echo 143; exit 143; }  # killed before the command started
     exec 3>&1 </dev/null       # fd 1: the task record, opened O_APPEND by the runner
     command exec >>"$1" 2>>"$2" || { echo "126 cannot open ..." >&3; exit 126; }
     shift 2
@@ -32,7 +33,9 @@ or checks their directory (other user) to fail early with InvalidRequest.  The
 pipe hold-back means a command never runs before its task record is on disk and
 its session leader sits in its cgroup (moving a process does not move its
 children).  If the worker dies during that instant, the wrapper sees EOF and
-exits 125 without running the command.
+exits 125 without running the command.  One race remains: a SIGTERM landing
+between the wrapper's fork and the command's exec is taken by the wrapper's trap
+in the child and lost; the SIGKILL after the grace then ends the job (137).
 
 Exit codes.  ``exit_code`` is the shell's view: the command's code, or 128+n
 when it (or the wrapper) died of signal n, in which case ``signal`` is n.  A
@@ -67,7 +70,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from resource import struct_rusage
+from typing import Any, NamedTuple
 
 from xce.accounting import reserved_in_force, slack
 from xce.errors import InvalidRequest
@@ -130,7 +134,7 @@ def _decode_wait(status: int) -> tuple[int, int | None]:
 
 
 def _script(out: str, err: str, sink: str) -> str:
-    """The wrapper: fd 0 is the go pipe, fd 1 the status file, fd 2 the sink.
+    """The wrapper: fd 0 is the go pipe, fd 1 the task record, fd 2 the sink.
 
     Positional parameters: the output paths it opens (out, then err if different,
     both unless they are the sink), then the command.
@@ -146,8 +150,9 @@ def _script(out: str, err: str, sink: str) -> str:
     elif err != sink:
         n += 1
         redirs.append(f'2>>"${n}"')
-    return ("trap : TERM\n"
-            "read -r _ || exit 125\n"
+    return ("trap k=1 TERM\n"
+            'read -r _ || [ "$k" ] || exit 125\n'
+            '[ -z "$k" ] || { echo 143; exit 143; }\n'
             "exec 3>&1 </dev/null\n"
             f"command exec {' '.join(redirs)} || "
             '{ echo "126 cannot open the output file as the job user" >&3; exit 126; }\n'
@@ -223,25 +228,25 @@ class Runner:
         if pw is not None:
             extra = {"user": pw.pw_uid, "group": pw.pw_gid,
                      "extra_groups": os.getgrouplist(pw.pw_name, pw.pw_gid)}
-        opened: list[int] = []
+        sink = os.open(sink_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        fds = [sink]
         try:
-            sink = os.open(sink_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-            opened.append(sink)
-            rec_fd = os.open(self._rec_path(key), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND |
-                             os.O_CLOEXEC, 0o644)
+            rec_fd = os.open(self._rec_path(key),
+                             os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            fds.append(rec_fd)
             go_r, go_w = os.pipe()
-            opened.append(go_r)
-            try:
-                proc = subprocess.Popen(argv, stdin=go_r, stdout=rec_fd, stderr=sink, cwd=cwd, env=env,
-                                        start_new_session=True, **extra)  # type: ignore[call-overload]
-            except OSError as e:
-                os.close(go_w)
-                os.close(rec_fd)
-                self._rec_path(key).unlink(missing_ok=True)
-                raise InvalidRequest(f"cannot start job {key}: {e}") from None
-        finally:
-            for fd in opened:
+            fds += [go_r, go_w]
+            proc = subprocess.Popen(argv, stdin=go_r, stdout=rec_fd, stderr=sink, cwd=cwd, env=env,
+                                    start_new_session=True, **extra)  # type: ignore[call-overload]
+        except BaseException as e:
+            for fd in fds:
                 os.close(fd)
+            self._rec_path(key).unlink(missing_ok=True)
+            if isinstance(e, OSError) and len(fds) == 4:  # Popen itself: chdir, setuid, exec
+                raise InvalidRequest(f"cannot start job {key}: {e}") from None
+            raise
+        os.close(sink)
+        os.close(go_r)
 
         meter: Meter | None = None
         try:
@@ -335,7 +340,7 @@ class Runner:
             self._upd_path(task.key).unlink(missing_ok=True)
         self._close_meter(task.meter)
 
-    def _read_record(self, key: str) -> tuple[dict, str]:
+    def _read_record(self, key: str) -> tuple[dict[str, Any], str]:
         """The record's JSON and the wrapper's status line ("" while it runs)."""
         text = self._rec_path(key).read_text()
         head, _, status = text.partition("\n")
@@ -447,7 +452,7 @@ class Runner:
             self._signal_cgroup(task, signal.SIGKILL)
         return self._finish(task, None, None)
 
-    def _finish(self, task: Task, status: int | None, ru: object | None) -> Exit:
+    def _finish(self, task: Task, status: int | None, ru: struct_rusage | None) -> Exit:
         code: int | None
         sig: int | None
         code, sig, note = None, None, ""
@@ -470,7 +475,7 @@ class Runner:
             cpu = max(cpu, final.cpu_time)
         if ru is not None and task.meter.method == "proc":
             # ru_maxrss is not used: after vfork+exec it carries the worker's own RSS.
-            cpu = max(cpu, ru.ru_utime + ru.ru_stime)  # type: ignore[attr-defined]
+            cpu = max(cpu, ru.ru_utime + ru.ru_stime)
         task.last = Sample(task.last.rss if task.last else 0, task.peak, cpu, task.meter.method)
         if task.kill_reason is not None:
             reason = task.kill_reason

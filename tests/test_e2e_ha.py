@@ -1,0 +1,139 @@
+"""High availability: three controllers on Raft, leader kills, a cut-off leader."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import Cluster, local_cluster, pid_alive, wait_for
+from xce.errors import XceError
+
+HA_ARGS = ("--controllers", "3", "--hosts", "2", "--slots-per-host", "2", "--mem-per-host", "2G",
+           "--heartbeat", "0.5")
+
+
+def leader_pid(c: Cluster) -> int:
+    """The PID of the controller that says it leads (asking each one, as `xce status` does)."""
+    from xce.cli.main import _each_controller
+
+    def find() -> int | None:
+        return next((x.pid for x in _each_controller(c.client, []) if x.role == "leader"), None)
+
+    return wait_for(find, 15, "a leader")
+
+
+def controller_pids(c: Cluster) -> dict[str, int]:
+    return {n: p for n, p in c.up_info()["daemons"].items() if n.startswith("controller")}
+
+
+def test_leader_kill_then_submit_commits_on_new_leader(tmp_path: Path) -> None:
+    with local_cluster(tmp_path, *HA_ARGS) as c:
+        running = c.client.submit(["sleep", "30"], resreq="rusage[mem=10]")
+        wait_for(lambda: c.client.job(running).state == "RUN", 20, "RUN")
+        old = leader_pid(c)
+        t0 = time.monotonic()
+        os.kill(old, signal.SIGKILL)
+        jid = c.client.submit(["true"])
+        took = time.monotonic() - t0
+        print(f"failover: leader SIGKILL -> first committed submit in {took:.3f} s")
+        assert took < 5
+        assert c.wait_job(jid, timeout=20).state == "DONE"
+        assert c.client.job(running).state == "RUN"  # the running job never noticed
+        wait_for(lambda: all(h.state == "ok" for h in c.client.hosts()), 10, "hosts back")
+        wait_for(lambda: c.client.audit().problems == [], 10, "audit passes")
+        c.client.kill([running])
+
+
+def test_acknowledged_jobs_survive_repeated_leader_kills_exactly_once(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    kills = int(os.environ.get("XCE_HA_KILLS", "4"))
+    with local_cluster(tmp_path, *HA_ARGS) as c:
+        acked: list[int] = []
+        stop = threading.Event()
+        errors: list[str] = []
+
+        def load() -> None:
+            from xce.client import Client
+
+            with Client(state_dir=c.state_dir, timeout=30) as cl:
+                while not stop.is_set():
+                    try:
+                        acked.append(cl.submit(["sh", "-c", f"echo $XCE_JOBID >> {runs}"],
+                                               resreq="rusage[mem=10]"))
+                    except XceError as e:  # an unacknowledged submit may be lost; never an acked one
+                        errors.append(e.message)
+                    time.sleep(0.05)  # the load's pace (~20 submits/s), not a wait for a state
+
+        t = threading.Thread(target=load)
+        t.start()
+        try:
+            for _ in range(kills):
+                n = len(acked)
+                wait_for(lambda n=n: len(acked) >= n + 10, 30, "submits flowing")
+                os.kill(leader_pid(c), signal.SIGKILL)
+            n = len(acked)
+            wait_for(lambda: len(acked) >= n + 10, 30, "submits flowing after the last kill")
+        finally:
+            stop.set()
+            t.join(60)
+        views = c.client.wait(acked, timeout=120)
+        assert [v.id for v in views] == acked
+        assert len(set(acked)) == len(acked)
+        assert all(v.state == "DONE" for v in views), [v for v in views if v.state != "DONE"][:3]
+        lines = runs.read_text().split()
+        assert sorted(map(int, lines)) == sorted(acked), "every acknowledged job ran exactly once"
+        wait_for(lambda: c.client.audit().problems == [], 15, "audit passes")
+
+
+def test_all_controllers_killed_at_once_keep_every_acknowledged_job(tmp_path: Path) -> None:
+    with local_cluster(tmp_path, *HA_ARGS) as c:
+        ids = c.client.submit_many([{"command": ["true"], "resreq": "rusage[mem=10]", "name": f"j{i}"}
+                                    for i in range(20)])
+        c.client.wait(ids, timeout=60)
+        pend = c.client.submit(["true"], resreq="rusage[mem=1G] select[hname==nosuch]", name="held")
+        before = {v.id: v for v in c.client.jobs(all=True)}
+        pids = controller_pids(c)
+        for pid in pids.values():
+            os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: all(not pid_alive(p) for p in pids.values()), 10, "controllers dead")
+        wait_for(lambda: all(controller_pids(c)[n] != p for n, p in pids.items()), 15, "restarted")
+        after = wait_for(lambda: {v.id: v for v in c.client.jobs(all=True)}, 30, "jobs readable")
+        assert set(after) == set(before) and pend in after
+        for jid, v in before.items():
+            # Every hard field comes back; only soft live figures may differ.
+            assert after[jid] == v, (after[jid], v)
+
+
+def test_cut_off_leader_stops_acting(tmp_path: Path) -> None:
+    with local_cluster(tmp_path, *HA_ARGS) as c:
+        from xce.cli.main import _each_controller
+
+        lead_pid = leader_pid(c)
+        leader = next(x for x in _each_controller(c.client, []) if x.pid == lead_pid)
+        followers = [p for n, p in controller_pids(c).items() if p != leader.pid]
+        from xce.client import Client
+
+        for p in followers:  # the leader is now alone: a minority of one
+            os.kill(p, signal.SIGSTOP)
+        try:
+            lonely = Client(endpoint=leader.address, timeout=2)
+            with pytest.raises(XceError):
+                lonely.submit(["true"], name="never-acked")  # cannot commit without a majority
+            # Within its lease (leader_fallback) it stops claiming leadership.
+            wait_for(lambda: lonely.status().controllers[0].role != "leader", 5, "old leader steps down")
+            with pytest.raises(XceError, match="not leader"):
+                lonely.jobs()
+            lonely.close()
+        finally:
+            for p in followers:
+                os.kill(p, signal.SIGCONT)
+        wait_for(lambda: c.client.status().leader is not None, 15, "a leader again")
+        jid = c.client.submit(["true"])
+        assert c.wait_job(jid).state == "DONE"
+        names = [v.name for v in c.client.jobs(all=True)]
+        assert names.count("never-acked") <= 1
