@@ -85,7 +85,7 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int) -> dict[str, 
 
 
 async def latency(duration: float) -> dict[str, float]:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # conftest: local_cluster
     import tempfile
 
     from conftest import local_cluster

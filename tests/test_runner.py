@@ -14,6 +14,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -22,6 +23,7 @@ from xce.model import JobSpec
 from xce.worker import measure
 from xce.worker.runner import LOST_DOWN, Exit, Runner, Task
 
+T = TypeVar("T")
 MB = 1024 * 1024
 ALLOC = [sys.executable, "-c",
          "b = bytearray(b'x') * (100 << 20)\nimport time\ntime.sleep(30)"]
@@ -61,9 +63,8 @@ def _cleanup(r: Runner) -> None:
 def make_runner(tmp_path: Path) -> Iterator[Callable[..., Runner]]:
     made: list[Runner] = []
 
-    def make(state: Path | None = None, name: str | None = None, **kw: object) -> Runner:
-        r = Runner(name or _name(), state or tmp_path / "state", kill_grace=kw.pop("kill_grace", 0.5),
-                   **kw)  # type: ignore[arg-type]
+    def make(state: Path | None = None, name: str | None = None, kill_grace: float = 0.5) -> Runner:
+        r = Runner(name or _name(), state or tmp_path / "state", kill_grace=kill_grace)
         made.append(r)
         return r
 
@@ -110,7 +111,7 @@ def wait_exit(r: Runner, task: Task, timeout: float = 10, sample: bool = False) 
     raise AssertionError(f"task {task.key} did not end within {timeout}s")
 
 
-def wait_for(cond: Callable[[], object], timeout: float = 10) -> object:
+def wait_for(cond: Callable[[], T | None], timeout: float = 10) -> T:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = cond()
@@ -265,7 +266,7 @@ def test_memory_is_measured_and_peak_survives_kill(runner: Runner, method: str,
     assert t.meter.method == method
     s = wait_for(lambda: next((s for tk, s in runner.sample_all(time.time())
                                if tk is t and s.rss >= 90 * MB), None))
-    assert s.method == method and s.cpu_time > 0  # type: ignore[attr-defined]
+    assert s.method == method and s.cpu_time > 0
     n = 200
     t0 = time.perf_counter()
     for _ in range(n):
@@ -333,7 +334,7 @@ def test_kill_ends_the_whole_group(runner: Runner) -> None:
     runner.kill(t, "second reason is ignored")
     ex = wait_exit(runner, t)
     assert ex.reason == "killed by user" and ex.signal == signal.SIGTERM
-    wait_for(lambda: all(gone(p) for p in pids))  # type: ignore[union-attr]
+    wait_for(lambda: all(gone(p) for p in pids))
 
 
 def test_kill_escalates_to_sigkill_when_term_is_ignored(runner: Runner) -> None:
@@ -344,7 +345,7 @@ def test_kill_escalates_to_sigkill_when_term_is_ignored(runner: Runner) -> None:
     ex = wait_exit(runner, t)
     assert time.monotonic() - t0 >= 0.3
     assert (ex.exit_code, ex.signal, ex.reason) == (137, signal.SIGKILL, "killed by user")
-    wait_for(lambda: all(gone(p) for p in pids))  # type: ignore[union-attr]
+    wait_for(lambda: all(gone(p) for p in pids))
 
 
 def test_leftovers_are_killed_when_the_job_ends(runner: Runner, tmp_path: Path) -> None:
@@ -362,7 +363,7 @@ def test_cgroup_catches_processes_that_leave_the_session(runner: Runner) -> None
     pids = wait_for(lambda: at_least(t.meter.pids(), 3))  # type: ignore[attr-defined]
     runner.kill(t, "killed by user")
     wait_exit(runner, t)
-    wait_for(lambda: all(gone(p) for p in pids))  # type: ignore[union-attr]
+    wait_for(lambda: all(gone(p) for p in pids))
 
 
 # ------------------------------------------------------------------- adoption

@@ -3,6 +3,7 @@ reconnecting by itself after the controller is stopped and started again."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
@@ -13,12 +14,17 @@ from pathlib import Path
 import pytest
 
 from conftest import Cluster, local_cluster
-from tui_helpers import row_text, run, until
 from xce.tui import fmt
 from xce.tui.actions import ClientActions
 from xce.tui.app import XceTop
 from xce.tui.live import LiveFeed
 from xce.tui.model import ConsoleModel
+from xce.tui.testing import row_text, until
+
+
+def run(coro: object) -> object:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
 
 MB = 2**20
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from pathlib import Path
 
 import msgspec
 import zmq
 
-from tui_helpers import ready, replay_app, row_text, run, until
 from xce.errors import PermissionDenied
 from xce.proto.codec import encode
 from xce.proto.opcodes import Op
@@ -16,6 +17,19 @@ from xce.tui import synth
 from xce.tui.dialogs import ConfirmKill, HelpScreen
 from xce.tui.live import LiveFeed
 from xce.tui.model import ConsoleModel
+from xce.tui.testing import ready, row_text, until
+from xce.tui.testing import replay_app as _replay_app
+
+FIXTURE = Path(__file__).parent / "fixtures" / "demo.xcerec"
+
+
+def replay_app(actions: object = None, to_end: bool = True, view: str = "hosts"):  # noqa: ANN201
+    return _replay_app(FIXTURE, actions, to_end, view)  # type: ignore[arg-type]
+
+
+def run(coro: object) -> object:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
 
 M = 2**20
 

@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 from pytest_textual_snapshot import SVGImageExtension
 
-from tui_helpers import replay_app
+from xce.tui.testing import replay_app as _replay_app
+
+FIXTURE = Path(__file__).parent / "fixtures" / "demo.xcerec"
+
+
+def replay_app(view: str):  # noqa: ANN201
+    return _replay_app(FIXTURE, view=view)
 
 
 @pytest.fixture(autouse=True)

@@ -161,7 +161,8 @@ class Client:
         return self.submit_many([{"command": command, **fields}])[0]
 
     def submit_many(self, jobs: Sequence[JobSpec | dict[str, Any]], dry_run: bool = False) -> list[int]:
-        specs = [j if isinstance(j, JobSpec) else make_spec(**j) for j in jobs]
+        defaults = {"user": _user(), "cwd": os.getcwd()}
+        specs = [j if isinstance(j, JobSpec) else make_spec(**{**defaults, **j}) for j in jobs]
         key = os.urandom(12).hex()  # the same key on every retry: a failover never doubles a submit
         return self.request(Op.SUBMIT, S.SubmitRequest(jobs=specs, dry_run=dry_run, key=key)).ids
 
@@ -241,8 +242,10 @@ class Client:
 def make_spec(command: Sequence[str] | str, **fields: Any) -> JobSpec:
     if isinstance(command, str):
         command = ["/bin/sh", "-c", command]
-    fields.setdefault("user", _user())
-    fields.setdefault("cwd", os.getcwd())
+    if "user" not in fields:
+        fields["user"] = _user()
+    if "cwd" not in fields:
+        fields["cwd"] = os.getcwd()
     if isinstance(fields.get("mem_limit"), str):
         from xce.units import parse_mem
 

@@ -5,6 +5,10 @@ and the entities the event stream carries; the daemons, REST, CLI and console
 all read these same classes.  Memory is in bytes, times in Unix seconds.
 Derived figures (charge, slack, availability) are never stored here: they come
 from xce/accounting.py, and the user-facing shapes from xce/views.py.
+
+Entities are ``gc=False``: they hold no reference cycles, and a controller
+holding 100,000 jobs must not have the cyclic collector rescan them on every
+burst of submits.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ class HostState(StrEnum):
     FULL = "full"
 
 
-class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
+class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """What the user asked for; never changes after submission (but for mem_limit)."""
 
     command: list[str]
@@ -55,7 +59,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True):
     rerunnable: bool | None = None  # None: the queue decides
 
 
-class Alloc(msgspec.Struct, frozen=True):
+class Alloc(msgspec.Struct, frozen=True, gc=False):
     """A job's share of one host, fixed at placement."""
 
     host: str
@@ -64,7 +68,7 @@ class Alloc(msgspec.Struct, frozen=True):
     virtual: dict[str, int] = {}
 
 
-class HostUsage(msgspec.Struct, kw_only=True):
+class HostUsage(msgspec.Struct, kw_only=True, gc=False):
     """Final usage record of a job on one host: hard state once the job ends."""
 
     host: str
@@ -76,7 +80,7 @@ class HostUsage(msgspec.Struct, kw_only=True):
     slack_integral: float = 0.0  # byte-seconds reserved but unused
 
 
-class Job(msgspec.Struct, kw_only=True):
+class Job(msgspec.Struct, kw_only=True, gc=False):
     id: int
     spec: JobSpec
     req: ResReq
@@ -99,7 +103,7 @@ class Job(msgspec.Struct, kw_only=True):
         return [a.host for a in self.allocs]
 
 
-class Host(msgspec.Struct, kw_only=True):
+class Host(msgspec.Struct, kw_only=True, gc=False):
     name: str
     slots_total: int
     mem_total: int
@@ -112,7 +116,7 @@ class Host(msgspec.Struct, kw_only=True):
     virtual: dict[str, int] = {}  # host-level virtual resource totals (besides slots)
 
 
-class Queue(msgspec.Struct, kw_only=True, frozen=True):
+class Queue(msgspec.Struct, kw_only=True, frozen=True, gc=False):
     name: str
     priority: int = 30
     rerunnable: bool = False

@@ -24,7 +24,7 @@ from xce.resources import BUILTIN, ResourceDef
 from xce.units import GIB, KIB, MIB, TIB, parse_duration, parse_mem
 
 
-class RusageItem(msgspec.Struct, frozen=True):
+class RusageItem(msgspec.Struct, frozen=True, gc=False):
     name: str
     amount: int  # bytes for unit == "bytes" resources (bare number = MB), else a count
     method: Literal["task", "host", "job"] = "host"
@@ -32,12 +32,12 @@ class RusageItem(msgspec.Struct, frozen=True):
     decay: bool = False  # the reservation falls linearly to 0 over duration_s
 
 
-class OrderKey(msgspec.Struct, frozen=True):
+class OrderKey(msgspec.Struct, frozen=True, gc=False):
     name: str
     descending: bool  # sort direction of the value: True = largest first (order[r]); order[-r] is False
 
 
-class ResReq(msgspec.Struct, frozen=True):
+class ResReq(msgspec.Struct, frozen=True, gc=False):
     text: str = ""
     rusage: tuple[RusageItem, ...] = ()
     select: str | None = None  # normalised, re-parseable select expression

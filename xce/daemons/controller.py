@@ -20,6 +20,7 @@ failover: workers re-register when told they are unknown.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import queue
@@ -78,6 +79,8 @@ class Controller:
         self.batch_no = 0
         self.live = Live()
         self.resources = catalog(cfg.site_resources())
+        # Parsed requirements are immutable, and users repeat the same few strings.
+        self.parse = functools.lru_cache(maxsize=4096)(lambda text: parse_resreq(text, self.resources))
         self.cluster_totals = cfg.cluster_totals()
         self.workers: dict[str, bytes] = {}       # host -> ROUTER identity
         self.dispatched: dict[tuple[int, str], tuple[int, float, bool]] = {}  # (job,host) -> (attempt, sent, acked)
@@ -376,6 +379,7 @@ class Controller:
             queues = self.state.queues
             default = self.state.default_queue
             caps = host_caps(self.state.hosts.values(), self.live.ledger, {})
+        verdicts: dict[tuple[int, str], tuple[Any, str | None]] = {}  # a batch repeats itself
         for i, spec in enumerate(body.jobs):
             where = f"job {i}: " if len(body.jobs) > 1 else ""
             if not spec.command:
@@ -385,17 +389,19 @@ class Controller:
             q = spec.queue or default
             if q not in queues:
                 raise InvalidRequest(f"{where}queue {q!r} does not exist (queues: {', '.join(sorted(queues))})")
-            try:
-                req = parse_resreq(spec.resreq, self.resources)
-            except XceError as e:
-                raise type(e)(where + e.message) from None
-            d = demand_of(spec.slots, req, self.cluster_totals)
-            if caps:
-                never = never_fits(d, caps.values())
-                if never:
-                    from xce.errors import Infeasible
+            key = (spec.slots, spec.resreq)
+            if key not in verdicts:
+                try:
+                    req = self.parse(spec.resreq)
+                except XceError as e:
+                    raise type(e)(where + e.message) from None
+                d = demand_of(spec.slots, req, self.cluster_totals)
+                verdicts[key] = (req, never_fits(d, caps.values()) if caps else None)
+            req, never = verdicts[key]
+            if never:
+                from xce.errors import Infeasible
 
-                    raise Infeasible(f"{where}{never}")
+                raise Infeasible(f"{where}{never}")
             specs.append(msgspec.structs.replace(spec, queue=q) if spec.queue != q else spec)
             reqs.append(req)
         if body.dry_run:

@@ -70,7 +70,9 @@ class RowSet:
                 moved.add(k)
         if col.live and (ch.jobs if self.kind == "jobs" else ch.hosts):
             self._stale_order = True
-        due = now - self._last_sort >= self.resort_every or len(self.matches) < 2000
+        # usage columns re-sort at a steady pace: every resort_every s, slower for huge tables
+        every = max(self.resort_every, len(self.matches) / 4000)
+        due = now - self._last_sort >= every or len(self.matches) < 2000
         if self._stale_order and (due or not col.live):
             return self._sort(m, now)
         if not moved:

@@ -20,7 +20,9 @@ cache is reclaimable and already counted in MemAvailable):
 * cgroup1: ``total_rss + total_mapped_file`` of memory.stat (anonymous incl.
   swap cache and THP, plus mapped files/shmem).  Swap is not counted.
 * cgroup2: ``anon + file_mapped`` of memory.stat (same meaning).
-* proc:    sum of field 24 (rss) of /proc/<pid>/stat over the tree.
+* proc:    sum of field 24 (rss) of /proc/<pid>/stat over the tree; pages
+  shared between the job's processes (forked copy-on-write, shared libraries)
+  count once per process, so this reads somewhat higher than a cgroup would.
 
 "peak" is the maximum of the sampled rss, and for cgroups also the kernel's
 high-water mark (memory.max_usage_in_bytes / memory.peak) minus the unmapped

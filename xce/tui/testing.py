@@ -1,8 +1,11 @@
-"""Shared helpers of the xce-top tests: replay apps and polling with a deadline."""
+"""Helpers for xce-top's tests and benchmark: replay apps and polling with a deadline.
+
+Nothing here sleeps a fixed time: ``until`` polls a condition (letting the
+App's event loop run) until it holds or a deadline passes.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,12 +17,12 @@ from xce.tui.model import ConsoleModel
 from xce.tui.record import read
 from xce.tui.replay import Player
 
-FIXTURE = Path(__file__).parent / "fixtures" / "demo.xcerec"
 
-
-def replay_app(actions: Actions | None = None, to_end: bool = True, view: str = "hosts") -> XceTop:
+def replay_app(path: str | Path, actions: Actions | None = None, to_end: bool = True,
+               view: str = "hosts") -> XceTop:
+    """A deterministic App on a recording, played to its end unless ``to_end`` is False."""
     m = ConsoleModel()
-    p = Player(read(FIXTURE), m)
+    p = Player(read(path), m)
     if to_end:
         p.to_end()
     return XceTop(m, player=p, actions=actions, view=view, deterministic=True)
@@ -42,9 +45,6 @@ async def ready(pilot: Any, app: XceTop) -> None:
 
 
 def row_text(app: XceTop, table_id: str, key: Any) -> str:
+    """The text of one rendered row of a table on the current screen."""
     t = app.screen.query_one(f"#{table_id}")
     return "".join(seg.text for seg in t._row(key))
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
