@@ -450,7 +450,7 @@ def full_state() -> ClusterState:
         SetQueues(time=T0, queues=[Queue(name="re", priority=70, rerunnable=True, description="reruns")],
                   default_queue="re"),
         *[RegisterHost(time=T0, host=mk(n)) for n in ("n1", "n2", "n3")],
-        Submit(time=T0 + 1, specs=[FULL_SPEC], reqs=[FULL_REQ]),
+        Submit(time=T0 + 1, specs=[FULL_SPEC], reqs=[FULL_REQ], key="k1"),
         Modify(time=T0 + 1.5, job_id=1, mem_limit=4 * G),
         Place(time=T0 + 2, job_id=1, attempt=0,
               allocs=[Alloc("n1", 1, G, {"slots": 1, "gpu": 1}), Alloc("n2", 1, G, {"slots": 1, "gpu": 1})]),
@@ -580,3 +580,11 @@ def test_unsynced_mirror_applies_nothing() -> None:
     m = Mirror()
     assert not m.synced
     assert m.apply_event(ev(1, epoch="e1", hosts=[host("n1")])) is False and m.hosts == {}
+
+
+def test_a_retried_submit_with_the_same_key_returns_the_first_ids() -> None:
+    st = cluster_state()
+    first = st.apply(Submit(time=T0, specs=[spec()], reqs=[parse_resreq("")], key="abc"))
+    again = st.apply(Submit(time=T0 + 1, specs=[spec()], reqs=[parse_resreq("")], key="abc"))
+    other = st.apply(Submit(time=T0 + 2, specs=[spec()], reqs=[parse_resreq("")], key="xyz"))
+    assert first == again and other != first and len(st.jobs) == 2

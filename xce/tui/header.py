@@ -62,6 +62,9 @@ class HeaderBar(Static):
                                 text-wrap: nowrap; text-overflow: ellipsis; }"""
 
     def show(self, text: Text) -> None:
-        if getattr(self, "_last", None) != text.plain or getattr(self, "_last_spans", None) != text.spans:
+        """Update only when the text changed, and re-layout only when its height did."""
+        last = getattr(self, "_last", None)
+        if last != text.plain or getattr(self, "_last_spans", None) != text.spans:
+            lines = text.plain.count("\n")
+            self.update(text, layout=last is None or last.count("\n") != lines)
             self._last, self._last_spans = text.plain, list(text.spans)
-            self.update(text)

@@ -46,7 +46,11 @@ class TableScreen(Screen[None]):
         self.show_status()
 
     def show_status(self) -> None:
-        self.query_one("#status", Static).update(status_text(self.table(), self.app.flash))
+        text = status_text(self.table(), self.app.flash)
+        box = self.query_one("#status", Static)
+        if getattr(box, "_shown", None) != text:
+            box._shown = text  # type: ignore[attr-defined]
+            box.update(text, layout=False)
 
     def action_sort(self, step: int) -> None:
         rs = self.table().rows
