@@ -104,6 +104,7 @@ def main() -> int:
         procs.append(start_rest(sd, ports["chain"], common))
         procs.append(start_rest(sd, ports["bare"], common + "chain = false\n"))
         scenarios = {
+            "GET /v1/auth/whoami (no controller call)": request("GET", "/v1/auth/whoami", token),
             "GET /v1/jobs (100 jobs)": request("GET", "/v1/jobs?limit=100", token),
             "POST /v1/jobs": request("POST", "/v1/jobs", token,
                                      json.dumps({"command": ["true"], "resreq": "rusage[mem=10]"}).encode()),

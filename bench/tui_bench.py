@@ -6,7 +6,8 @@ Measures (median over ``--seconds`` synthetic seconds; CPU time of the process,
 so other load on the machine does not count; the frame's wall time is printed too):
   apply   one second of updates (a heartbeat event from every host carrying all
           20,000 samples, plus ``--changes`` jobs that end) through Sync into the
-          model: the receiver thread's work;
+          model: the receiver thread's work; "of which mirror" is the same events
+          through a bare xce.mirror.Mirror (the shared Live/Ledger path);
   redraw  one frame in a headless App (take the changes, update row sets and the
           header, repaint the changed visible rows, let the compositor paint):
           the UI thread's work; for the jobs view sorted by STATE (hard column)
@@ -31,6 +32,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from xce.mirror import Mirror  # noqa: E402
 from xce.tui import synth  # noqa: E402
 from xce.tui.app import XceTop  # noqa: E402
 from xce.tui.model import ConsoleModel  # noqa: E402
@@ -50,6 +52,9 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int) -> dict[str, 
     sync.requested()
     sync.on_snapshot(snap, synth.T0)
     out = {"snapshot_apply_s": time.perf_counter() - t}
+    bare = Mirror()  # the shared Mirror/Ledger path alone, for comparison
+    bare.apply_snapshot(snap)
+    bare_applies = []
     now = [synth.T0]
     app = XceTop(m, clock=lambda: now[0], view="jobs", deterministic=True, fps=0.001)
     applies, redraws, redraws_live, walls = [], [], [], []
@@ -62,6 +67,10 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int) -> dict[str, 
             now[0] = synth.T0 + k
             evs = synth.one_second(snap, seq, now[0], changes)
             seq += len(evs)
+            t = time.process_time()
+            for ev in evs:
+                bare.apply_event(ev)
+            bare_applies.append(time.process_time() - t)
             t = time.process_time()
             for ev in evs:
                 sync.on_event(ev, now[0])
@@ -78,6 +87,7 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int) -> dict[str, 
         out["rss_mb"] = rss_mb()
         out["rss_growth_mb"] = out["rss_mb"] - base
     out["apply_ms"] = statistics.median(applies) * 1000
+    out["of_which_mirror_ms"] = statistics.median(bare_applies) * 1000
     out["redraw_ms"] = statistics.median(redraws) * 1000
     out["redraw_sorted_by_actual_ms"] = statistics.median(redraws_live) * 1000
     out["redraw_wall_ms"] = statistics.median(walls) * 1000

@@ -215,3 +215,18 @@ def test_pam_backend_is_optional(store: UserStore) -> None:
     assert a.authenticate("alice", "pw") == ALICE
     if not pam_available():
         assert a.authenticate("root", "x") is None
+
+
+def test_running_service_follows_key_ring_changes(tmp_path: Path) -> None:
+    auth.ensure_keyring(tmp_path)
+    svc = TokenService.from_state_dir(tmp_path)
+    tok = svc.issue(ALICE)
+    ring = KeyRing.load(tmp_path / "auth" / "keys.toml")
+    old = ring.current
+    ring.add("EdDSA")
+    ring.revoke(old)
+    ring.save(tmp_path / "auth" / "keys.toml")
+    os.utime(tmp_path / "auth" / "keys.toml", (time.time() + 5, time.time() + 5))
+    svc._checked -= 2  # skip the once-a-second wait
+    refused(svc, tok, "unknown key id")  # the cache was dropped with the old ring
+    assert jwt.get_unverified_header(svc.issue(ALICE))["kid"] == ring.current

@@ -71,3 +71,19 @@ def test_overage_blocks_and_slack_holds_the_promise(tmp_path: Path) -> None:
         assert rec["A"].accounts[0].mem_charged >= 1150 * MB
         assert rec["B"].mem_slack_integral > 0
         audit_ok(cl)
+
+
+def test_memory_pressure_kills_the_largest_overage_never_a_job_within_its_reservation(tmp_path: Path) -> None:
+    with local_cluster(tmp_path, "--hosts", "1", "--slots-per-host", "4", "--mem-per-host", "2G",
+                       "--heartbeat", "0.5", "--mem-floor", "500M") as cl:
+        c = cl.client
+        # Within its reservation, and bigger than the offender: must survive.
+        keep = c.submit(memhog("600:120"), resreq="rusage[mem=800M]", env=ENV, name="within")
+        wait_for(lambda: (c.job(keep).mem_actual or 0) >= 550 * MB, 30, "the well-behaved job at 600M")
+        # Reserved 100M, grows to 1.1G: OS-available falls to ~300M, under the 500M floor.
+        grow = c.submit(memhog("100:2", "1100:120"), resreq="rusage[mem=100M]", env=ENV, name="over")
+        v = cl.wait_job(grow, timeout=40)
+        assert v.state == "EXIT" and v.reason == "MEMPRESSURE", v
+        assert v.mem_peak > 100 * MB
+        assert c.job(keep).state == "RUN"
+        c.kill([keep])

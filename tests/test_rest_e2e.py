@@ -91,6 +91,12 @@ def test_rest_end_to_end(tmp_path: Path) -> None:
         status, _, metrics = http("GET", f"{url}/metrics", admin)
         assert status == 200 and 'xce_jobs{state="EXIT"} 1' in metrics
 
+        c.xce("login", "--user", "bob", "--password", "pw-bob")   # rest_url from cluster.toml
+        assert json.loads(c.xce("token", "--claims").stdout)["sub"] == "bob"
+        assert c.xce("login", "--user", "bob", "--password", "nope", check=False).returncode == 1
+        c.xce("logout")
+        assert c.xce("token").stdout.strip() == admin
+
 
 def status_kill(killed: dict[str, Any]) -> int:
     return 202 if "kill requested" in killed["results"].values() else 200

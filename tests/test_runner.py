@@ -446,3 +446,20 @@ def test_pid_reuse_is_not_mistaken_for_the_task(make_runner: Callable[..., Runne
     assert not gone(t.pid)  # the stranger was left alone
     os.killpg(t.pid, signal.SIGKILL)
     wait_for(lambda: gone(t.pid))
+
+
+def test_adopt_sweeps_job_cgroups_without_a_record(make_runner: Callable[..., Runner],
+                                                   tmp_path: Path) -> None:
+    if measure.detect_cgroup() is None:
+        pytest.skip("no writable memory cgroup here")
+    name = _name()
+    a = make_runner(tmp_path / "s", name)
+    t = start(a, 1, ["sleep", "60"])
+    wait_for(lambda: at_least(tree(t.pid), 2))
+    a._tasks.clear()
+    (a.task_dir / "1.0.rec").unlink()  # a job nobody tracks any more
+    b = make_runner(tmp_path / "s", name)
+    assert b.adopt() == []
+    wait_for(lambda: gone(t.pid))
+    wait_for(lambda: (b.poll(), not any((d / "1.0").exists()
+                                        for d in measure.worker_cgroup_dirs(name)))[1])

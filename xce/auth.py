@@ -110,11 +110,19 @@ def write_secret(path: Path, text: str) -> None:
 
 
 class TokenService:
-    """Issues and verifies tokens with one key ring; verified tokens are cached until exp."""
+    """Issues and verifies tokens with one key ring; verified tokens are cached until exp.
+
+    Built from a file (``from_state_dir``), it re-reads the ring at most once a second
+    when the file changed, so `xce keys add|revoke` act on running servers.
+    """
 
     REQUIRED = ["exp", "iat", "nbf", "iss", "aud", "sub"]
 
-    def __init__(self, ring: KeyRing) -> None:
+    def __init__(self, ring: KeyRing, path: Path | None = None) -> None:
+        self.path, self._mtime, self._checked = path, path.stat().st_mtime if path else 0.0, time.monotonic()
+        self._load(ring)
+
+    def _load(self, ring: KeyRing) -> None:
         self.ring = ring
         self._sign: dict[str, Any] = {}
         self._verify: dict[str, tuple[str, Any]] = {}
@@ -128,12 +136,26 @@ class TokenService:
                     self._sign[k.kid] = serialization.load_pem_private_key(k.private_pem.encode(), None)
         self._cache: dict[str, tuple[Principal, float]] = {}
 
+    def _refresh(self) -> None:
+        if self.path is None or time.monotonic() - self._checked < 1.0:
+            return
+        self._checked = time.monotonic()
+        try:
+            mtime = self.path.stat().st_mtime
+        except OSError:
+            return
+        if mtime != self._mtime:
+            self._mtime = mtime
+            self._load(KeyRing.load(self.path))
+
     @classmethod
     def from_state_dir(cls, state_dir: str | Path) -> TokenService:
-        return cls(KeyRing.load(auth_dir(state_dir) / KEYS_FILE))
+        path = auth_dir(state_dir) / KEYS_FILE
+        return cls(KeyRing.load(path), path)
 
     def issue(self, principal: Principal, ttl: int | None = None, now: float | None = None,
               nbf: float | None = None) -> str:
+        self._refresh()
         key = next((k for k in self.ring.keys if k.kid == self.ring.current), None)
         if key is None or key.kid not in self._sign:
             raise ConfigError("the key ring has no signing key (`xce keys init`)")
@@ -145,6 +167,7 @@ class TokenService:
 
     def verify(self, token: str) -> Principal:
         """The principal a token vouches for; Unauthenticated (with the reason) otherwise."""
+        self._refresh()
         hit = self._cache.get(token)
         if hit is not None:
             if time.time() <= hit[1] + self.ring.leeway:

@@ -76,15 +76,24 @@ class Policy:
     def __init__(self, roles: dict[str, dict[str, Scope]], source: str = "<policy>") -> None:
         self.roles = roles
         self.source = source
+        self._memo: dict[tuple[tuple[str, ...], str], Scope | None] = {}
 
     def scope(self, principal: Principal, permission: str) -> Scope | None:
         """The widest scope in which ``principal`` holds ``permission`` (None: not at all)."""
+        key = (principal.roles, permission)
+        try:
+            return self._memo[key]
+        except KeyError:
+            pass
         best: Scope | None = None
         for role in principal.roles:
             s = self.roles.get(role, {}).get(permission)
             if s == "any":
-                return "any"
+                best = "any"
+                break
             best = best or s
+        if len(self._memo) < 65536:  # roles tuples come from tokens: bound the memo
+            self._memo[key] = best
         return best
 
     def allows(self, principal: Principal, permission: str, owner: str | None = None) -> bool:

@@ -264,6 +264,8 @@ def cmd_up(a: argparse.Namespace) -> int:
             args += ["--slots-per-host", str(a.slots_per_host)]
         if a.demo:
             args += ["--demo"]
+        if a.mem_floor:
+            args += ["--mem-floor", a.mem_floor]
         sd.mkdir(parents=True, exist_ok=True)
         with open(sd / "up.log", "ab") as log:
             subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -273,7 +275,9 @@ def cmd_up(a: argparse.Namespace) -> int:
         from xce.units import parse_mem
 
         parse_mem(a.mem_per_host)
-    cfg = U.write_cluster_file(sd, a.controllers, a.mem_per_host or "", a.slots_per_host or 0, a.heartbeat)
+    extra = {"worker": {"mem_floor": a.mem_floor}} if a.mem_floor else None
+    cfg = U.write_cluster_file(sd, a.controllers, a.mem_per_host or "", a.slots_per_host or 0, a.heartbeat,
+                               extra)
     import socket
 
     names = [socket.gethostname()] if a.hosts == 1 and not a.mem_per_host and not a.slots_per_host \
@@ -417,6 +421,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--mem-per-host")
     s.add_argument("--slots-per-host", type=int)
     s.add_argument("--heartbeat", type=float, default=1.0)
+    s.add_argument("--mem-floor", help="kill the largest overage first when a host's OS-available "
+                   "memory falls below this (e.g. 300M)")
     s.add_argument("--detach", action="store_true", help="return once the cluster is ready")
     s.add_argument("--demo", action="store_true", help="submit a demo mix of jobs")
     s.set_defaults(func=cmd_up)

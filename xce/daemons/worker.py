@@ -150,6 +150,7 @@ class Worker:
         self.register_rid = self.send(Op.REGISTER, S.RegisterRequest(
             host=self.name, slots=self.slots, ncpus=os.cpu_count() or 1, mem_total=self.mem_total,
             os_available=self.os_available(), version=__version__, attrs=attrs, running=running,
+            virtual={n: r.total for n, r in self.cfg.resources.items() if r.scope == "host"},
             measure=(measure.detect_cgroup() or ("proc",))[0]))
         self.register_sent = time.monotonic()
 

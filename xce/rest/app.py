@@ -108,7 +108,8 @@ def services(conf: RestConf, state_dir: str | Path, backend: Backend | None = No
              policy: Policy | None = None) -> Services:
     """Everything a live server needs, from the cluster's state directory."""
     sd = Path(state_dir)
-    tokens = TokenService(ensure_keyring(sd))
+    ensure_keyring(sd)
+    tokens = TokenService.from_state_dir(sd)  # follows `xce keys add|revoke` while running
     authn = Authenticator(UserStore.for_state_dir(sd), tuple(conf.auth_backends), tuple(conf.pam_roles))
     audit = AuditLog(Path(conf.audit_file) if conf.audit_file else sd / "auth" / "audit.jsonl", conf.audit_keep)
     return Services(conf=conf, backend=backend or ControllerBackend(sd, workers=conf.pool,

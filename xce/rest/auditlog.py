@@ -12,6 +12,7 @@ one-line ``req.context.audit_result`` ("job 12 submitted to normal").
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 import secrets
 import threading
@@ -80,12 +81,14 @@ class Audit:
 
     def __init__(self, log: AuditLog) -> None:
         self.log = log
+        self.prefix = secrets.token_hex(4)  # request ids: <per-process random>-<counter>
+        self.count = itertools.count(1)
 
     async def process_request(self, req: Any, resp: Any) -> None:
-        req.context.request_id = secrets.token_hex(8)
+        req.context.request_id = f"{self.prefix}-{next(self.count):x}"
 
     async def process_response(self, req: Any, resp: Any, resource: Any, ok: bool) -> None:
-        rid = getattr(req.context, "request_id", "") or secrets.token_hex(8)
+        rid = getattr(req.context, "request_id", "") or f"{self.prefix}-{next(self.count):x}"
         resp.set_header("X-Request-ID", rid)
         if req.method not in STATE_CHANGING:
             return

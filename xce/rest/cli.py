@@ -56,9 +56,11 @@ def cmd_user(a: argparse.Namespace) -> int:
         store.delete(a.name)
         print(f"user {a.name} deleted (tokens already issued stay valid until they expire)")
     else:
-        users = {n: {"roles": e.roles, "password": bool(e.hash)} for n, e in sorted(store.users().items())}
-        print(json.dumps(users, indent=2) if a.json else
-              "\n".join(f"{n}\t{','.join(u['roles'])}" for n, u in users.items()) or "no users")
+        users = sorted(store.users().items())
+        if a.json:
+            print(json.dumps({n: {"roles": e.roles, "password": bool(e.hash)} for n, e in users}, indent=2))
+        else:
+            print("\n".join(f"{n}\t{','.join(e.roles)}" for n, e in users) or "no users")
     return 0
 
 

@@ -62,6 +62,7 @@ class WhitelistIP:
     def __init__(self, networks: Iterable[str], trusted_proxies: Iterable[str] = ()) -> None:
         self.networks = [ipaddress.ip_network(n, strict=False) for n in networks]
         self.proxies = [ipaddress.ip_network(n, strict=False) for n in trusted_proxies]
+        self._allowed: dict[str, bool] = {}  # per client address; bounded
 
     @staticmethod
     def _within(text: str, nets: list[IPNet]) -> bool:
@@ -80,7 +81,13 @@ class WhitelistIP:
 
     async def process_request(self, req: Any, resp: Any) -> None:
         req.context.client = client = self.client_of(req)
-        if not self._within(client, self.networks):
+        ok = self._allowed.get(client)
+        if ok is None:
+            ok = self._within(client, self.networks)
+            if len(self._allowed) > 4096:
+                self._allowed.clear()
+            self._allowed[client] = ok
+        if not ok:
             raise PermissionDenied(f"client address {client} is not allowed")
 
 

@@ -22,7 +22,7 @@ class Actions(Protocol):
 
 
 class ClientActions:
-    def __init__(self, state_dir: str | Path | None = None, endpoint: str | None = None) -> None:
+    def __init__(self, state_dir: str | Path | None = None, endpoint: str | list[str] | None = None) -> None:
         from xce.client import Client
 
         self.client = Client(endpoint, state_dir=state_dir, timeout=5.0)

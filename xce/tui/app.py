@@ -34,8 +34,8 @@ class XceTop(App[int]):
     BINDINGS = [
         Binding("q", "quit", "quit"), Binding("question_mark", "help", "help"),
         Binding("p", "pause", "pause"), Binding("k", "kill", "kill"),
-        Binding("plus", "speed(1)", "faster", show=False), Binding("minus", "speed(-1)", "slower", show=False),
-        Binding("full_stop", "step", "step", show=False),
+        Binding("plus", "speed(1)", "faster"), Binding("minus", "speed(-1)", "slower"),
+        Binding("full_stop", "step", "step"),
     ]
 
     def __init__(self, model: ConsoleModel, *, feed: LiveFeed | None = None, player: Player | None = None,
@@ -53,10 +53,21 @@ class XceTop(App[int]):
         if deterministic:
             self.animation_level = "none"
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The footer shows only the keys that apply: replay keys in a replay, kill on jobs."""
+        if action in ("speed", "step"):
+            return self.player is not None
+        if action == "kill":
+            pick = getattr(self.screen, "selected_job", None)
+            return pick is not None and (not isinstance(self.screen, MainScreen) or
+                                         self.screen.table().rows.kind == "jobs")
+        return True
+
     def now(self) -> float:
         return self.player.now() if self.player is not None else self.clock()
 
     def on_mount(self) -> None:
+        self._last_tick = time.monotonic()
         self.push_screen(MainScreen(self.view))
         if self.feed is not None:
             self.feed.start()
@@ -222,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         from xce.tui.record import Recorder
 
         recorder = Recorder(a.record) if a.record else None
-        endpoint = a.endpoint.split(",")[0] if a.endpoint else None
+        endpoint = a.endpoint.split(",") if a.endpoint else None
         feed = LiveFeed(model, a.state_dir, endpoint, recorder)
         app = XceTop(model, feed=feed, actions=ClientActions(a.state_dir, endpoint), fps=a.fps, view=a.view)
     app.run()

@@ -37,7 +37,7 @@ _enc = msgspec.msgpack.Encoder()
 
 class LiveFeed:
     def __init__(self, model: ConsoleModel, state_dir: str | Path | None = None,
-                 endpoint: str | None = None, recorder: Recorder | None = None,
+                 endpoint: str | list[str] | None = None, recorder: Recorder | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         cfg = cluster_config(state_dir)
         self.model, self.sync, self.recorder, self.clock = model, Sync(model), recorder, clock

@@ -122,6 +122,9 @@ class MainScreen(TableScreen):
     def on_mount(self) -> None:
         self.table().focus()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (action == "switch" and isinstance(self.focused, Input))  # tab inside the filter box
+
     def table(self) -> RowTable:
         return self.query_one(f"#{self.query_one(ContentSwitcher).current}", RowTable)
 
@@ -133,11 +136,13 @@ class MainScreen(TableScreen):
         sw.current = "jobs" if sw.current == "hosts" else "hosts"
         self.table().focus()
         self.reframe()
+        self.app.refresh_bindings()
 
     def show(self, view: str) -> None:
         self.query_one(ContentSwitcher).current = view
         self.table().focus()
         self.reframe()
+        self.app.refresh_bindings()
 
     def frame(self, m: ConsoleModel, ch: Changes, now: float, new_second: bool) -> None:
         for t in self.tables():

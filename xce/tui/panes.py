@@ -24,7 +24,8 @@ def job_renderer(model: ConsoleModel, now: Now) -> Callable[[Any], tuple[list[Ce
     from xce.tui.columns import JOB_COLUMNS
 
     def render(jid: int) -> tuple[list[Cell], Style | None] | None:
-        v = model.job_view(jid)
+        with model.lock:  # rows render during painting, outside the frame's lock
+            v = model.job_view(jid)
         if v is None:
             return None
         t = now()
@@ -36,7 +37,8 @@ def host_renderer(model: ConsoleModel, now: Now) -> Callable[[Any], tuple[list[C
     from xce.tui.columns import HOST_COLUMNS
 
     def render(name: str) -> tuple[list[Cell], Style | None] | None:
-        v = model.host_view(name)
+        with model.lock:
+            v = model.host_view(name)
         if v is None:
             return None
         t = now()

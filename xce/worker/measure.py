@@ -308,20 +308,20 @@ def _procs(d: Path) -> list[int]:
 
 
 def _rmdir(d: Path) -> bool:
-    """Remove a cgroup directory, SIGKILLing what is still in it; True when gone."""
-    for pid in _procs(d):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    """Remove a cgroup directory; if busy, SIGKILL what is in it and say False (retry later)."""
     try:
         os.rmdir(d)
     except FileNotFoundError:
         return True
     except OSError as e:
-        if e.errno == errno.EBUSY:
-            return False
-        raise
+        if e.errno != errno.EBUSY:
+            raise
+        for pid in _procs(d):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        return False
     return True
 
 
@@ -480,13 +480,32 @@ def attach_meter(job_key: str, pid: int, worker_name: str, method: str, start: i
     return ProcMeter(pid, start)
 
 
-def sweep_cgroups(worker_name: str, keep: set[str]) -> list[str]:
-    """Remove job cgroups of this worker whose key is not in ``keep``; their jobs are over."""
-    removed = []
+class StaleCgroup:
+    """A job cgroup whose job is over but whose processes were still dying."""
+
+    method = "stale"
+
+    def __init__(self, d: Path) -> None:
+        self.d = d
+        self.closed = False
+
+    def sample(self) -> Sample | None:
+        return None
+
+    def close(self) -> None:
+        self.closed = self.closed or _rmdir(self.d)
+
+
+def sweep_cgroups(worker_name: str, keep: set[str]) -> list[StaleCgroup]:
+    """Remove job cgroups of this worker whose key is not in ``keep``; their jobs are over.
+
+    Returns the ones still busy (their processes were just SIGKILLed): close()
+    them again later.
+    """
+    busy = []
     keep_names = {_safe(k) for k in keep}
     for wdir in worker_cgroup_dirs(worker_name):
         for d in wdir.iterdir():
-            if d.is_dir() and d.name not in keep_names:
-                if _rmdir(d):
-                    removed.append(d.name)
-    return removed
+            if d.is_dir() and d.name not in keep_names and not _rmdir(d):
+                busy.append(StaleCgroup(d))
+    return busy

@@ -383,7 +383,7 @@ class Runner:
                 if task.kill_reason is not None:  # killed before the restart: finish the job
                     task.kill_deadline = self.clock() + self.kill_grace
                     self._signal(task, signal.SIGTERM)
-        sweep_cgroups(self.worker_name, {t.key for t in alive} | {
+        self._closing += sweep_cgroups(self.worker_name, {t.key for t in alive} | {
             t.key for t in self._tasks.values() if not t.adopted})
         for p in self.task_dir.iterdir():
             if p.suffix in (".upd", ".tmp") and p.stem not in self._tasks:

@@ -1,0 +1,121 @@
+"""config/xce.toml: it loads, it shows the defaults, it documents every key.
+
+The file deliberately differs from ``Config()`` in one place only: it shows an
+example site resource, ``[resources.example_lic]`` (by default there are none).
+Its ``[queues.normal]`` table is the built-in default queue, written out.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from xce.config import (ClusterConf, Config, ControllerConf, QueueConf, ResourceConf, SchedulerConf,
+                        WorkerConf, load)
+from xce.errors import ConfigError
+
+FILE = Path(__file__).resolve().parent.parent / "config" / "xce.toml"
+
+# The one deliberate example in the file.
+EXAMPLE_RESOURCES = {"example_lic": ResourceConf(kind="virtual", scope="cluster", total=4,
+                                                 description="example floating licence (delete or rename)")}
+# Config fields that are not settings: ``source`` is filled in by the loader with the file's path.
+NOT_SETTINGS = {"source"}
+SECTIONS = {"cluster": ClusterConf, "controller": ControllerConf, "scheduler": SchedulerConf,
+            "worker": WorkerConf}
+TABLES = {"queues": QueueConf, "resources": ResourceConf}
+
+
+def raw() -> dict:
+    return tomllib.loads(FILE.read_text())
+
+
+def test_file_loads_and_equals_the_defaults_but_for_the_example():
+    cfg = load(FILE)
+    expected = msgspec.structs.replace(Config(), resources=dict(EXAMPLE_RESOURCES), source=str(FILE))
+    assert cfg == expected
+    # Spelled out, so a change of default in xce/config.py points here.
+    for name in SECTIONS:
+        assert getattr(cfg, name) == getattr(Config(), name), name
+    assert cfg.queues == Config().queues == {"normal": QueueConf(default=True)}
+    assert cfg.default_queue() == "normal"
+    assert Config().resources == {}
+    assert cfg.resources == EXAMPLE_RESOURCES
+    assert (cfg.state_dir, cfg.rest_url) == ("", "")
+
+
+def test_every_key_of_every_section_is_in_the_file():
+    data = raw()
+    top = {f.name for f in msgspec.structs.fields(Config)}
+    assert set(SECTIONS) | set(TABLES) | NOT_SETTINGS <= top
+    for f in msgspec.structs.fields(Config):
+        if f.name in NOT_SETTINGS:
+            assert f.name not in data
+            continue
+        assert f.name in data, f"top-level key {f.name} is missing from {FILE}"
+    for name, struct in SECTIONS.items():
+        for f in msgspec.structs.fields(struct):
+            assert f.name in data[name], f"key {name}.{f.name} is missing from {FILE}"
+    for name, struct in TABLES.items():
+        assert data[name], f"{FILE} shows no [{name}.NAME] table"
+        for entry, table in data[name].items():
+            for f in msgspec.structs.fields(struct):
+                assert f.name in table, f"key {name}.{entry}.{f.name} is missing from {FILE}"
+
+
+def test_every_key_has_a_comment():
+    lines = FILE.read_text().splitlines()
+    key = re.compile(r"^\s*([A-Za-z_][\w-]*)\s*=")
+    for i, line in enumerate(lines):
+        m = key.match(line)
+        if not m:
+            continue
+        above = next((p for p in reversed(lines[:i]) if p.strip()), "")
+        assert above.lstrip().startswith("#"), f"{FILE}:{i + 1}: key {m.group(1)} has no comment above it"
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "xce.toml"
+    p.write_text(text)
+    return p
+
+
+def _fails(path: Path, *words: str) -> str:
+    with pytest.raises(ConfigError) as e:
+        load(path)
+    msg = e.value.message
+    assert str(path) in msg, msg
+    for w in words:
+        assert w in msg, (w, msg)
+    return msg
+
+
+def test_unknown_key_in_a_section_names_file_key_and_reason(tmp_path):
+    text = FILE.read_text().replace("[worker]\n", "[worker]\nheartbeet = 2.0\n", 1)
+    _fails(_write(tmp_path, text), "key worker", "heartbeet", "unknown field")
+
+
+def test_unknown_top_level_key_names_file_key_and_reason(tmp_path):
+    _fails(_write(tmp_path, 'stat_dir = "/var/lib/xce"\n' + FILE.read_text()), "stat_dir", "unknown field")
+
+
+def test_wrongly_typed_value_names_file_key_and_reason(tmp_path):
+    text = FILE.read_text().replace("heartbeat = 1.0", 'heartbeat = "fast"', 1)
+    _fails(_write(tmp_path, text), "key worker.heartbeat", "Expected `float`, got `str`")
+
+
+def test_bad_value_names_file_key_and_reason(tmp_path):
+    text = FILE.read_text().replace('mem = ""', 'mem = "4X"', 1)
+    _fails(_write(tmp_path, text), "key worker.mem", "unknown unit")
+    text = FILE.read_text().replace('durability = "mmap"', 'durability = "sync"', 1)
+    _fails(_write(tmp_path, text), "key controller.durability", "must be 'mmap' or 'fsync'")
+    text = FILE.read_text().replace("peers = []", 'peers = ["10.0.0.2:7702"]', 1)
+    _fails(_write(tmp_path, text), "key controller.peer_addresses", "one ROUTER endpoint per entry")
+
+
+def test_not_toml_names_the_file(tmp_path):
+    _fails(_write(tmp_path, "[worker\n"), "not valid TOML")
