@@ -72,15 +72,95 @@ async def one_conn(port: int, req: bytes, until: float, lat: list[float], codes:
     writer.close()
 
 
-async def drive(port: int, req: bytes, seconds: float, conns: int) -> tuple[float, float, float, dict[int, int]]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (the server's own cost, whatever else loads the machine)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+Result = tuple[float, float, float, float, dict[int, int]]
+
+
+async def drive(port: int, pid: int, req: bytes, seconds: float, conns: int) -> Result:
     lat: list[float] = []
     codes: dict[int, int] = {}
     until = time.perf_counter() + seconds
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds(pid)
     await asyncio.gather(*(one_conn(port, req, until, lat, codes) for _ in range(conns)))
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, cpu_seconds(pid) - c0
     q = statistics.quantiles(lat, n=100)
-    return len(lat) / wall, q[49] * 1000, q[98] * 1000, codes
+    return len(lat) / wall, q[49] * 1000, q[98] * 1000, cpu / len(lat) * 1e6, codes
+
+
+class CannedBackend:
+    """Answers JOBS with 100 jobs and SUBMIT with an id: the REST layer alone, no controller."""
+
+    def __init__(self) -> None:
+        from xce.proto import schema as S
+        from xce.views import JobView
+
+        job = dict(name="j", user="bench", queue="normal", state="PEND", slots=1, hosts=[], command=["true"],
+                   resreq="rusage[mem=10]", mem_reserved=10 << 20, mem_actual=None, mem_peak=0,
+                   mem_charged=10 << 20, mem_limit=None, efficiency=None, reason="", exit_code=None,
+                   signal=None, submit_time=1.7e9, start_time=None, end_time=None)
+        self.jobs = S.JobsReply(jobs=[JobView(id=i, **job) for i in range(1, 101)], next_after=100)  # type: ignore[arg-type]
+        self.submit = S.SubmitReply(ids=[101], queues=["normal"])
+
+    async def call(self, token: str, op: object, body: object = None, timeout: float | None = None) -> object:
+        return self.submit if getattr(op, "name", "") == "SUBMIT" else self.jobs
+
+    def close(self) -> None:
+        pass
+
+
+def in_process(rounds: int = 15, n: int = 500) -> list[str]:
+    """Per-request cost of the app (ASGI call, no HTTP, canned controller) with and without the chain."""
+    from xce.auth import KeyRing, TokenService
+    from xce.policy import Principal, load_policy
+    from xce.rest.app import create_app
+    from xce.rest.auditlog import AuditLog
+    from xce.rest.backend import Services
+    from xce.rest.config import RestConf
+
+    ring = KeyRing()
+    ring.add("EdDSA")
+    tokens = TokenService(ring)
+    token = tokens.issue(Principal("bench", ("admin",)))
+    apps = {}
+    for kind, chain in (("chain", True), ("bare", False)):
+        conf = RestConf(rate=1e9, burst=10**9, cors_origins=["https://ui.example"], chain=chain)
+        apps[kind] = create_app(Services(conf=conf, backend=CannedBackend(), policy=load_policy(), tokens=tokens,
+                                         authn=None, audit=AuditLog(None)))
+    body = json.dumps({"command": ["true"], "resreq": "rusage[mem=10]"}).encode()
+
+    async def once(app: object, method: str, path: str, data: bytes) -> None:
+        headers = [(b"authorization", f"Bearer {token}".encode()), (b"origin", b"https://ui.example")]
+        if data:
+            headers += [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+                 "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"limit=100",
+                 "root_path": "", "headers": headers, "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 80)}
+
+        async def receive() -> dict[str, object]:
+            return {"type": "http.request", "body": data, "more_body": False}
+
+        async def send(message: dict[str, object]) -> None:
+            pass
+        await app(scope, receive, send)  # type: ignore[operator]
+
+    async def timed(app: object, method: str, path: str, data: bytes) -> float:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await once(app, method, path, data)
+        return (time.perf_counter() - t0) / n
+
+    rows = []
+    for name, method, path, data in (("GET /v1/jobs (100 jobs)", "GET", "/v1/jobs", b""),
+                                     ("POST /v1/jobs", "POST", "/v1/jobs", body)):
+        best = {k: min(asyncio.run(timed(app, method, path, data)) for _ in range(rounds)) for k, app in apps.items()}
+        rows.append(f"| {name} | {best['chain'] * 1e6:.0f} µs | {best['bare'] * 1e6:.0f} µs | "
+                    f"{(best['chain'] - best['bare']) * 1e6:.0f} µs ({100 * (best['chain'] / best['bare'] - 1):+.0f}%) |")
+    return rows
 
 
 def main() -> int:
@@ -88,7 +168,15 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--conns", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=2, help="alternating runs per scenario; best kept")
+    ap.add_argument("--in-process-only", action="store_true")
     a = ap.parse_args()
+    print("In process (ASGI calls, canned controller replies; best of 15 x 500):")
+    print("| request | with chain | chain off | chain cost |")
+    print("|---|---:|---:|---:|")
+    print("\n".join(in_process()))
+    print()
+    if a.in_process_only:
+        return 0
     sd = Path(tempfile.mkdtemp(prefix="xce-rest-bench-")) / "xce"
     xce(sd, "up", "--detach", "--hosts", "1", "--slots-per-host", "2", "--mem-per-host", "2G")
     procs: list[subprocess.Popen[bytes]] = []
@@ -103,6 +191,7 @@ def main() -> int:
         ports = {"chain": 17990, "bare": 17991}
         procs.append(start_rest(sd, ports["chain"], common))
         procs.append(start_rest(sd, ports["bare"], common + "chain = false\n"))
+        pids = {"chain": procs[0].pid, "bare": procs[1].pid}
         scenarios = {
             "GET /v1/auth/whoami (no controller call)": request("GET", "/v1/auth/whoami", token),
             "GET /v1/jobs (100 jobs)": request("GET", "/v1/jobs?limit=100", token),
@@ -111,21 +200,25 @@ def main() -> int:
         }
         rows = []
         for name, req in scenarios.items():
-            best: dict[str, tuple[float, float, float, dict[int, int]]] = {}
+            best: dict[str, Result] = {}
+            cpu: dict[str, list[float]] = {"chain": [], "bare": []}
             for _ in range(a.rounds):
                 for kind, port in ports.items():
-                    asyncio.run(drive(port, req, 0.5, a.conns))  # warm-up
-                    res = asyncio.run(drive(port, req, a.seconds, a.conns))
+                    asyncio.run(drive(port, pids[kind], req, 0.5, a.conns))  # warm-up
+                    res = asyncio.run(drive(port, pids[kind], req, a.seconds, a.conns))
+                    cpu[kind].append(res[3])
                     if kind not in best or res[0] > best[kind][0]:
                         best[kind] = res
-            c_rps, b_rps = best["chain"][0], best["bare"][0]
+            med = {k: statistics.median(v) for k, v in cpu.items()}
             for kind in ("chain", "bare"):
-                rps, p50, p99, codes = best[kind]
-                rows.append(f"| {name} | {kind} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {codes} |")
-            rows.append(f"| {name} | chain overhead | {100 * (b_rps - c_rps) / b_rps:+.1f}% of bare req/s | | | |")
+                rps, p50, p99, _, codes = best[kind]
+                rows.append(f"| {name} | {kind} | {rps:,.0f} | {p50:.2f} | {p99:.2f} | {med[kind]:.0f} | {codes} |")
+            b_rps, c_rps = best["bare"][0], best["chain"][0]
+            rows.append(f"| {name} | chain overhead | {100 * (b_rps - c_rps) / b_rps:+.1f}% | | | "
+                        f"{100 * (med['chain'] - med['bare']) / med['bare']:+.1f}% | |")
         print(f"{os.cpu_count()} CPUs, {a.conns} keep-alive connections, {a.seconds:g} s per run, best of {a.rounds}")
-        print("| request | server | req/s | p50 ms | p99 ms | statuses |")
-        print("|---|---|---:|---:|---:|---|")
+        print("| request | server | req/s (best) | p50 ms | p99 ms | server CPU µs/req (median) | statuses |")
+        print("|---|---|---:|---:|---:|---:|---|")
         print("\n".join(rows))
     finally:
         for p in procs:

@@ -230,3 +230,10 @@ def test_running_service_follows_key_ring_changes(tmp_path: Path) -> None:
     svc._checked -= 2  # skip the once-a-second wait
     refused(svc, tok, "unknown key id")  # the cache was dropped with the old ring
     assert jwt.get_unverified_header(svc.issue(ALICE))["kid"] == ring.current
+
+
+def test_daemon_token(tmp_path: Path) -> None:
+    tok = auth.ensure_daemon_token(tmp_path)
+    assert TokenService.from_state_dir(tmp_path).verify(tok) == Principal("xce-daemon", ("daemon",))
+    assert auth.ensure_daemon_token(tmp_path) == tok
+    assert auth.ensure_local_admin(tmp_path) != tok

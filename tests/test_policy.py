@@ -37,6 +37,7 @@ MATRIX = {
              {"jobs.list", "jobs.read", "jobs.kill", "jobs.modify", "accounting.read"}),
     "viewer": ({"jobs.list", "jobs.read", "hosts.read", "queues.read", "cluster.read",
                 "cluster.snapshot", "accounting.read"}, set()),
+    "daemon": ({"daemon.worker", "daemon.scheduler", "cluster.snapshot", "cluster.read"}, set()),
     "anonymous": (set(), set()),
     "no-such-role": (set(), set()),
 }
@@ -138,3 +139,62 @@ def test_authorize_public_daemon_and_foreign_ops(policy: Policy) -> None:
         authorize(policy, OPER, Op.HEARTBEAT, None, owners)
     with pytest.raises(PermissionDenied, match="not a request"):
         authorize(policy, ADMIN, Op.RUN_JOB, None, owners)
+
+
+# ---- the same policy through ZeroMQ (live controller) --------------------------------------------
+
+def test_policy_enforced_over_zmq(tmp_path: Path) -> None:
+    """Skipped until the controller enforces tokens (see docs/security.md, "integration")."""
+    from conftest import local_cluster
+
+    from xce.auth import KeyRing, TokenService
+    from xce.client import Client
+    from xce.errors import PermissionDenied as Denied
+    from xce.errors import Unauthenticated
+
+    with local_cluster(tmp_path, "--hosts", "1", "--slots-per-host", "2", "--mem-per-host", "2G") as c:
+        c.xce("hosts", "close", "node1")  # nothing submitted here ever runs
+        with Client(state_dir=c.state_dir, token="", timeout=5) as anon:
+            anon.request(Op.PING)  # public
+            try:
+                anon.status()
+            except Unauthenticated:
+                pass
+            else:
+                pytest.skip("the controller does not enforce tokens yet")
+        svc = TokenService.from_state_dir(c.state_dir)
+        other = KeyRing()
+        other.add("EdDSA")
+        other.keys[0].kid = other.current = svc.ring.current  # same kid, another key
+        forged = TokenService(other).issue(Principal("root", ("admin",)))
+        with Client(state_dir=c.state_dir, token=forged, timeout=5) as f, pytest.raises(Unauthenticated):
+            f.jobs()
+        policy = load_policy(DEFAULT_FILE)
+
+        def as_(user: str, role: str) -> Client:
+            return Client(state_dir=c.state_dir, token=svc.issue(Principal(user, (role,))), timeout=5)
+        with as_("alice", "user") as alice, as_("bob", "user") as bob:
+            # xce.client fills `user` with the Unix name; it must be the token's (or jobs.submit_as)
+            with pytest.raises(Denied, match="jobs.submit_as"):
+                alice.submit(["true"], user="root")
+            mine, theirs = alice.submit(["true"], user="alice"), bob.submit(["true"], user="bob")
+            assert [j.id for j in alice.jobs()] == [mine]                    # narrowed to own jobs
+            with pytest.raises(Denied, match="jobs.kill"):
+                alice.kill([theirs])
+            with pytest.raises(Denied, match="jobs.modify"):
+                alice.modify(theirs, 1 << 30)
+            assert alice.kill([mine])[mine] == "killed"
+        calls = {Op.SUBMIT: lambda k: k.submit(["true"], user="carol"), Op.JOBS: lambda k: k.jobs(all=True),
+                 Op.HOSTS: lambda k: k.hosts(), Op.QUEUES: lambda k: k.queues(),
+                 Op.STATUS: lambda k: k.status(), Op.SNAPSHOT: lambda k: k.snapshot(),
+                 Op.HOST_ADMIN: lambda k: k.host_admin(["node1"], "close"), Op.AUDIT: lambda k: k.audit()}
+        for role in ("admin", "operator", "user", "viewer", "anonymous"):
+            with as_("carol", role) as k:
+                for op, call in calls.items():
+                    perm = OP_PERMISSIONS[op]
+                    assert perm is not None
+                    if policy.scope(Principal("carol", (role,)), perm):
+                        call(k)
+                    else:
+                        with pytest.raises(Denied, match=perm.replace(".", r"\.")):
+                            call(k)

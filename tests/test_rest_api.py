@@ -63,7 +63,7 @@ def _path(template: str) -> str:
     return template.replace("{job_id:int(min=1, max=9007199254740991)}", "1").replace("{name}", "node1")
 
 
-@pytest.mark.parametrize("role", ["admin", "operator", "user", "viewer", "anonymous", None])
+@pytest.mark.parametrize("role", ["admin", "operator", "user", "viewer", "daemon", "anonymous", None])
 def test_rbac_matrix_every_route(tmp_path: Path, role: str | None) -> None:
     policy = load_policy(DEFAULT_FILE)
     for ep in endpoints():
@@ -284,3 +284,13 @@ def test_metrics_text(h: Harness) -> None:
     assert 'xce_host_mem_overage_bytes{host="we\\"ird"} 0' in lines
     assert "xce_scheduler_round_seconds 0.0015" in lines
     assert "# TYPE xce_host_mem_capacity_bytes gauge" in lines
+
+
+def test_controller_refusals_keep_the_permission(h: Harness) -> None:
+    from xce.errors import PermissionDenied
+
+    h.fake.fail = PermissionDenied("permission jobs.list is granted only for own jobs, not bob's (alice has user)")
+    r = h.req("GET", "/v1/jobs")
+    assert r.status_code == 403 and r.json["permission"] == "jobs.list"
+    r = h.req("DELETE", "/v1/jobs/2")   # the controller hid bob's job: named as the kill it was
+    assert r.status_code == 403 and r.json["permission"] == "jobs.kill" and "job 2" in r.json["detail"]

@@ -18,6 +18,16 @@ def run(sd: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, 
     return rc, out, err
 
 
+@pytest.fixture(autouse=True)
+def cheap_hashes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from argon2 import PasswordHasher
+
+    import xce.rest.users
+
+    monkeypatch.setattr(xce.rest.users, "PasswordHasher",
+                        lambda: PasswordHasher(time_cost=1, memory_cost=8, parallelism=1))
+
+
 def test_users(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(tmp_path, capsys, "user", "add", "alice", "--role", "user", "--password", "pw")[0] == 0
     assert run(tmp_path, capsys, "user", "add", "vic", "--role", "viewer", "--role", "user",

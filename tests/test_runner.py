@@ -36,17 +36,16 @@ def _name() -> str:
 
 def _cleanup(r: Runner) -> None:
     for t in r.tasks():
-        if t.ended is None:
-            try:
-                os.killpg(t.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            r._signal_cgroup(t, signal.SIGKILL)
+        try:
+            os.killpg(t.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        r._signal_cgroup(t, signal.SIGKILL)
     deadline = time.monotonic() + 5
-    while any(t.ended is None for t in r.tasks()) and time.monotonic() < deadline:
+    while r.tasks() and time.monotonic() < deadline:
         r.poll()
         time.sleep(0.01)
-    for t in r.tasks():
+    for t in list(r._tasks.values()):
         r.forget(t)
     deadline = time.monotonic() + 5
     while r._closing and time.monotonic() < deadline:
@@ -150,7 +149,8 @@ def test_exit_codes(runner: Runner) -> None:
     assert (e1.exit_code, e1.signal, e1.reason) == (0, None, "")
     assert (e2.exit_code, e2.signal, e2.reason) == (3, None, "")
     assert runner.poll() == []  # each exit reported once
-    assert runner.find(2, 0) is bad
+    assert runner.tasks() == []  # ended: no longer running...
+    assert runner.find(2, 0) is bad  # ...but kept until forgotten
     runner.forget(bad)
     assert runner.find(2, 0) is None
     assert not (runner.task_dir / "2.0.rec").exists()

@@ -140,12 +140,13 @@ def test_kill_refusals_are_shown() -> None:
 def test_pause_freezes_the_display_and_the_replay() -> None:
     async def go() -> None:
         app = replay_app(to_end=False)
-        app.player.speed = 64.0
+        app.player.speed = 8.0  # the 90 s recording lasts 11 s: still playing when paused
         async with app.run_test(size=(120, 40)) as pilot:
             await until(pilot, lambda: app.model.synced, what="the snapshot")
             await pilot.press("p")
             assert app.paused
             pos, frames = app.player.i, app.frames
+            assert not app.player.ended
             await pilot.pause(0.6)
             assert app.player.i == pos and app.frames == frames
             assert "PAUSED" in str(app.screen.query_one("#header").render())

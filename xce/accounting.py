@@ -105,13 +105,31 @@ def available_virtual(total: int, totals: HostTotals, name: str) -> int:
 
 
 def derive(accounts: Iterable[Account]) -> dict[str, HostTotals]:
-    """Host totals recomputed from scratch from the job accounts."""
+    """Host totals recomputed from scratch from the job accounts.
+
+    The same sums as ``HostTotals.add``, unrolled: this runs over every running
+    job at each round boundary and in every audit.
+    """
     out: dict[str, HostTotals] = {}
     for acc in accounts:
         t = out.get(acc.host)
         if t is None:
             t = out[acc.host] = HostTotals()
-        t.add(acc)
+        r, a = acc.reserved, acc.actual
+        t.mem_reserved += r
+        if a is None:
+            t.mem_slack += r
+        else:
+            t.mem_actual += a
+            if r > a:
+                t.mem_slack += r - a
+        t.mem_overage += acc.used
+        alloc = t.allocated
+        for name, n in acc.allocated.items():
+            alloc[name] = alloc.get(name, 0) + n
+    for t in out.values():
+        for name in [k for k, v in t.allocated.items() if v == 0]:
+            del t.allocated[name]
     return out
 
 
@@ -140,12 +158,26 @@ class Ledger:
         return acc
 
     def report(self, job_id: int, host: str, actual: int, peak: int | None = None) -> bool:
-        """Apply one usage report as a delta; False if the account is unknown."""
+        """Apply one usage report as a delta; False if the account is unknown.
+
+        The hottest call of a big cluster, so ``_update`` is inlined for the case of
+        an unchanged reservation; the arithmetic is the same as the module's formulas.
+        """
         acc = self.accounts.get((job_id, host))
         if acc is None:
             return False
-        self._update(acc, acc.reserved, actual)
-        acc.peak = max(acc.peak, actual, peak or 0)
+        r, old = acc.reserved, acc.actual
+        t = self.totals.get(acc.host) or self._totals(acc.host)
+        new_used = actual - r if actual > r and r > 0 else 0
+        old_slack = r if old is None else (r - old if r > old else 0)
+        new_slack = r - actual if r > actual else 0
+        t.mem_actual += actual - (old or 0)
+        t.mem_slack += new_slack - old_slack
+        t.mem_overage += new_used - acc.used
+        acc.actual, acc.used = actual, new_used
+        top = peak if peak is not None and peak > actual else actual
+        if top > acc.peak:
+            acc.peak = top
         return True
 
     def set_reserved(self, job_id: int, host: str, reserved: int) -> None:

@@ -32,10 +32,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from xce.errors import ConfigError, InvalidRequest, NotFound, Unauthenticated
 from xce.policy import Principal
 
-__all__ = ["Principal", "KeyRing", "TokenService", "ensure_keyring", "ensure_local_admin", "cli_token"]
+__all__ = ["Principal", "KeyRing", "TokenService", "ensure_keyring", "ensure_local_admin", "ensure_daemon_token",
+           "cli_token"]
 
 Alg = Literal["EdDSA", "HS256"]
 AUTH_DIR, KEYS_FILE, ADMIN_TOKEN, LOGIN_TOKEN = "auth", "keys.toml", "admin.token", "login.token"
+DAEMON_TOKEN = "daemon.token"
 LOCAL_ADMIN_TTL = 30 * 86400
 
 
@@ -235,20 +237,26 @@ def unix_user() -> str:
 
 
 def ensure_local_admin(state_dir: str | Path) -> str:
-    """An admin token for the user running `xce up`, in ``<state>/auth/admin.token`` (0600).
+    """An admin token for the user running `xce up`, in ``<state>/auth/admin.token`` (0600)."""
+    return _ensure_token(state_dir, ADMIN_TOKEN, Principal(unix_user(), ("admin",)))
 
-    Reused while it has more than a day to live and still verifies; re-issued otherwise.
-    """
+
+def ensure_daemon_token(state_dir: str | Path) -> str:
+    """A ``daemon``-role token for the local scheduler and workers, ``<state>/auth/daemon.token``."""
+    return _ensure_token(state_dir, DAEMON_TOKEN, Principal("xce-daemon", ("daemon",)))
+
+
+def _ensure_token(state_dir: str | Path, name: str, principal: Principal) -> str:
+    """Reused while it verifies and has more than a day to live; re-issued otherwise."""
     svc = TokenService(ensure_keyring(state_dir))
-    path = auth_dir(state_dir) / ADMIN_TOKEN
+    path = auth_dir(state_dir) / name
     try:
         token = path.read_text().strip()
-        svc.verify(token)
-        if token_expiry(token) - time.time() > 86400:
+        if svc.verify(token) == principal and token_expiry(token) - time.time() > 86400:
             return token
     except (OSError, Unauthenticated):
         pass
-    token = svc.issue(Principal(unix_user(), ("admin",)), ttl=LOCAL_ADMIN_TTL)
+    token = svc.issue(principal, ttl=LOCAL_ADMIN_TTL)
     write_secret(path, token + "\n")
     return token
 

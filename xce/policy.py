@@ -107,13 +107,13 @@ class Policy:
         checks each object); with an owner, an ``own`` grant must match it.
         """
         if permission not in PERMISSIONS:
-            raise _denied(principal, permission, "is not a known permission")
+            raise denied(principal, permission, "is not a known permission")
         s = self.scope(principal, permission)
         if s == "any" or (s == "own" and (owner is None or owner == principal.user)):
             return
         if s == "own":
-            raise _denied(principal, permission, f"is granted only for own jobs; this job is {owner}'s")
-        raise _denied(principal, permission, "is required")
+            raise denied(principal, permission, f"is granted only for own jobs; this job is {owner}'s")
+        raise denied(principal, permission, "is required")
 
     def permissions_of(self, principal: Principal) -> dict[str, Scope]:
         return {p: s for p in PERMISSIONS if (s := self.scope(principal, p)) is not None}
@@ -147,12 +147,12 @@ def authorize(policy: Policy, principal: Principal, op: Op, body: Any,
             policy.check(principal, perm, owner_of(jid) or principal.user)
         if op == Op.JOBS:
             if body.user not in (None, principal.user):
-                raise _denied(principal, perm, f"is granted only for own jobs, not {body.user}'s")
+                raise denied(principal, perm, f"is granted only for own jobs, not {body.user}'s")
             return msgspec.structs.replace(body, user=principal.user)
     return body
 
 
-def _denied(principal: Principal, permission: str, why: str) -> PermissionDenied:
+def denied(principal: Principal, permission: str, why: str) -> PermissionDenied:
     roles = ", ".join(principal.roles) or "no role"
     e = PermissionDenied(f"permission {permission} {why} ({principal.user} has {roles})")
     e.permission = permission  # type: ignore[attr-defined]  # the problem body names it
@@ -208,5 +208,6 @@ BUILTIN: dict[str, list[str]] = {
              "accounting.read:own", "hosts.read", "queues.read", "cluster.read"],
     "viewer": ["jobs.list", "jobs.read", "hosts.read", "queues.read", "cluster.read",
                "cluster.snapshot", "accounting.read"],
+    "daemon": ["daemon.worker", "daemon.scheduler", "cluster.snapshot", "cluster.read"],
     "anonymous": [],
 }

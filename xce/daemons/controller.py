@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import logging
 import os
 import queue
@@ -51,6 +52,8 @@ from xce.state import (Cleanup, Cmd, Finish, HostLost, Kill, Modify, Place, Regi
                        SetHostAdmin, SetQueues, Submit, encode_batch)
 
 log = logging.getLogger("xce.controller")
+MEM_WIRE = next(w for w, r in WIRE_NAMES.items() if r == "mem")  # what workers call mem
+PEAK_WIRE = "memory_peak"
 Reply = Callable[[Result], None]
 
 
@@ -83,7 +86,10 @@ class Controller:
         self.parse = functools.lru_cache(maxsize=4096)(lambda text: parse_resreq(text, self.resources))
         self.cluster_totals = cfg.cluster_totals()
         self.workers: dict[str, bytes] = {}       # host -> ROUTER identity
-        self.dispatched: dict[tuple[int, str], tuple[int, float, bool]] = {}  # (job,host) -> (attempt, sent, acked)
+        # Dispatch bookkeeping (soft): orders sent but not yet confirmed by the worker, and
+        # confirmed ones.  Only the unconfirmed are rescanned for re-sending.
+        self.unconfirmed: dict[tuple[int, str], tuple[int, float]] = {}  # (job, host) -> (attempt, sent)
+        self.confirmed: dict[tuple[int, str], int] = {}                   # (job, host) -> attempt
         self.seq = 0
         self.epoch = uuid.uuid4().hex[:12]
         self.was_leader = False
@@ -93,6 +99,7 @@ class Controller:
         self.router_by_raft = dict(zip(c.peers, c.peer_addresses, strict=True))
         self.router_by_raft[c.raft_address] = c.address
         self.next_check = 0.0
+        self.next_prune = 0.0
         self._lost_sent: set[str] = set()
         journal = str(state_dir / "raft.journal")
         conf = make_conf(journal, str(state_dir / "raft.dump"), c.raft_password, c.append_period,
@@ -306,7 +313,8 @@ class Controller:
             if changed:
                 self.commit(SetQueues(time=now, queues=queues, default_queue=self.cfg.default_queue()),
                             lambda r: None)
-            self.dispatched.clear()
+            self.unconfirmed.clear()
+            self.confirmed.clear()
         self.was_leader = leader
 
     # ---- orders to workers -------------------------------------------------------------------
@@ -320,8 +328,8 @@ class Controller:
         elif job.state == JobState.RUN:
             for a in job.allocs:
                 key = (job.id, a.host)
-                d = self.dispatched.get(key)
-                if d is None or d[0] != job.attempt:
+                u = self.unconfirmed.get(key)
+                if self.confirmed.get(key) != job.attempt and (u is None or u[0] != job.attempt):
                     self.dispatch(job, a.host, now)
 
     def dispatch(self, job: Job, host: str, now: float) -> None:
@@ -329,7 +337,7 @@ class Controller:
         from xce.live import mem_decay
 
         duration, decay = mem_decay(job)
-        self.dispatched[(job.id, host)] = (job.attempt, now, False)
+        self.unconfirmed[(job.id, host)] = (job.attempt, now)
         self.send_worker(host, Op.RUN_JOB, S.RunJob(
             job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
             mem_duration_s=duration, mem_decay=decay))
@@ -354,14 +362,20 @@ class Controller:
                     self._lost_sent.add(name)
                     self.commit(HostLost(time=now, name=name), lambda r, n=name: self._lost_sent.discard(n))
             self.live.refresh_decay(st.jobs, now)
-            redo = [(jid, host) for (jid, host), (att, sent, acked) in self.dispatched.items()
-                    if not acked and now - sent > 2.0]
+            # Re-send orders nobody confirmed, a bounded number per pass so a burst of
+            # silent workers cannot starve the request loop.
+            redo = [k for k, (att, sent) in itertools.islice(self.unconfirmed.items(), 20_000)
+                    if now - sent > 2.0][:2000]
             for jid, host in redo:
                 job = st.jobs.get(jid)
                 if job is not None and job.state == JobState.RUN and host not in job.finished_hosts:
                     self.dispatch(job, host, now)
                 else:
-                    del self.dispatched[(jid, host)]
+                    del self.unconfirmed[(jid, host)]
+            if now >= self.next_prune:  # drop confirmations of jobs that ended another way
+                self.next_prune = now + 60
+                self.confirmed = {k: a for k, a in self.confirmed.items()
+                                  if (j := st.jobs.get(k[0])) is not None and j.state in ACTIVE}
             finished = len(st.finished_order)
         if finished > self.cfg.controller.keep_finished + 1000:
             self.commit(Cleanup(time=now, keep_finished=self.cfg.controller.keep_finished), lambda r: None)
@@ -593,12 +607,12 @@ class Controller:
                             or job.state == JobState.PEND or body.host not in job.hosts:
                         kill.append(t)
                     else:
-                        self.dispatched[(t.job_id, body.host)] = (t.attempt, now, True)
+                        self.unconfirmed.pop((t.job_id, body.host), None)
+                        self.confirmed[(t.job_id, body.host)] = t.attempt
                 for job in self.state.jobs.values():
                     if job.state in ACTIVE and body.host in job.hosts \
                             and body.host not in job.finished_hosts and (job.id, job.attempt) not in known:
-                        d = self.dispatched.get((job.id, body.host))
-                        if d is not None and d[0] == job.attempt and d[2]:
+                        if self.confirmed.get((job.id, body.host)) == job.attempt:
                             # It was started there and the worker no longer has it.
                             self.commit(Finish(time=now, job_id=job.id, attempt=job.attempt, host=body.host,
                                                reason="lost: the worker no longer has the job"), lambda r: None)
@@ -621,32 +635,45 @@ class Controller:
             self.workers[body.host] = ident
             self.live.os_available[body.host] = body.os_available
             self.live.last_seen[body.host] = now
-            samples = self.pending_soft["samples"]
-            for u in body.usage:
-                job = self.state.jobs.get(u.job_id)
-                if job is None or job.attempt != u.attempt:
-                    continue
-                actual = peak = 0
-                for wire, value in u.metrics.items():
-                    name = WIRE_NAMES.get(wire)
-                    if name == "mem":
-                        actual = value
-                    elif wire == "memory_peak":
-                        peak = value
-                s = S.JobSample(u.job_id, body.host, actual, max(peak, actual), u.cpu_time)
-                if self.live.apply_sample(s):
-                    samples.append(s)
+            self.apply_usage(body.host, body.usage)
         self.pending_soft["live"].append(S.HostLive(body.host, body.os_available, now))
-        self.ok(ident, rid, S.HeartbeatReply(known=True))
+        if body.ack:  # workers ask now and then, to know the controller still listens
+            self.ok(ident, rid, S.HeartbeatReply(known=True))
+
+    def apply_usage(self, host: str, usage: list[S.TaskUsage]) -> None:
+        """Reconcile one host's reports: a delta per account, published only if it moved.
+
+        This is the hottest path of a big cluster (hosts x jobs reports a second), so
+        it goes straight to the account, and the attempt guard uses the Live map.
+        """
+        samples = self.pending_soft["samples"]
+        accounts = self.live.ledger.accounts
+        attempts = self.live.attempts
+        cpu = self.live.cpu
+        report = self.live.ledger.report
+        for u in usage:
+            acc = accounts.get((u.job_id, host))
+            if acc is None or attempts.get(u.job_id) != u.attempt:
+                continue  # a job (or an attempt) this leader does not run there
+            actual = u.metrics.get(MEM_WIRE, 0)
+            peak = max(u.metrics.get(PEAK_WIRE, 0), actual)
+            cpu[(u.job_id, host)] = u.cpu_time
+            if actual == acc.actual and peak <= acc.peak:
+                continue
+            report(u.job_id, host, actual, peak)
+            samples.append(S.JobSample(u.job_id, host, actual, acc.peak, u.cpu_time))
 
     def h_job_started(self, ident: bytes, rid: int, body: S.JobStarted) -> None:
-        d = self.dispatched.get((body.job_id, body.host))
-        if d is not None and d[0] == body.attempt:
-            self.dispatched[(body.job_id, body.host)] = (d[0], d[1], True)
+        key = (body.job_id, body.host)
+        u = self.unconfirmed.get(key)
+        if u is not None and u[0] == body.attempt:
+            del self.unconfirmed[key]
+            self.confirmed[key] = body.attempt
         self.ok(ident, rid, S.Ack())
 
     def h_job_finished(self, ident: bytes, rid: int, body: S.JobFinished) -> None:
-        self.dispatched.pop((body.job_id, body.host), None)
+        self.unconfirmed.pop((body.job_id, body.host), None)
+        self.confirmed.pop((body.job_id, body.host), None)
         self.commit(Finish(time=body.time, job_id=body.job_id, attempt=body.attempt, host=body.host,
                            exit_code=body.exit_code, signal=body.signal, reason=body.reason,
                            usage=body.usage),

@@ -41,6 +41,7 @@ from xce.worker import measure
 from xce.worker.runner import Runner, Task
 
 log = logging.getLogger("xce.worker")
+REPORT_STEP = 1 << 20  # usage moves smaller than this (or 1 %) are not worth a report
 
 
 class Worker:
@@ -71,6 +72,8 @@ class Worker:
         self.next_sample = 0.0
         self.last_reply = time.monotonic()
         self.stopping = False
+        self.reported: dict[tuple[int, int], tuple[int, int, float]] = {}  # last usage sent per task
+        self.hb_count = 0
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
         os.set_blocking(self.wake_r, False)
@@ -130,7 +133,7 @@ class Worker:
                 self.heartbeat(now)
             self.resend(now)
             silent = time.monotonic() - self.last_reply
-            if silent > 2 * self.cfg.worker.heartbeat + 0.5 and len(self.endpoints) > 1:
+            if silent > 3 * self.cfg.worker.heartbeat + 0.5 and len(self.endpoints) > 1:
                 # The controller went quiet: try the next one (it redirects us to the leader).
                 self.endpoint_idx = (self.endpoint_idx + 1) % len(self.endpoints)
                 self.last_reply = time.monotonic()
@@ -237,6 +240,7 @@ class Worker:
                 self.pending_exits = [(tk, m) for tk, m in self.pending_exits
                                       if (m.job_id, m.attempt) != (t.job_id, t.attempt)]
             log.info("registered as %s (%d slots, %d MB)", self.name, self.slots, self.mem_total >> 20)
+            self.reported.clear()  # a new leader knows no usage yet: report everything
             self.next_hb = 0.0
             return
         # a heartbeat reply
@@ -294,6 +298,7 @@ class Worker:
             msg = S.JobFinished(host=self.name, job_id=t.job_id, attempt=t.attempt, time=now,
                                 exit_code=ex.exit_code, signal=ex.signal, reason=ex.reason, usage=usage)
             self.pending_exits.append((t, msg))
+            self.reported.pop((t.job_id, t.attempt), None)
         if self.registered:
             for tk, msg in self.pending_exits:
                 rid = self.send(Op.JOB_FINISHED, msg)
@@ -317,14 +322,29 @@ class Worker:
                 self.runner.kill(victim, "MEMPRESSURE")
 
     def heartbeat(self, now: float) -> None:
+        """Report usage that moved: by 1 MiB or 1 %, a new peak, or 10 heartbeats of silence.
+
+        A steady job costs the controller nothing; a changing one is seen within a
+        heartbeat.  Every second heartbeat asks for a reply, which is how a worker
+        notices a controller that went away.
+        """
         usage = []
         for t in self.runner.tasks():
             if t.last is None:
                 continue
-            usage.append(S.TaskUsage(t.job_id, t.attempt,
-                                     {"memory_rss": t.last.rss, "memory_peak": t.peak}, t.last.cpu_time))
+            rss, peak = t.last.rss, t.peak
+            prev = self.reported.get((t.job_id, t.attempt))
+            if prev is not None:
+                p_rss, p_peak, p_at = prev
+                if abs(rss - p_rss) < max(REPORT_STEP, p_rss // 100) and peak <= p_peak \
+                        and now - p_at < 10 * self.cfg.worker.heartbeat:
+                    continue
+            self.reported[(t.job_id, t.attempt)] = (rss, peak, now)
+            usage.append(S.TaskUsage(t.job_id, t.attempt, {"memory_rss": rss, "memory_peak": peak},
+                                     t.last.cpu_time))
+        self.hb_count += 1
         self.send(Op.HEARTBEAT, S.Heartbeat(host=self.name, time=now, os_available=self.os_available(),
-                                            usage=usage))
+                                            usage=usage, ack=self.hb_count % 2 == 0))
         self.next_hb = now + self.cfg.worker.heartbeat
 
 

@@ -227,10 +227,13 @@ class RegisterReply(msgspec.Struct):
 
 
 class Heartbeat(msgspec.Struct, kw_only=True):
+    """Usage lists only tasks whose figures moved (see the worker); ``ack`` asks for a reply."""
+
     host: str
     time: float
     os_available: int
     usage: list[TaskUsage] = []
+    ack: bool = True
 
 
 class HeartbeatReply(msgspec.Struct):

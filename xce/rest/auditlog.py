@@ -94,7 +94,7 @@ class Audit:
             return
         p = getattr(req.context, "principal", None)
         user = p.user if p is not None and p != ANONYMOUS else getattr(req.context, "audit_user", None)
-        status = int(str(resp.status).split()[0]) if resp.status else 200
+        status = resp.status_code
         result = getattr(req.context, "audit_result", None) or getattr(req.context, "problem", None) or ""
         path = req.path + (f"?{req.query_string}" if req.query_string else "")
         self.log.record(request_id=rid, user=user, roles=list(p.roles) if p is not None else [],

@@ -158,11 +158,11 @@ class CORS:
 
     async def process_response(self, req: Any, resp: Any, resource: Any, ok: bool) -> None:
         origin = req.get_header("Origin")
-        if not self._allowed(origin):
+        if not origin or not (self.any or origin in self.origins):
             return
         resp.set_header("Access-Control-Allow-Origin", "*" if self.any else origin)
         resp.append_header("Vary", "Origin")
-        if not is_preflight(req):
+        if req.method != "OPTIONS" or not is_preflight(req):
             resp.set_header("Access-Control-Expose-Headers", self.EXPOSE)
 
 

@@ -21,6 +21,9 @@ from xce.rest.backend import Services
 from xce.rest.routes import AUTHENTICATED, PUBLIC, Reply, route
 from xce.rest.schema import AuditQuery, AuditRecord, Health, TokenBody, TokenReply, WhoAmI
 
+# argon2 verification costs ~64 MiB and tens of ms: at most two at a time, whatever the flood.
+_LOGINS = asyncio.Semaphore(2)
+
 
 @route("POST", "/v1/auth/token", PUBLIC, summary="Exchange a username and password for a bearer token",
        tag="auth", body=TokenBody, forms=True, reply=TokenReply, errors=(401,), backend=False)
@@ -28,8 +31,9 @@ async def issue_token(svc: Services, req: Any, body: TokenBody) -> Reply:
     req.context.audit_user = body.username
     if svc.authn is None:
         raise Unauthenticated("password login is not configured on this server")
-    loop = asyncio.get_running_loop()
-    principal = await loop.run_in_executor(None, svc.authn.authenticate, body.username, body.password)
+    async with _LOGINS:
+        loop = asyncio.get_running_loop()
+        principal = await loop.run_in_executor(None, svc.authn.authenticate, body.username, body.password)
     if principal is None:
         raise Unauthenticated("invalid username or password")
     ttl = svc.tokens.ring.ttl

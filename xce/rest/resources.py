@@ -13,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from xce.errors import Conflict, InvalidRequest, NotFound
+from xce.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from xce.model import JobSpec
+from xce.policy import denied
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
 from xce.rest.backend import Services
@@ -44,10 +45,16 @@ def _paged(req: Any, r: S.JobsReply) -> Reply:
 
 
 async def owned_job(svc: Services, req: Any, job_id: int, perm: str) -> JobView:
-    r = await svc.call(req, Op.JOBS, S.JobsRequest(ids=[job_id]))
+    p = req.context.principal
+    try:
+        r = await svc.call(req, Op.JOBS, S.JobsRequest(ids=[job_id]))
+    except PermissionDenied:
+        if svc.policy.scope(p, perm) == "own":  # the controller hid another user's job from us
+            raise denied(p, perm, f"is granted only for own jobs; job {job_id} is not {p.user}'s") from None
+        raise
     if not r.jobs:
         raise NotFound(f"job {job_id} is not known")
-    svc.policy.check(req.context.principal, perm, owner=r.jobs[0].user)
+    svc.policy.check(p, perm, owner=r.jobs[0].user)
     return r.jobs[0]
 
 

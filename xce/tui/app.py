@@ -90,14 +90,15 @@ class XceTop(App[int]):
 
     def render_frame(self, only: Screen[Any] | None = None) -> None:
         m, now = self.model, self.now()
+        new_second = int(now) != self._last_second
         with m.lock:
             if only is None:
-                m.tick(now)
+                self._last_second = int(now)
+                if new_second:
+                    m.tick(now)  # decaying reservations move once a second
                 ch = m.take_changes()
             else:
                 ch = Changes(reset=True)
-            new_second = int(now) != self._last_second
-            self._last_second = int(now)
             for screen in self.screen_stack if only is None else [only]:
                 frame = getattr(screen, "frame", None)
                 if frame is None or not screen.is_mounted:

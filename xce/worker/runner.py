@@ -393,10 +393,11 @@ class Runner:
     # ------------------------------------------------------------------ watching
 
     def tasks(self) -> list[Task]:
-        """Every task not yet forgotten: running, or ended and awaiting acknowledgement."""
-        return list(self._tasks.values())
+        """The running tasks: those whose exit poll() has not reported yet."""
+        return [t for t in self._tasks.values() if t.ended is None]
 
     def find(self, job_id: int, attempt: int) -> Task | None:
+        """Any task not yet forgotten, running or ended and awaiting acknowledgement."""
         return self._tasks.get(f"{job_id}.{attempt}")
 
     def poll(self) -> list[Exit]:

@@ -1,0 +1,174 @@
+"""Accounting figures (issue 3's numbers).
+
+    python bench/accounting_bench.py [--hosts 5000] [--jobs-per-host 20] [--seconds 10]
+
+1. In process: microseconds per usage report applied to a Ledger holding
+   hosts x jobs-per-host running accounts, and a full re-derivation of all host totals.
+2. A real controller process: register the hosts, submit and place hosts x
+   jobs-per-host jobs (this script plays the scheduler), then send every host's
+   heartbeat with a usage report for each of its jobs once per second, and
+   measure the controller's CPU (user+system) per wall second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import zmq
+
+from xce.accounting import Ledger
+from xce.cli.up import free_port
+from xce.client import Connection
+from xce.model import Alloc
+from xce.proto import schema as S
+from xce.proto.codec import decode_envelope, encode
+from xce.proto.opcodes import Op
+from xce.live import Live
+
+MB = 1024 * 1024
+
+
+def in_process(hosts: int, per_host: int) -> None:
+    led = Ledger()
+    n = 0
+    for h in range(hosts):
+        for _ in range(per_host):
+            n += 1
+            led.open(n, f"h{h}", 512 * MB, {"slots": 1})
+    rnd = random.Random(1)
+    reports = [(rnd.randrange(1, n + 1), rnd.randrange(64, 1024) * MB) for _ in range(200_000)]
+    live = Live()
+    live.ledger = led
+    t0 = time.perf_counter()
+    for jid, actual in reports:
+        led.report(jid, f"h{(jid - 1) // per_host}", actual)
+    dt = time.perf_counter() - t0
+    print(f"usage report applied (Ledger.report, delta only): {dt / len(reports) * 1e6:.2f} us/report "
+          f"({len(led.accounts):,} running accounts)")
+    t0 = time.perf_counter()
+    led.rederive()
+    dt = time.perf_counter() - t0
+    print(f"full re-derivation of host totals: {len(led.accounts):,} running jobs on {hosts:,} hosts: "
+          f"{dt * 1000:.1f} ms")
+    assert led.audit() == []
+
+
+def controller_cpu(hosts: int, per_host: int, seconds: float) -> None:
+    sd = Path(tempfile.mkdtemp())
+    router, pub, raft = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    cfg = sd / "c.toml"
+    cfg.write_text(f'[controller]\naddress = "{router}"\npub_address = "{pub}"\nraft_address = "{raft}"\n'
+                   f'heartbeat_misses = 30\n[worker]\nheartbeat = 1.0\n')
+    proc = subprocess.Popen([sys.executable, "-m", "xce.daemons.controller", "--config", str(cfg),  # noqa: S603
+                             "--state-dir", str(sd), "--log-level", "WARNING"])
+    try:
+        conn = Connection([router], timeout=60)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn.request(Op.HOSTS, S.HostsRequest())
+                break
+            except Exception:  # noqa: BLE001 - not leader yet
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        ctx = zmq.Context.instance()
+        w = ctx.socket(zmq.DEALER)
+        w.setsockopt(zmq.SNDHWM, 0)
+        w.setsockopt(zmq.RCVHWM, 0)
+        w.connect(router)
+        names = [f"h{i:05d}" for i in range(hosts)]
+        for n in names:
+            w.send(encode(Op.REGISTER, 1, S.RegisterRequest(host=n, slots=per_host, ncpus=per_host,
+                                                            mem_total=64 * 1024 * MB, os_available=60 * 1024 * MB,
+                                                            version="bench")))
+        got = 0
+        while got < hosts:
+            w.recv()
+            got += 1
+        ids = conn.request(Op.SUBMIT, S.SubmitRequest(jobs=[S.JobSpec(command=["true"], user="b", cwd="/",
+                                                                      resreq="rusage[mem=512M]")] * (hosts * per_host)),
+                           timeout=120).ids
+        placements = [S.Placement(jid, 0, [Alloc(names[i // per_host], 1, 512 * MB, {"slots": 1})])
+                      for i, jid in enumerate(ids)]
+        for k in range(0, len(placements), 20000):
+            r = conn.request(Op.PLACE, S.PlaceRequest(placements=placements[k:k + 20000]), timeout=120)
+            assert not r.rejected, list(r.rejected.items())[:2]
+        by_host = {n: ids[i * per_host:(i + 1) * per_host] for i, n in enumerate(names)}
+        for n, jids in by_host.items():  # as real workers would: confirm every start
+            for j in jids:
+                w.send(encode(Op.JOB_STARTED, 3, S.JobStarted(host=n, job_id=j, attempt=1, pid=1, time=time.time())))
+        acked = 0
+        while acked < len(ids):
+            if decode_envelope(w.recv()).rid == 3:
+                acked += 1
+        rnd = random.Random(2)
+        beats = 0
+        # Pre-encoded rounds (every job's usage differs from the round before), so the sender
+        # keeps pace and the controller sees hosts x jobs changed reports each second.
+        for label, share in (("worst case: every job's usage moved past the reporting step", 1.0),
+                             ("typical: a fifth of the jobs moved (the rest are steady and not sent)", 0.2)):
+            measure_phase(w, proc.pid, names, by_host, seconds, label, share, rnd)
+        audit = conn.request(Op.AUDIT, S.Empty(), timeout=60)
+        print(f"audit after the run: {len(audit.problems)} violation(s), {audit.checked}")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def measure_phase(w: zmq.Socket, pid: int, names: list[str], by_host: dict[str, list[int]], seconds: float,
+                  label: str, share: float, rnd: random.Random) -> None:
+    """Send every host's heartbeat once a second; like workers, every second one asks for a reply."""
+    per = max(1, int(len(by_host[names[0]]) * share))
+    rounds = [[encode(Op.HEARTBEAT, 2, S.Heartbeat(
+        host=n, time=time.time(), os_available=40 * 1024 * MB, ack=k % 2 == 0,
+        usage=[S.TaskUsage(j, 1, {"memory_rss": (64 + 7 * k + rnd.randrange(0, 900)) * MB,
+                                  "memory_peak": 2048 * MB}, 1.0 + k)
+               for j in rnd.sample(by_host[n], per)])) for n in names] for k in range(4)]
+    p = psutil.Process(pid)
+    print(f"controller pid {pid}: measuring", flush=True)
+    c0 = sum(p.cpu_times()[:2])
+    t0 = time.monotonic()
+    beats = k = 0
+    while time.monotonic() - t0 < seconds:
+        tick = time.monotonic()
+        for msg in rounds[k % 4]:
+            w.send(msg)
+            beats += 1
+        k += 1
+        while w.poll(0):
+            w.recv()
+        left = 1.0 - (time.monotonic() - tick)
+        if left > 0:
+            time.sleep(left)  # the workers' heartbeat period, not a wait for a state
+    wall = time.monotonic() - t0
+    cpu = sum(p.cpu_times()[:2]) - c0
+    print(f"controller CPU, {len(names):,} hosts x {len(by_host[names[0]])} jobs, heartbeat every second, "
+          f"{label}: {cpu / wall * 100:.0f}% of one core ({beats / wall:,.0f} heartbeats/s, "
+          f"{beats * per / wall:,.0f} reports/s)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hosts", type=int, default=5000)
+    ap.add_argument("--jobs-per-host", type=int, default=20)
+    ap.add_argument("--seconds", type=float, default=10)
+    a = ap.parse_args()
+    in_process(a.hosts, a.jobs_per_host)
+    controller_cpu(a.hosts, a.jobs_per_host, a.seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
