@@ -14,7 +14,7 @@ from pathlib import Path
 import msgspec
 
 from xce.errors import ConfigError, XceError
-from xce.resources import ResourceDef
+from xce.resources import BUILTIN, ResourceDef
 from xce.units import parse_mem
 
 
@@ -135,8 +135,20 @@ def _check(cfg: Config, source: str) -> None:
                 parse_mem(value)
             except XceError as e:
                 raise bad(f"worker.{key}", e.message) from None
-    if cfg.worker.heartbeat <= 0:
-        raise bad("worker.heartbeat", "must be > 0")
+    positive = {"worker.heartbeat": cfg.worker.heartbeat, "worker.kill_grace": cfg.worker.kill_grace,
+                "scheduler.interval": cfg.scheduler.interval, "controller.append_period": cfg.controller.append_period,
+                "controller.tick_period": cfg.controller.tick_period,
+                "controller.leader_fallback": cfg.controller.leader_fallback}
+    for key, value in positive.items():
+        if value <= 0:
+            raise bad(key, f"must be > 0, got {value}")
+    for key, value in (("worker.slots", cfg.worker.slots), ("scheduler.debounce", cfg.scheduler.debounce),
+                       ("controller.keep_finished", cfg.controller.keep_finished)):
+        if value < 0:
+            raise bad(key, f"must be >= 0, got {value}")
+    lo, hi = cfg.controller.election_timeout
+    if not 0 < lo <= hi:
+        raise bad("controller.election_timeout", f"needs 0 < min <= max, got [{lo}, {hi}]")
     if cfg.controller.heartbeat_misses < 1:
         raise bad("controller.heartbeat_misses", "must be >= 1")
     if not cfg.queues:
@@ -155,8 +167,8 @@ def _check(cfg: Config, source: str) -> None:
                       "(mem is the one real resource, measured by workers)")
         if r.scope not in ("host", "cluster"):
             raise bad(f"resources.{name}.scope", "must be 'host' or 'cluster'")
-        if name in ("mem", "slots"):
-            raise bad(f"resources.{name}", "is builtin")
+        if name in BUILTIN:
+            raise bad(f"resources.{name}", "is a builtin resource")
 
 
 def default_state_dir() -> Path:

@@ -63,7 +63,7 @@ class ReplicatedState(SyncObj):
 
 def make_conf(journal: str | None, dump: str | None, password: str, append_period: float,
               tick_period: float, election: tuple[float, float], leader_fallback: float = 1.0,
-              on_state: Callable[[int, int], None] | None = None) -> SyncObjConf:
+              on_state: Callable[[int, int], None] | None = None, bind: str | None = None) -> SyncObjConf:
     return SyncObjConf(
         journalFile=journal, fullDumpFile=dump, password=password or None,
         appendEntriesPeriod=append_period, autoTickPeriod=tick_period,
@@ -72,6 +72,7 @@ def make_conf(journal: str | None, dump: str | None, password: str, append_perio
         dynamicMembershipChange=True, commandsWaitLeader=False,
         logCompactionMinEntries=20000, logCompactionMinTime=60,
         leaderFallbackTimeout=leader_fallback,
+        bindAddress=bind,  # only the configured interface, never 0.0.0.0
         # Reconnect to a restarted peer quickly, so it hears from the leader before its
         # election timer fires and it does not depose a healthy leader (no pre-vote here).
         connectionRetryTime=0.3, connectionTimeout=1.5,

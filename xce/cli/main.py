@@ -21,6 +21,13 @@ def _client(a: argparse.Namespace) -> Any:
     return Client(state_dir=_state_dir(a), timeout=a.timeout)
 
 
+def _ids(values: list[str]) -> list[int]:
+    try:
+        return [int(v) for v in values]
+    except ValueError:
+        raise _usage(f"job ids are whole numbers, got {' '.join(values)!r}") from None
+
+
 def _state_dir(a: argparse.Namespace) -> Path:
     from xce.config import default_state_dir
 
@@ -57,7 +64,11 @@ def cmd_submit(a: argparse.Namespace) -> int:
     if a.dry_run:
         from xce.resreq import parse_resreq
 
-        req = parse_resreq(spec.resreq)  # fails locally, with the caret, before any round trip
+        from xce.client import cluster_config
+        from xce.resources import catalog
+
+        # Fails locally, with the caret, before any round trip; site resources included.
+        req = parse_resreq(spec.resreq, catalog(cluster_config(_state_dir(a)).site_resources()))
         with _client(a) as c:
             c.request(Op.SUBMIT, S.SubmitRequest(jobs=[spec], dry_run=True))
         if a.json:
@@ -78,7 +89,7 @@ def cmd_jobs(a: argparse.Namespace) -> int:
     from xce.cli.fmt import job_long, job_rows, print_json
 
     with _client(a) as c:
-        ids = [int(i) for i in a.ids]
+        ids = _ids(a.ids)
         user = None if (a.u == "all" or ids) else (a.u or None)
         jobs = c.jobs(ids=ids, user=user, all=a.a or bool(ids))
     if a.json:
@@ -95,6 +106,9 @@ def cmd_jobs(a: argparse.Namespace) -> int:
 def cmd_hosts(a: argparse.Namespace) -> int:
     from xce.cli.fmt import host_rows, print_json
 
+    a.action = a.names[0] if a.names and a.names[0] in ("close", "open") else None
+    if a.action:
+        a.names = a.names[1:]
     with _client(a) as c:
         if a.action:
             if not a.names:
@@ -128,7 +142,7 @@ def cmd_kill(a: argparse.Namespace) -> int:
     from xce.cli.fmt import print_json
 
     with _client(a) as c:
-        res = c.kill([int(i) for i in a.ids])
+        res = c.kill(_ids(a.ids))
     if a.json:
         print_json(res)
         return 0
@@ -143,7 +157,7 @@ def cmd_kill(a: argparse.Namespace) -> int:
 
 
 def cmd_wait(a: argparse.Namespace) -> int:
-    ids = [int(i) for i in a.ids]
+    ids = _ids(a.ids)
     progress = None
     if sys.stderr.isatty():
         def progress(done: int, total: int) -> None:
@@ -212,7 +226,7 @@ def cmd_modify(a: argparse.Namespace) -> int:
     from xce.units import parse_mem
 
     with _client(a) as c:
-        c.modify(int(a.id), parse_mem(a.M) if a.M else None)
+        c.modify(_ids([a.id])[0], parse_mem(a.M) if a.M else None)
     print(f"Job <{a.id}>: memory limit set to {a.M or 'none'}")
     return 0
 
@@ -248,7 +262,7 @@ def cmd_config_show(a: argparse.Namespace) -> int:
 def cmd_up(a: argparse.Namespace) -> int:
     from xce.cli import up as U
 
-    sd = _state_dir(a)
+    sd = _state_dir(a).resolve()
     existing = U.read_up(sd)
     if existing and U.alive(existing["pid"]):
         raise _usage(f"a cluster is already running in {sd} (pid {existing['pid']}); `xce down` first")
@@ -377,8 +391,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("hosts", help="list hosts (bhosts); `hosts close|open NAME` (badmin)")
     s.add_argument("-l", action="store_true")
     s.add_argument("--json", action="store_true")
-    s.add_argument("action", nargs="?", choices=["close", "open"])
-    s.add_argument("names", nargs="*")
+    s.add_argument("names", nargs="*", metavar="[close|open] NAME")
     s.set_defaults(func=cmd_hosts)
 
     s = sub.add_parser("queues", help="list queues (bqueues)")

@@ -63,12 +63,15 @@ class Controller:
         c = cfg.controller
         self.state_dir = state_dir
         state_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(state_dir, 0o700)  # the journal holds job environments
         self.ctx = zmq.Context()
         from xce.zmqutil import router
 
         self.router = router(self.ctx, c.address)
         self.pub = self.ctx.socket(zmq.PUB)
-        self.pub.setsockopt(zmq.SNDHWM, 0)
+        # Bounded: a stalled subscriber loses events (and resnapshots on the gap) rather
+        # than growing the controller's memory without limit.
+        self.pub.setsockopt(zmq.SNDHWM, 200_000)
         self.pub.setsockopt(zmq.LINGER, 0)
         self.pub.bind(c.pub_address)
         self.wake_addr = f"inproc://wake-{id(self)}"
@@ -104,7 +107,7 @@ class Controller:
         journal = str(state_dir / "raft.journal")
         conf = make_conf(journal, str(state_dir / "raft.dump"), c.raft_password, c.append_period,
                          c.tick_period, c.election_timeout, c.leader_fallback,
-                         on_state=lambda old, new: self._wake())
+                         on_state=lambda old, new: self._wake(), bind=c.raft_address)
         self.raft = ReplicatedState(c.raft_address, list(c.peers), conf, self._wake)
         if c.durability == "fsync":
             fsync_journal(self.raft, journal)
@@ -262,6 +265,9 @@ class Controller:
             for jid in forgotten:
                 self.live.forget_job(jid)
             if events_jobs or events_hosts or forgotten:
+                # Job environments stay in the journal; the event stream does not carry them.
+                events_jobs = [j if not j.spec.env else msgspec.structs.replace(
+                    j, spec=msgspec.structs.replace(j.spec, env={})) for j in events_jobs]
                 self.emit(S.Event(seq=0, epoch=self.epoch, time=now, jobs=events_jobs,
                                   hosts=events_hosts, forget=forgotten))
             if self.raft.is_leader():
@@ -481,8 +487,17 @@ class Controller:
     def h_modify(self, ident: bytes, rid: int, body: S.ModifyRequest) -> None:
         if body.mem_limit is not None and body.mem_limit <= 0:
             raise InvalidRequest("mem_limit must be > 0")
-        self.commit(Modify(time=time.time(), job_id=body.id, mem_limit=body.mem_limit),
-                    self.replier(ident, rid, lambda r: S.Ack(True, r)))
+        def modified(result: Result) -> None:
+            if result[0] == "ok":  # running: the workers enforce the new limit from now on
+                with self.raft.lock:
+                    job = self.state.jobs.get(body.id)
+                    if job is not None and job.state in ACTIVE:
+                        for host in job.hosts:
+                            if host not in job.finished_hosts:
+                                self.dispatch(job, host, time.time())
+            self.replier(ident, rid, lambda r: S.Ack(True, r))(result)
+
+        self.commit(Modify(time=time.time(), job_id=body.id, mem_limit=body.mem_limit), modified)
 
     def h_host_admin(self, ident: bytes, rid: int, body: S.HostAdminRequest) -> None:
         if body.action not in ("open", "close"):
@@ -595,7 +610,8 @@ class Controller:
         self.live.last_seen[body.host] = now
         self._lost_sent.discard(body.host)
         host = Host(name=body.host, slots_total=body.slots, mem_total=body.mem_total, ncpus=body.ncpus,
-                    registered_time=now, version=body.version, attrs=body.attrs, virtual=body.virtual)
+                    registered_time=now, version=body.version,
+                    attrs={**body.attrs, "measure": body.measure}, virtual=body.virtual)
         known = {(t.job_id, t.attempt) for t in body.running}
 
         def registered(result: Result) -> None:

@@ -228,6 +228,7 @@ class Worker:
 
             reply = msgspec.msgpack.decode(env.body, type=S.RegisterReply)
             self.registered = True
+            self.cfg.worker.heartbeat = reply.heartbeat_interval  # the controller's pace wins
             for t in reply.kill:
                 task = self.runner.find(t.job_id, t.attempt)
                 if task is not None:
@@ -257,7 +258,10 @@ class Worker:
     def run_job(self, body: S.RunJob) -> None:
         assert self.sock is not None
         key = (body.job_id, body.attempt)
-        if self.runner.find(*key) is not None \
+        task = self.runner.find(*key)
+        if task is not None and task.ended is None:
+            task.mem_limit = body.spec.mem_limit  # a repeated order carries `xce modify -M`
+        if task is not None \
                 or any((m.job_id, m.attempt) == key for _, m in self.pending_exits) \
                 or any((m.job_id, m.attempt) == key for _, m, _ in self.unacked.values()):
             return  # a retried dispatch: already started once
@@ -370,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     except XceError as e:
         print(f"xce-worker: {e.message}", file=sys.stderr)
         return 2
-    w = Worker(cfg, Path(a.state_dir or cfg.state_dir or "."))
+    w = Worker(cfg, Path(a.state_dir or cfg.state_dir or ".").resolve())
 
     def stop(*_: Any) -> None:
         w.stopping = True
