@@ -51,7 +51,7 @@ def _cleanup(r: Runner) -> None:
     while r._closing and time.monotonic() < deadline:
         r.poll()
         time.sleep(0.01)
-    for d in measure.worker_cgroup_dirs(r.worker_name):
+    for d in measure.worker_cgroup_dirs(r.cgroup_name):
         for sub in d.iterdir():
             if sub.is_dir():  # a sibling runner of the same name may still be closing it
                 wait_for(lambda: measure._rmdir(sub))
@@ -462,4 +462,4 @@ def test_adopt_sweeps_job_cgroups_without_a_record(make_runner: Callable[..., Ru
     assert b.adopt() == []
     wait_for(lambda: gone(t.pid))
     wait_for(lambda: (b.poll(), not any((d / "1.0").exists()
-                                        for d in measure.worker_cgroup_dirs(name)))[1])
+                                        for d in measure.worker_cgroup_dirs(b.cgroup_name)))[1])

@@ -280,6 +280,8 @@ def cmd_up(a: argparse.Namespace) -> int:
             args += ["--demo"]
         if a.mem_floor:
             args += ["--mem-floor", a.mem_floor]
+        if a.durability:
+            args += ["--durability", a.durability]
         sd.mkdir(parents=True, exist_ok=True)
         with open(sd / "up.log", "ab") as log:
             subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -289,7 +291,11 @@ def cmd_up(a: argparse.Namespace) -> int:
         from xce.units import parse_mem
 
         parse_mem(a.mem_per_host)
-    extra = {"worker": {"mem_floor": a.mem_floor}} if a.mem_floor else None
+    extra: dict[str, Any] = {}
+    if a.mem_floor:
+        extra["worker"] = {"mem_floor": a.mem_floor}
+    if a.durability:
+        extra["controller"] = {"durability": a.durability}
     cfg = U.write_cluster_file(sd, a.controllers, a.mem_per_host or "", a.slots_per_host or 0, a.heartbeat,
                                extra)
     import socket
@@ -434,6 +440,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--mem-per-host")
     s.add_argument("--slots-per-host", type=int)
     s.add_argument("--heartbeat", type=float, default=1.0)
+    s.add_argument("--durability", choices=["mmap", "fsync"], help="Raft journal policy (docs/ha.md)")
     s.add_argument("--mem-floor", help="kill the largest overage first when a host's OS-available "
                    "memory falls below this (e.g. 300M)")
     s.add_argument("--detach", action="store_true", help="return once the cluster is ready")

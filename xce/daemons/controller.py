@@ -308,7 +308,7 @@ class Controller:
             with self.raft.lock:
                 self.live.rebuild(self.state.jobs.values(), now)
                 # A grace period of one more timeout: workers find the new leader and re-register.
-                grace = self.cfg.controller.heartbeat_misses * self.cfg.worker.heartbeat
+                grace = self.cfg.controller.heartbeat_misses * self.cfg.worker.heartbeat + 5.0
                 for name in self.state.hosts:
                     self.live.last_seen[name] = now + grace
                 queues = [Queue(name=n, priority=q.priority, rerunnable=q.rerunnable,

@@ -84,8 +84,13 @@ class Worker:
         from xce.zmqutil import dealer
 
         if self.sock is not None:
+            self.sock.disable_monitor()
+            self.monitor.close(0)
             self.sock.close(0)
         self.sock = dealer(self.ctx, self.endpoints[self.endpoint_idx], limit_input=True)
+        # A controller that dies drops the TCP connection: hearing that at once makes a
+        # failover take one registration, not several missed heartbeats.
+        self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         self.registered = False
 
     def send(self, op: Op, body: Any, rid: int | None = None) -> int:
@@ -116,6 +121,7 @@ class Worker:
             assert self.sock is not None
             poller.register(self.sock, zmq.POLLIN)
             poller.register(self.wake_r, zmq.POLLIN)
+            poller.register(self.monitor, zmq.POLLIN)
             timeout = max(0.0, min(self.next_hb, self.next_sample) - now)
             ready = dict(poller.poll(int(timeout * 1000) + 1))
             if self.wake_r in ready:
@@ -123,6 +129,14 @@ class Worker:
                     os.read(self.wake_r, 4096)
                 except BlockingIOError:
                     pass
+            if self.monitor in ready:
+                self.monitor.recv_multipart()
+                if len(self.endpoints) > 1:
+                    log.info("lost the controller at %s; trying the next", self.endpoints[self.endpoint_idx])
+                    self.endpoint_idx = (self.endpoint_idx + 1) % len(self.endpoints)
+                    self.last_reply = time.monotonic()
+                    self.connect()
+                    continue
             if self.sock in ready:
                 self.receive()
             self.reap(time.time())
@@ -142,6 +156,8 @@ class Worker:
 
     def close(self) -> None:
         if self.sock is not None:
+            self.sock.disable_monitor()
+            self.monitor.close(0)
             self.sock.close(0)
         self.ctx.destroy(linger=0)
 

@@ -60,6 +60,7 @@ job as itself.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pwd
@@ -176,6 +177,11 @@ class Runner:
     def __init__(self, worker_name: str, state_dir: Path, clock: Callable[[], float] = time.time,
                  kill_grace: float = 5.0) -> None:
         self.worker_name = worker_name
+        # Job cgroups live under a directory named for this worker *instance*: two workers
+        # with the same host name (two local clusters on one machine) must never sweep,
+        # signal or measure each other's jobs.
+        digest = hashlib.sha1(str(Path(state_dir).resolve()).encode()).hexdigest()[:8]
+        self.cgroup_name = f"{worker_name}-{digest}"
         self.state_dir = Path(state_dir)
         self.clock = clock
         self.kill_grace = kill_grace
@@ -251,7 +257,7 @@ class Runner:
         meter: Meter | None = None
         try:
             pid = proc.pid
-            meter = make_meter(key, pid, self.worker_name)
+            meter = make_meter(key, pid, self.cgroup_name)
             st = proc_stat(pid)
             task = Task(job_id=job_id, attempt=attempt, pid=pid, start_time=self.clock(), key=key,
                         stdout=out, stderr=err, mem_limit=spec.mem_limit, reserved=reserved,
@@ -369,7 +375,7 @@ class Runner:
                 upd = {}
             st = proc_stat(pid)
             live = st is not None and st.start == start and st.state not in "ZX"
-            meter: Meter = attach_meter(key, pid, self.worker_name, rec.get("method", "proc"), start) \
+            meter: Meter = attach_meter(key, pid, self.cgroup_name, rec.get("method", "proc"), start) \
                 if live else ProcMeter(pid, start)
             task = Task(job_id=rec["job"], attempt=rec["attempt"], pid=pid, start_time=rec["start_time"],
                         key=key, stdout=rec["stdout"], stderr=rec["stderr"], mem_limit=rec["mem_limit"],
@@ -383,7 +389,7 @@ class Runner:
                 if task.kill_reason is not None:  # killed before the restart: finish the job
                     task.kill_deadline = self.clock() + self.kill_grace
                     self._signal(task, signal.SIGTERM)
-        self._closing += sweep_cgroups(self.worker_name, {t.key for t in alive} | {
+        self._closing += sweep_cgroups(self.cgroup_name, {t.key for t in alive} | {
             t.key for t in self._tasks.values() if not t.adopted})
         for p in self.task_dir.iterdir():
             if p.suffix in (".upd", ".tmp") and p.stem not in self._tasks:
