@@ -104,9 +104,14 @@ def test_all_controllers_killed_at_once_keep_every_acknowledged_job(tmp_path: Pa
         wait_for(lambda: all(controller_pids(c)[n] != p for n, p in pids.items()), 15, "restarted")
         after = wait_for(lambda: {v.id: v for v in c.client.jobs(all=True)}, 30, "jobs readable")
         assert set(after) == set(before) and pend in after
+        import msgspec
+
+        def hard(v):  # a pending job's reason is the scheduler's latest word: soft state
+            return msgspec.structs.replace(v, reason="") if v.state == "PEND" else v
+
         for jid, v in before.items():
             # Every hard field comes back; only soft live figures may differ.
-            assert after[jid] == v, (after[jid], v)
+            assert hard(after[jid]) == hard(v), (after[jid], v)
 
 
 def test_cut_off_leader_stops_acting(tmp_path: Path) -> None:
@@ -121,7 +126,7 @@ def test_cut_off_leader_stops_acting(tmp_path: Path) -> None:
         for p in followers:  # the leader is now alone: a minority of one
             os.kill(p, signal.SIGSTOP)
         try:
-            lonely = Client(endpoint=leader.address, timeout=2)
+            lonely = Client(endpoint=leader.address, state_dir=c.state_dir, timeout=2)
             with pytest.raises(XceError):
                 lonely.submit(["true"], name="never-acked")  # cannot commit without a majority
             # Within its lease (leader_fallback) it stops claiming leadership.

@@ -131,3 +131,21 @@ def test_worker_answers_bad_orders_and_keeps_serving(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(10)
         router.close(0)
+
+
+def test_daemon_tier_refuses_workers_without_a_valid_daemon_token(cluster, sock: zmq.Socket) -> None:
+    from xce.auth import TokenService, ensure_keyring
+    from xce.policy import Principal
+
+    reg = S.RegisterRequest(host="intruder", slots=1, ncpus=1, mem_total=2**30, os_available=2**30,
+                            version="x")
+    assert "needs a token" in error_of(ask(sock, encode(Op.REGISTER, 1, reg))).message
+    forged = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4Y2UtZGFlbW9uIn0.c2lnbmF0dXJl"
+    assert error_of(ask(sock, encode(Op.REGISTER, 2, reg, token=forged))).code == "unauthenticated"
+    viewer = TokenService(ensure_keyring(cluster.state_dir)).issue(Principal("eve", ("viewer",)))
+    err = error_of(ask(sock, encode(Op.REGISTER, 3, reg, token=viewer)))
+    assert err.code == "forbidden" and "daemon.worker" in err.message
+    err = error_of(ask(sock, encode(Op.SUBMIT, 4, S.SubmitRequest(jobs=[S.JobSpec(command=["true"])]),
+                                    token=viewer)))
+    assert err.code == "forbidden" and "jobs.submit" in err.message
+    assert "intruder" not in [h.name for h in cluster.client.hosts()]

@@ -140,7 +140,11 @@ class Client:
         else:
             endpoints = [endpoint] if isinstance(endpoint, str) else list(endpoint)
         self.events_endpoint = self.cfg.controller.pub_address
-        tok = token if token is not None else os.environ.get("XCE_TOKEN", "")
+        if token is None:
+            from xce.auth import cli_token
+
+            token = cli_token(self.cfg.state_dir or (state_dir if state_dir else default_state_dir()))
+        tok = token
         self.conn = Connection(endpoints, tok, timeout)
 
     def __enter__(self) -> Client:

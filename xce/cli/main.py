@@ -212,7 +212,7 @@ def _each_controller(c: Any, fallback: list[Any]) -> list[Any]:
 
     out = []
     for ep in endpoints_of(c.cfg):
-        conn = Connection([ep], timeout=1.0, ctx=c.conn.ctx)
+        conn = Connection([ep], token=c.conn.token, timeout=1.0, ctx=c.conn.ctx)
         try:
             out.append(conn.request(Op.STATUS, S.Empty(), timeout=1.0).controllers[0])
         except XceError:
@@ -302,6 +302,10 @@ def cmd_up(a: argparse.Namespace) -> int:
 
     names = [socket.gethostname()] if a.hosts == 1 and not a.mem_per_host and not a.slots_per_host \
         else [f"node{i + 1}" for i in range(a.hosts)]
+    from xce.auth import ensure_daemon_token, ensure_local_admin
+
+    ensure_local_admin(sd)   # the user who runs `xce up` is its admin: nothing changes for them
+    ensure_daemon_token(sd)  # what the local scheduler and workers show the controller
     sup = U.Supervisor(sd, cfg, a.hosts, names)
     print(f"xce: starting a local cluster in {sd} ({a.controllers} controller(s), {a.hosts} host(s)); "
           "Ctrl-C or `xce down` stops it", flush=True)

@@ -38,8 +38,11 @@ import zmq
 
 from xce import __version__
 from xce.config import Config, load
-from xce.errors import Conflict, InvalidRequest, NotFound, NotLeader, ProtocolError, XceError
+from xce.errors import (Conflict, InvalidRequest, NotFound, NotLeader, ProtocolError, Unauthenticated,
+                        XceError)
+from xce.auth import KEYS_FILE, TokenService, auth_dir
 from xce.live import Live
+from xce.policy import OP_PERMISSIONS, authorize, load_policy
 from xce.model import ACTIVE, TERMINAL, Host, HostUsage, Job, JobState, Queue
 from xce.placement import check_placement, demand_of, host_caps, never_fits
 from xce.proto import schema as S
@@ -85,6 +88,10 @@ class Controller:
         self.batch_no = 0
         self.live = Live()
         self.resources = catalog(cfg.site_resources())
+        # Access control is on when the cluster has a token key ring (`xce up` makes one).
+        self.policy = load_policy()
+        keys = auth_dir(cfg.state_dir) / KEYS_FILE if cfg.state_dir else None
+        self.tokens = TokenService.from_state_dir(cfg.state_dir) if keys and keys.exists() else None
         # Parsed requirements are immutable, and users repeat the same few strings.
         self.parse = functools.lru_cache(maxsize=4096)(lambda text: parse_resreq(text, self.resources))
         self.cluster_totals = cfg.cluster_totals()
@@ -205,6 +212,8 @@ class Controller:
                     log.info("peer reported an error: %s", bytes(env.body)[:200])
                 return
             op, body = decode_request(env)
+            if self.tokens is not None:
+                body = self.authorize(env.token, op, body)
             if not self.raft.is_leader() and op not in (Op.PING, Op.STATUS):
                 raise NotLeader(self.leader_router())
             handler = self.HANDLERS.get(op)
@@ -216,6 +225,23 @@ class Controller:
         except Exception as e:  # noqa: BLE001 - a bug must not kill the controller
             log.exception("handler failed")
             self.send(ident, error_reply(rid, XceError(f"internal error: {e}")))
+
+    def authorize(self, token: str, op: Op, body: Any) -> Any:
+        """The same policy as REST (xce/policy.py): who may do what, own jobs narrowed.
+
+        Workers and the scheduler prove themselves with a daemon-role token (until the
+        daemon tier moves to CURVE keys); everyone else with their user token.
+        """
+        if OP_PERMISSIONS.get(op, "") is None:
+            return body  # public: PING
+        if not token:
+            raise Unauthenticated(f"{op.name} needs a token (xce login, or XCE_TOKEN)")
+        assert self.tokens is not None
+        principal = self.tokens.verify(token)
+        with self.raft.lock:
+            jobs = self.state.jobs
+            return authorize(self.policy, principal, op, body,
+                             lambda j: jobs[j].spec.user if j in jobs else None)
 
     def ok(self, ident: bytes, rid: int, body: Any) -> None:
         self.send(ident, encode(Op.OK, rid, body, term=self.raft.term()))

@@ -33,6 +33,21 @@ from xce.proto.opcodes import Op
 log = logging.getLogger("xce.scheduler")
 
 
+def daemon_token(cfg: Config) -> str:
+    """The daemon-role token of this cluster (``<state>/auth/daemon.token``), if it has one."""
+    import os
+
+    from xce.auth import DAEMON_TOKEN, auth_dir
+
+    env = os.environ.get("XCE_DAEMON_TOKEN")
+    if env:
+        return env
+    try:
+        return (auth_dir(cfg.state_dir) / DAEMON_TOKEN).read_text().strip() if cfg.state_dir else ""
+    except OSError:
+        return ""
+
+
 class Scheduler:
     def __init__(self, cfg: Config) -> None:
         from xce.client import Connection, endpoints_of
@@ -40,7 +55,7 @@ class Scheduler:
 
         self.cfg = cfg
         self.ctx = zmq.Context()
-        self.conn = Connection(endpoints_of(cfg), timeout=5.0, ctx=self.ctx)
+        self.conn = Connection(endpoints_of(cfg), token=daemon_token(cfg), timeout=5.0, ctx=self.ctx)
         self.sub = subscriber(self.ctx, cfg.controller.pub_address)
         self.sub_endpoint = cfg.controller.pub_address
         self.dec = msgspec.msgpack.Decoder(S.Event)

@@ -56,6 +56,9 @@ class Worker:
         self.slots = w.slots or os.cpu_count() or 1
         self.floor = parse_mem(w.mem_floor) if w.mem_floor else None
         self.endpoints = endpoints_of(cfg)
+        from xce.daemons.scheduler import daemon_token
+
+        self.token = daemon_token(cfg)
         self.endpoint_idx = 0
         self.ctx = zmq.Context()
         self.sock: zmq.Socket | None = None
@@ -99,7 +102,7 @@ class Worker:
             rid = self.rid
         assert self.sock is not None
         try:
-            self.sock.send(encode(op, rid, body), zmq.NOBLOCK)
+            self.sock.send(encode(op, rid, body, token=self.token), zmq.NOBLOCK)
         except zmq.Again:
             log.warning("controller queue full; dropping %s", op.name)
         return rid
