@@ -287,6 +287,8 @@ def cmd_up(a: argparse.Namespace) -> int:
             subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                              start_new_session=True)
         return _wait_ready(a, sd, a.hosts)
+    if a.demo and not a.slots_per_host:
+        a.slots_per_host = 8  # room for the whole demo mix at once
     if a.mem_per_host:
         from xce.units import parse_mem
 
