@@ -83,11 +83,12 @@ class Connection:
         deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
         backoff = 0.05
         attempt_timeout = 0.75
+        heard: XceError | None = None  # the last thing a controller said: the truest error to give
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise Unavailable(f"no answer from the controller at {self.endpoints[self.current]} "
-                                  f"within {self.timeout if timeout is None else timeout:.0f}s")
+                raise heard or Unavailable(f"no answer from the controller at {self.endpoints[self.current]} "
+                                           f"within {self.timeout if timeout is None else timeout:.0f}s")
             # With several controllers, give up on a silent one quickly (it may be dead) and
             # try the next; every write carries an idempotency key, so a retry is safe.
             per_try = left if len(self.endpoints) == 1 else min(left, attempt_timeout)
@@ -98,11 +99,12 @@ class Connection:
                     self._switch(e.leader)
                     continue
                 err: XceError = e
+                heard = e
             except Unavailable as e:
                 err = e
                 attempt_timeout = min(attempt_timeout * 2, 8.0)
             if deadline - time.monotonic() <= backoff:
-                raise err
+                raise heard or err
             time.sleep(backoff * (0.5 + random.random()))
             backoff = min(backoff * 2, 1.0)
 
