@@ -185,26 +185,58 @@ class Client:
     def modify(self, job_id: int, mem_limit: int | None) -> None:
         self.request(Op.MODIFY, S.ModifyRequest(id=job_id, mem_limit=mem_limit))
 
-    def wait(self, ids: Sequence[int], timeout: float | None = None, poll: float = 0.05,
+    def wait(self, ids: Sequence[int], timeout: float | None = None, poll: float = 1.0,
              progress: Any = None) -> list[JobView]:
-        """Block until every job ended (DONE or EXIT); returns their final views."""
+        """Block until every job ended (DONE or EXIT); returns their final views.
+
+        Listens to the event stream (no polling load on the controller) and asks the
+        controller again every ``poll`` seconds, which also covers events missed while
+        the subscription was connecting or the leader changed.
+        """
+        from xce.model import TERMINAL
+        from xce.zmqutil import subscriber
+
         deadline = None if timeout is None else time.monotonic() + timeout
         left = set(ids)
+        sub = subscriber(self.conn.ctx, self.events_endpoint)
+        dec = msgspec.msgpack.Decoder(S.Event)
+        try:
+            next_check = 0.0
+            while True:
+                if time.monotonic() >= next_check:
+                    for chunk in range(0, len(ids), 5000):
+                        part = [i for i in ids[chunk:chunk + 5000] if i in left]
+                        if part:
+                            left -= {v.id for v in self.jobs(part) if v.state in ("DONE", "EXIT")}
+                    next_check = time.monotonic() + poll
+                if progress:
+                    progress(len(ids) - len(left), len(ids))
+                if not left:
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"{len(left)} job(s) still running after {timeout}s")
+                wait_s = max(0.0, next_check - time.monotonic())
+                if deadline is not None:
+                    wait_s = min(wait_s, max(0.0, deadline - time.monotonic()))
+                if sub.poll(int(wait_s * 1000) + 1):
+                    while True:
+                        try:
+                            _, data = sub.recv_multipart(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        try:
+                            ev = dec.decode(decode_envelope(data).body)
+                        except (XceError, msgspec.DecodeError):
+                            next_check = 0.0
+                            continue
+                        for j in ev.jobs:
+                            if j.id in left and j.state in TERMINAL:
+                                left.discard(j.id)
+        finally:
+            sub.close(0)
         final: dict[int, JobView] = {}
-        while left:
-            views = self.jobs(sorted(left)) if len(left) < 5000 else self.jobs(all=True)
-            for v in views:
-                if v.id in left and v.state in ("DONE", "EXIT"):
-                    final[v.id] = v
-                    left.discard(v.id)
-            if progress:
-                progress(len(final), len(ids))
-            if not left:
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"{len(left)} job(s) still running after {timeout}s")
-            time.sleep(poll)
-            poll = min(poll * 1.5, 0.5)
+        for chunk in range(0, len(ids), 5000):
+            final.update((v.id, v) for v in self.jobs(ids[chunk:chunk + 5000]))
         return [final[i] for i in ids]
 
     # ---- cluster ----

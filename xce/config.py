@@ -35,13 +35,13 @@ class ControllerConf(msgspec.Struct, forbid_unknown_fields=True):
     heartbeat_misses: int = 3
     keep_finished: int = 100_000
     append_period: float = 0.02
-    tick_period: float = 0.002
+    tick_period: float = 0.001
     election_timeout: tuple[float, float] = (0.3, 0.8)
 
 
 class SchedulerConf(msgspec.Struct, forbid_unknown_fields=True):
     interval: float = 1.0
-    debounce: float = 0.002
+    debounce: float = 0.0
 
 
 class WorkerConf(msgspec.Struct, forbid_unknown_fields=True):

@@ -96,8 +96,11 @@ class Supervisor:
 
     def start(self, name: str) -> None:
         log = open(self.logs / f"{name}.log", "ab")
+        # cwd is the state directory: `python -m` puts the cwd on sys.path, and a stray
+        # module in the user's directory must not shadow a daemon's imports.
         self.procs[name] = subprocess.Popen(self.specs[name], stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+                                            stdin=subprocess.DEVNULL, start_new_session=True,
+                                            cwd=self.state_dir)
         log.close()
 
     def record(self) -> None:
