@@ -166,7 +166,7 @@ def test_submit_needs_one_resreq_per_spec() -> None:
 
 def test_place_records_the_placement() -> None:
     st = two_hosts()
-    submit(st)
+    submit(st, spec(slots=2))
     assert run(st, 1, "n1", "n2", t=T0 + 5) == 1
     j = st.jobs[1]
     assert (j.state, j.attempt, j.hosts, j.start_time, j.reason) == (S.RUN, 1, ["n1", "n2"], T0 + 5, "")
@@ -588,3 +588,19 @@ def test_a_retried_submit_with_the_same_key_returns_the_first_ids() -> None:
     again = st.apply(Submit(time=T0 + 1, specs=[spec()], reqs=[parse_resreq("")], key="abc"))
     other = st.apply(Submit(time=T0 + 2, specs=[spec()], reqs=[parse_resreq("")], key="xyz"))
     assert first == again and other != first and len(st.jobs) == 2
+
+
+@pytest.mark.parametrize("allocs,needle", [
+    ([], "names each host once"),
+    ([Alloc("n1", 1, 0, {"slots": 1}), Alloc("n1", 1, 0, {"slots": 1})], "names each host once"),
+    ([Alloc("n1", 3, 0, {"slots": 3})], "the job needs 2"),
+    ([Alloc("n1", 2, 0, {"slots": 2}), Alloc("n2", 0, 0, {})], "the job needs 2"),
+])
+def test_a_malformed_placement_is_refused_and_the_job_stays_pending(allocs, needle) -> None:
+    st = cluster_state()
+    for n in ("n1", "n2"):
+        st.apply(RegisterHost(time=T0, host=host(n)))
+    (jid,) = st.apply(Submit(time=T0, specs=[spec(slots=2)], reqs=[parse_resreq("")]))
+    with pytest.raises(InvalidRequest, match=needle):
+        st.apply(Place(time=T0, job_id=jid, attempt=0, allocs=allocs))
+    assert st.jobs[jid].state == S.PEND and st.jobs[jid].allocs == []

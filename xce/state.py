@@ -203,6 +203,12 @@ class ClusterState:
         job = self.job(cmd.job_id)
         if job.attempt != cmd.attempt:
             raise Conflict(f"job {job.id}: placement for attempt {cmd.attempt}, job is at {job.attempt}")
+        hosts = [a.host for a in cmd.allocs]
+        if not hosts or len(set(hosts)) != len(hosts):
+            raise InvalidRequest(f"job {job.id}: a placement names each host once, got {hosts}")
+        if sum(a.slots for a in cmd.allocs) != job.spec.slots or any(a.slots < 1 for a in cmd.allocs):
+            raise InvalidRequest(f"job {job.id}: placement gives {[a.slots for a in cmd.allocs]} slots, "
+                                 f"the job needs {job.spec.slots}")
         for a in cmd.allocs:
             host = self.hosts.get(a.host)
             if host is None or host.unavail or host.closed:
