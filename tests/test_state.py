@@ -553,6 +553,17 @@ def test_mirror_applies_events_in_order() -> None:
     assert (m.seq, m.time) == (13, T0 + 13) and m.live.ledger.audit() == []
 
 
+def test_mirror_keeps_pending_and_running_indexes_with_every_change() -> None:
+    m, st = mirror_at()
+    assert set(m.pending) == {2} and set(m.running) == {1}
+    run(st, 2, "n2")
+    finish(st, 1)
+    assert m.apply_event(ev(11, jobs=[st.jobs[1], st.jobs[2]]))
+    assert m.pending == {} and set(m.running) == {2}
+    assert m.apply_event(ev(12, forget=[2]))
+    assert m.running == {} and m.pending == {}
+
+
 def test_mirror_gap_is_refused() -> None:
     m, st = mirror_at()
     before = dict(m.jobs)

@@ -8,13 +8,16 @@ leader), and the owner must then fetch a new snapshot.
 from __future__ import annotations
 
 from xce.live import Live
-from xce.model import Host, Job, Queue
+from xce.model import ACTIVE, Host, Job, JobState, Queue
 from xce.proto.schema import Event, Snapshot
 
 
 class Mirror:
     def __init__(self) -> None:
         self.jobs: dict[int, Job] = {}
+        # Kept with every change, so a round never scans the finished jobs a cluster keeps.
+        self.pending: dict[int, Job] = {}
+        self.running: dict[int, Job] = {}
         self.hosts: dict[str, Host] = {}
         self.queues: dict[str, Queue] = {}
         self.default_queue = ""
@@ -31,6 +34,8 @@ class Mirror:
 
     def apply_snapshot(self, snap: Snapshot) -> None:
         self.jobs = {j.id: j for j in snap.jobs}
+        self.pending = {j.id: j for j in snap.jobs if j.state == JobState.PEND}
+        self.running = {j.id: j for j in snap.jobs if j.state in ACTIVE}
         self.hosts = {h.name: h for h in snap.hosts}
         self.queues = {q.name: q for q in snap.queues}
         self.default_queue = snap.default_queue
@@ -58,9 +63,12 @@ class Mirror:
             self.hosts[h.name] = h
         for j in ev.jobs:
             self.jobs[j.id] = j
+            self._index(j)
             self.live.sync_job(j, ev.time)
         for jid in ev.forget:
             self.jobs.pop(jid, None)
+            self.pending.pop(jid, None)
+            self.running.pop(jid, None)
             self.live.forget_job(jid)
         for hl in ev.live:
             self.live.apply_live(hl)
@@ -72,3 +80,11 @@ class Mirror:
             else:
                 self.live.reasons.pop(jid, None)
         return True
+
+    def _index(self, j: Job) -> None:
+        self.pending.pop(j.id, None)
+        self.running.pop(j.id, None)
+        if j.state == JobState.PEND:
+            self.pending[j.id] = j
+        elif j.state in ACTIVE:
+            self.running[j.id] = j

@@ -119,7 +119,7 @@ class Scheduler:
         m = self.mirror
         t0 = time.perf_counter()
         prio = {q.name: q.priority for q in m.queues.values()}
-        pending = [j for j in pending_order(m.jobs.values(), prio)
+        pending = [j for j in pending_order(m.pending.values(), prio)
                    if self.in_flight.get(j.id) != j.attempt]
         if not pending:
             return
@@ -153,7 +153,7 @@ class Scheduler:
 
     def _cluster_free(self) -> dict[str, int]:
         used: dict[str, int] = {}
-        for job in self.mirror.jobs.values():
+        for job in self.mirror.running.values():
             if job.state == JobState.RUN:
                 for item in job.req.rusage:
                     if item.name in self.cluster_totals:
