@@ -82,17 +82,16 @@ def test_reconnects_after_the_controller_is_stopped_and_started(cluster: Cluster
             os.kill(pid, signal.SIGSTOP)                       # stopped: the stream goes silent
             try:
                 await until(pilot, lambda: m.link == "unreachable", 10, "the console to notice")
-                await pilot.pause(0.3)
-                header = str(app.screen.query_one("#header").render())
-                assert "controller unreachable — reconnecting" in header
+                await until(pilot, lambda: "controller unreachable — reconnecting"
+                            in str(app.screen.query_one("#header").render()), 5, "the header to say so")
                 assert app.screen.query_one("#jobs").greyed
             finally:
                 os.kill(pid, signal.SIGKILL)                   # ... and gone; the supervisor starts it again
                 os.kill(pid, signal.SIGCONT)
             await until(pilot, lambda: m.link == "live" and m.mirror.epoch != epoch and m.mirror.hosts,
                         30, "the console to reconnect to the new controller")
-            await pilot.pause(0.3)
-            assert "unreachable" not in str(app.screen.query_one("#header").render())
+            await until(pilot, lambda: "unreachable" not in str(app.screen.query_one("#header").render()),
+                        5, "the header to clear")
             assert not app.screen.query_one("#jobs").greyed
             assert m.snapshots >= 2
     run(go())

@@ -228,12 +228,9 @@ def ensure_keyring(state_dir: str | Path, alg: Alg = "EdDSA") -> KeyRing:
 
 
 def unix_user() -> str:
-    import pwd
+    from xce.client import unix_user as name
 
-    try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
-        return str(os.getuid())
+    return name()
 
 
 def ensure_local_admin(state_dir: str | Path) -> str:

@@ -165,7 +165,7 @@ class Client:
         return self.submit_many([{"command": command, **fields}])[0]
 
     def submit_many(self, jobs: Sequence[JobSpec | dict[str, Any]], dry_run: bool = False) -> list[int]:
-        defaults = {"user": _user(), "cwd": os.getcwd()}
+        defaults = {"user": unix_user(), "cwd": os.getcwd()}
         specs = [j if isinstance(j, JobSpec) else make_spec(**{**defaults, **j}) for j in jobs]
         key = os.urandom(12).hex()  # the same key on every retry: a failover never doubles a submit
         return self.request(Op.SUBMIT, S.SubmitRequest(jobs=specs, dry_run=dry_run, key=key)).ids
@@ -279,7 +279,7 @@ def make_spec(command: Sequence[str] | str, **fields: Any) -> JobSpec:
     if isinstance(command, str):
         command = ["/bin/sh", "-c", command]
     if "user" not in fields:
-        fields["user"] = _user()
+        fields["user"] = unix_user()
     if "cwd" not in fields:
         fields["cwd"] = os.getcwd()
     if isinstance(fields.get("mem_limit"), str):
@@ -294,7 +294,7 @@ def make_spec(command: Sequence[str] | str, **fields: Any) -> JobSpec:
         raise InvalidRequest(f"bad job field: {e}") from None
 
 
-def _user() -> str:
+def unix_user() -> str:
     import pwd
 
     try:
