@@ -132,3 +132,14 @@ def test_restarted_worker_reattaches_to_running_job(cluster2: Cluster, tmp_path:
     assert (v.state, v.exit_code) == ("EXIT", 7)  # the real exit code, read after re-attaching
     assert marker.read_text() == "started\n"      # ran exactly once
     assert c.hosts(["node2"])[0].state == "ok"
+
+
+def test_jobs_run_in_the_submitting_environment(cluster2: Cluster, tmp_path: Path) -> None:
+    env = {**os.environ, "XCE_TEST_MARK": "carried over"}
+    r = cluster2.xce("submit", "-o", str(tmp_path / "env.%J"), "--", "sh", "-c", "echo $XCE_TEST_MARK", env=env)
+    jid = int(r.stdout.split("<")[1].split(">")[0])
+    assert cluster2.wait_job(jid).state == "DONE"
+    assert (tmp_path / f"env.{jid}").read_text() == "carried over\n"
+    # ...while snapshots and the event stream never carry environments (they hold secrets).
+    snap = cluster2.client.snapshot()
+    assert jid in {j.id for j in snap.jobs} and all(not j.spec.env for j in snap.jobs)

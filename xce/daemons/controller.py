@@ -60,6 +60,13 @@ PEAK_WIRE = "memory_peak"
 Reply = Callable[[Result], None]
 
 
+def public(job: Job) -> Job:
+    """A job as the event stream and snapshots show it: without its environment (secrets)."""
+    if not job.spec.env:
+        return job
+    return msgspec.structs.replace(job, spec=msgspec.structs.replace(job.spec, env={}))
+
+
 class Controller:
     def __init__(self, cfg: Config, state_dir: Path) -> None:
         self.cfg = cfg
@@ -71,7 +78,10 @@ class Controller:
         from xce.zmqutil import router
 
         self.router = router(self.ctx, c.address)
-        self.pub = self.ctx.socket(zmq.PUB)
+        # XPUB: the same stream as PUB, but it hears subscriptions, so a controller nobody
+        # listens to (a follower, usually) does not spend its CPU encoding events.
+        self.pub = self.ctx.socket(zmq.XPUB)
+        self.subscribers = 0
         # Bounded: a stalled subscriber loses events (and resnapshots on the gap) rather
         # than growing the controller's memory without limit.
         self.pub.setsockopt(zmq.SNDHWM, 200_000)
@@ -167,6 +177,7 @@ class Controller:
         poller = zmq.Poller()
         poller.register(self.router, zmq.POLLIN)
         poller.register(self.wake_pull, zmq.POLLIN)
+        poller.register(self.pub, zmq.POLLIN)
         while not self.stopping:
             ready = dict(poller.poll(100))
             if self.wake_pull in ready:
@@ -175,6 +186,8 @@ class Controller:
                         self.wake_pull.recv(zmq.NOBLOCK)
                     except zmq.Again:
                         break
+            if self.pub in ready:
+                self.count_subscribers()
             self.after_apply()
             if self.router in ready:
                 for _ in range(5000):
@@ -277,11 +290,13 @@ class Controller:
                 self.epoch = uuid.uuid4().hex[:12]
                 st.touched_jobs.clear()
                 st.touched_hosts.clear()
+            leading = self.raft.is_leader()
             for jid in st.touched_jobs:
                 job = st.jobs.get(jid)
                 if job is None:
                     continue
-                self.live.sync_job(job, now)
+                if leading:  # a follower's ledger is rebuilt when it takes over
+                    self.live.sync_job(job, now)
                 events_jobs.append(job)
             for name in st.touched_hosts:
                 if name in st.hosts:
@@ -290,15 +305,15 @@ class Controller:
             st.touched_jobs, st.touched_hosts, st.forgotten = set(), set(), []
             for jid in forgotten:
                 self.live.forget_job(jid)
-            if events_jobs or events_hosts or forgotten:
+            if (events_jobs or events_hosts or forgotten) and self.subscribers:
                 # Job environments stay in the journal; the event stream does not carry them.
-                events_jobs = [j if not j.spec.env else msgspec.structs.replace(
-                    j, spec=msgspec.structs.replace(j.spec, env={})) for j in events_jobs]
-                self.emit(S.Event(seq=0, epoch=self.epoch, time=now, jobs=events_jobs,
+                self.emit(S.Event(seq=0, epoch=self.epoch, time=now, jobs=[public(j) for j in events_jobs],
                                   hosts=events_hosts, forget=forgotten))
-            if self.raft.is_leader():
+            elif events_jobs or events_hosts or forgotten:
+                self.seq += 1  # nobody listens: skip the encoding, keep the sequence honest
+            if leading:
                 for job in events_jobs:
-                    self.orders(job, now)
+                    self.orders(job, now)  # the real job: its environment goes to the worker
         while True:
             try:
                 token, res, err = self.done.get_nowait()
@@ -314,6 +329,17 @@ class Controller:
             for r, result in zip(replies, res, strict=True):
                 r(result)
 
+    def count_subscribers(self) -> None:
+        while True:
+            try:
+                msg = self.pub.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if msg[:1] == b"\x01":
+                self.subscribers += 1
+            elif msg[:1] == b"\x00":
+                self.subscribers = max(0, self.subscribers - 1)
+
     def emit(self, ev: S.Event) -> None:
         self.seq += 1
         ev.seq = self.seq
@@ -321,7 +347,10 @@ class Controller:
 
     def publish_soft(self, now: float) -> None:
         p = self.pending_soft
-        if p["live"] or p["samples"] or p["reasons"]:
+        if (p["live"] or p["samples"] or p["reasons"]) and not self.subscribers:
+            self.seq += 1
+            self.pending_soft = {"live": [], "samples": [], "reasons": {}}
+        elif p["live"] or p["samples"] or p["reasons"]:
             self.emit(S.Event(seq=0, epoch=self.epoch, time=now, live=p["live"],
                               samples=p["samples"], reasons=p["reasons"]))
             self.pending_soft = {"live": [], "samples": [], "reasons": {}}
@@ -566,7 +595,7 @@ class Controller:
             self.after_apply_locked_guard()
             st = self.state
             snap = S.Snapshot(
-                seq=self.seq, epoch=self.epoch, time=time.time(), jobs=list(st.jobs.values()),
+                seq=self.seq, epoch=self.epoch, time=time.time(), jobs=[public(j) for j in st.jobs.values()],
                 hosts=list(st.hosts.values()), queues=list(st.queues.values()),
                 default_queue=st.default_queue, live=self.live.lives(), samples=self.live.samples(),
                 reasons=dict(self.live.reasons), leader=self.leader_router(), term=self.raft.term())
