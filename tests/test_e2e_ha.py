@@ -142,3 +142,32 @@ def test_cut_off_leader_stops_acting(tmp_path: Path) -> None:
         assert c.wait_job(jid).state == "DONE"
         names = [v.name for v in c.client.jobs(all=True)]
         assert names.count("never-acked") <= 1
+
+
+def test_stale_ok_reads_are_served_by_a_follower_and_say_how_old(tmp_path: Path) -> None:
+    from xce.cli.main import _each_controller
+    from xce.client import Client, Connection
+    from xce.proto.opcodes import Op
+    from xce.proto.schema import JobsRequest
+
+    with local_cluster(tmp_path, *HA_ARGS) as c:
+        jid = c.client.submit(["true"], name="seen-everywhere")
+        c.wait_job(jid)
+        lead = leader_pid(c)
+        follower = next(x for x in _each_controller(c.client, []) if x.pid != lead and x.role == "follower")
+        # Without stale_ok a follower refuses (one try, no redirect)...
+        raw = Connection([follower.address], token=c.client.conn.token, timeout=5)
+        with pytest.raises(XceError, match="not leader"):
+            raw._once(Op.JOBS, JobsRequest(ids=[jid]), 5)
+        raw.close()
+        # ...with it, the follower answers from its replicated state and says how old that is.
+        with Client(endpoint=follower.address, state_dir=c.state_dir, timeout=5) as f:
+            views = wait_for(lambda: f.jobs([jid], stale_ok=True), 10, "the follower to have the job")
+            assert views[0].state == "DONE" and views[0].name == "seen-everywhere"
+            s = f.staleness
+            assert s is not None and s.role == "follower" and s.served_by == follower.address
+            assert s.as_of >= views[0].end_time and s.lag_entries >= 0
+            assert [h.name for h in f.hosts(stale_ok=True)] == ["node1", "node2"] and f.staleness is not None
+        r = c.xce("jobs", "-a", "--stale-ok", str(jid))
+        assert "seen-everywhere" in r.stdout or "true" in r.stdout
+        assert c.client.jobs([jid]) and c.client.staleness is None  # the leader's reads are fresh

@@ -146,6 +146,7 @@ class Client:
             token = stored_token(self.cfg.state_dir or (state_dir if state_dir else default_state_dir()))
         tok = token
         self.conn = Connection(endpoints, tok, timeout)
+        self.staleness: S.Staleness | None = None  # of the last stale_ok read; None when fresh
 
     def __enter__(self) -> Client:
         return self
@@ -172,9 +173,12 @@ class Client:
 
     def jobs(self, ids: Sequence[int] = (), user: str | None = None, all: bool = False,
              states: Sequence[str] = (), queue: str | None = None, after: int = 0,
-             limit: int = 0) -> list[JobView]:
-        return self.request(Op.JOBS, S.JobsRequest(ids=list(ids), user=user, all=all, states=list(states),
-                                                   queue=queue, after=after, limit=limit)).jobs
+             limit: int = 0, stale_ok: bool = False) -> list[JobView]:
+        """Jobs as the leader sees them; ``stale_ok``: any controller may answer (see ``staleness``)."""
+        r = self.request(Op.JOBS, S.JobsRequest(ids=list(ids), user=user, all=all, states=list(states),
+                                                queue=queue, after=after, limit=limit, stale_ok=stale_ok))
+        self.staleness = r.stale
+        return r.jobs
 
     def job(self, job_id: int) -> JobView:
         return self.jobs([job_id])[0]
@@ -241,8 +245,10 @@ class Client:
 
     # ---- cluster ----
 
-    def hosts(self, names: Sequence[str] = ()) -> list[HostView]:
-        return self.request(Op.HOSTS, S.HostsRequest(names=list(names))).hosts
+    def hosts(self, names: Sequence[str] = (), stale_ok: bool = False) -> list[HostView]:
+        r = self.request(Op.HOSTS, S.HostsRequest(names=list(names), stale_ok=stale_ok))
+        self.staleness = r.stale
+        return r.hosts
 
     def host_admin(self, names: Sequence[str], action: str) -> None:
         self.request(Op.HOST_ADMIN, S.HostAdminRequest(names=list(names), action=action))

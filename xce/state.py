@@ -135,13 +135,14 @@ class ClusterState:
         self.applied = 0
         self.finished_order: list[int] = []
         self.submit_keys: dict[str, list[int]] = {}
+        self.last_time = 0.0
         self.touched_jobs: set[int] = set()
         self.touched_hosts: set[str] = set()
         self.forgotten: list[int] = []
 
     # Replicated fields only: the touched sets are the shell's business.
     _REPLICATED = ("jobs", "hosts", "queues", "default_queue", "next_job_id", "applied",
-                   "finished_order", "submit_keys")
+                   "finished_order", "submit_keys", "last_time")
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self._REPLICATED}
@@ -159,6 +160,7 @@ class ClusterState:
 
     def apply(self, cmd: Cmd) -> Any:
         self.applied += 1
+        self.last_time = max(self.last_time, cmd.time)  # "as of" for reads served by followers
         handler = _HANDLERS.get(type(cmd))
         if handler is None:
             raise InvalidRequest(f"unknown command {type(cmd).__name__}")

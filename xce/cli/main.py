@@ -21,6 +21,14 @@ def _client(a: argparse.Namespace) -> Any:
     return Client(state_dir=_state_dir(a), timeout=a.timeout)
 
 
+def _say_stale(c: Any) -> None:
+    s = c.staleness
+    if s is not None:
+        age = max(0.0, time.time() - s.as_of) if s.as_of else float("nan")
+        print(f"(stale-ok: served by {s.role} {s.served_by}; its newest change is {age:.1f} s old, "
+              f"{s.lag_entries} Raft entries behind the leader; no live usage figures)", file=sys.stderr)
+
+
 def _ids(values: list[str]) -> list[int]:
     try:
         return [int(v) for v in values]
@@ -91,7 +99,8 @@ def cmd_jobs(a: argparse.Namespace) -> int:
     with _client(a) as c:
         ids = _ids(a.ids)
         user = None if (a.u == "all" or ids) else (a.u or None)
-        jobs = c.jobs(ids=ids, user=user, all=a.a or bool(ids))
+        jobs = c.jobs(ids=ids, user=user, all=a.a or bool(ids), stale_ok=a.stale_ok)
+        _say_stale(c)
     if a.json:
         print_json(jobs)
     elif a.l:
@@ -116,7 +125,8 @@ def cmd_hosts(a: argparse.Namespace) -> int:
             c.host_admin(a.names, a.action)
             print(f"Host(s) {', '.join(a.names)} {'closed' if a.action == 'close' else 'opened'}.")
             return 0
-        hosts = c.hosts(a.names)
+        hosts = c.hosts(a.names, stale_ok=a.stale_ok)
+        _say_stale(c)
     if a.json:
         print_json(hosts)
     else:
@@ -397,12 +407,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("-u", help="user (or 'all')")
     s.add_argument("-l", action="store_true", help="long format")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--stale-ok", action="store_true", help="any controller may answer (says how old)")
     s.add_argument("ids", nargs="*")
     s.set_defaults(func=cmd_jobs)
 
     s = sub.add_parser("hosts", help="list hosts (bhosts); `hosts close|open NAME` (badmin)")
     s.add_argument("-l", action="store_true")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--stale-ok", action="store_true", help="any controller may answer (says how old)")
     s.add_argument("names", nargs="*", metavar="[close|open] NAME")
     s.set_defaults(func=cmd_hosts)
 

@@ -227,7 +227,8 @@ class Controller:
             op, body = decode_request(env)
             if self.tokens is not None:
                 body = self.authorize(env.token, op, body)
-            if not self.raft.is_leader() and op not in (Op.PING, Op.STATUS):
+            if not self.raft.is_leader() and op not in (Op.PING, Op.STATUS) \
+                    and not (op in (Op.JOBS, Op.HOSTS) and body.stale_ok):
                 raise NotLeader(self.leader_router())
             handler = self.HANDLERS.get(op)
             if handler is None:
@@ -509,7 +510,8 @@ class Controller:
                 out.append(self.live.job_view(job))
                 if body.limit and len(out) >= body.limit:
                     break
-            reply = S.JobsReply(jobs=out, next_after=out[-1].id if body.limit and len(out) >= body.limit else None)
+            reply = S.JobsReply(jobs=out, next_after=out[-1].id if body.limit and len(out) >= body.limit else None,
+                                stale=self.staleness())
             data = encode(Op.OK, rid, reply, term=self.raft.term())
         self.send(ident, data)
 
@@ -521,7 +523,17 @@ class Controller:
                     raise NotFound(f"host {n} is not known")
             names = body.names or sorted(hosts)
             views = [self.live.host_view(hosts[n]) for n in names]
-        self.ok(ident, rid, S.HostsReply(hosts=views))
+        self.ok(ident, rid, S.HostsReply(hosts=views, stale=self.staleness()))
+
+    def staleness(self) -> S.Staleness | None:
+        """None on the leader (fresh); on a follower, how far behind its answer may be."""
+        if self.raft.is_leader():
+            return None
+        st = self.raft.status()
+        role = {0: "follower", 1: "candidate", 2: "leader"}.get(st.get("state", 0), "unknown")
+        lag = max(0, int(st.get("leader_commit_idx") or 0) - int(st.get("last_applied", 0)))
+        return S.Staleness(served_by=self.cfg.controller.address, role=role,
+                           as_of=self.state.last_time, lag_entries=lag)
 
     def h_queues(self, ident: bytes, rid: int, body: S.Empty) -> None:
         with self.raft.lock:

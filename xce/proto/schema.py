@@ -57,19 +57,32 @@ class JobsRequest(msgspec.Struct, kw_only=True):
     all: bool = False          # include finished jobs
     after: int = 0             # cursor: ids greater than this
     limit: int = 0             # 0: no limit
+    stale_ok: bool = False     # any controller may answer from its replicated state
+
+
+class Staleness(msgspec.Struct, kw_only=True):
+    """How old a ``stale_ok`` read is: who served it, and what it had applied."""
+
+    served_by: str
+    role: str
+    as_of: float        # time of the newest change the serving controller has applied
+    lag_entries: int    # Raft entries the leader had committed that it had not applied
 
 
 class JobsReply(msgspec.Struct):
     jobs: list[JobView]
     next_after: int | None = None
+    stale: Staleness | None = None  # set when a follower served a stale_ok read
 
 
 class HostsRequest(msgspec.Struct):
     names: list[str] = []
+    stale_ok: bool = False
 
 
 class HostsReply(msgspec.Struct):
     hosts: list[HostView]
+    stale: Staleness | None = None
 
 
 class QueuesReply(msgspec.Struct):
