@@ -51,7 +51,7 @@ def test_leader_kill_then_submit_commits_on_new_leader(tmp_path: Path) -> None:
 
 def test_acknowledged_jobs_survive_repeated_leader_kills_exactly_once(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
-    kills = int(os.environ.get("XCE_HA_KILLS", "4"))
+    kills = int(os.environ.get("XCE_HA_KILLS", "10"))
     with local_cluster(tmp_path, *HA_ARGS) as c:
         acked: list[int] = []
         stop = threading.Event()

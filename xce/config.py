@@ -147,8 +147,13 @@ def _check(cfg: Config, source: str) -> None:
         if value < 0:
             raise bad(key, f"must be >= 0, got {value}")
     lo, hi = cfg.controller.election_timeout
-    if not 0 < lo <= hi:
-        raise bad("controller.election_timeout", f"needs 0 < min <= max, got [{lo}, {hi}]")
+    if not 0 < lo < hi:
+        raise bad("controller.election_timeout", f"needs 0 < min < max, got [{lo}, {hi}]")
+    if lo <= 3 * cfg.controller.append_period:
+        raise bad("controller.election_timeout", f"min {lo} must exceed 3 x append_period "
+                  f"({cfg.controller.append_period}), or followers start elections between heartbeats")
+    if cfg.controller.leader_fallback <= cfg.controller.append_period:
+        raise bad("controller.leader_fallback", "must exceed append_period")
     if cfg.controller.heartbeat_misses < 1:
         raise bad("controller.heartbeat_misses", "must be >= 1")
     if not cfg.queues:

@@ -63,19 +63,22 @@ class ReplicatedState(SyncObj):
 
 def make_conf(journal: str | None, dump: str | None, password: str, append_period: float,
               tick_period: float, election: tuple[float, float], leader_fallback: float = 1.0,
-              on_state: Callable[[int, int], None] | None = None, bind: str | None = None) -> SyncObjConf:
+              on_state: Callable[[int, int], None] | None = None, bind: str | None = None,
+              compact_entries: int = 20000, compact_seconds: float = 60) -> SyncObjConf:
     return SyncObjConf(
         journalFile=journal, fullDumpFile=dump, password=password or None,
         appendEntriesPeriod=append_period, autoTickPeriod=tick_period,
         raftMinTimeout=election[0], raftMaxTimeout=election[1],
         useFork=False,  # forking a process that runs ZeroMQ threads is not safe
         dynamicMembershipChange=True, commandsWaitLeader=False,
-        logCompactionMinEntries=20000, logCompactionMinTime=60,
+        # The journal is compacted into a full dump once it holds this many entries and
+        # this much time has passed: it stays bounded.
+        logCompactionMinEntries=compact_entries, logCompactionMinTime=compact_seconds,
         leaderFallbackTimeout=leader_fallback,
         bindAddress=bind,  # only the configured interface, never 0.0.0.0
         # Reconnect to a restarted peer quickly, so it hears from the leader before its
         # election timer fires and it does not depose a healthy leader (no pre-vote here).
-        connectionRetryTime=0.3, connectionTimeout=1.5,
+        connectionRetryTime=0.3, connectionTimeout=max(1.5, election[1]),
         # A batch of thousands of submits is one entry of several MB.  Above this size
         # pysyncobj splits an entry into "transmission" chunks that it reassembles with
         # the pure-Python unpickler (seconds per MB on a follower); below it the entry
