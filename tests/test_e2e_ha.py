@@ -171,3 +171,27 @@ def test_stale_ok_reads_are_served_by_a_follower_and_say_how_old(tmp_path: Path)
         r = c.xce("jobs", "-a", "--stale-ok", str(jid))
         assert "seen-everywhere" in r.stdout or "true" in r.stdout
         assert c.client.jobs([jid]) and c.client.staleness is None  # the leader's reads are fresh
+
+
+def test_rest_keeps_serving_across_a_leader_kill(tmp_path: Path) -> None:
+    import json
+    import urllib.request
+
+    from xce.client import cluster_config
+
+    with local_cluster(tmp_path, *HA_ARGS) as c:
+        url = cluster_config(c.state_dir).rest_url
+        token = c.xce("token").stdout.strip()
+
+        def get_jobs() -> list:
+            req = urllib.request.Request(f"{url}/v1/jobs?all=true", headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.loads(r.read())
+
+        jid = c.client.submit(["true"], name="before-the-kill")
+        wait_for(lambda: any(j["id"] == jid for j in get_jobs()), 30, "REST to list the job")
+        os.kill(leader_pid(c), signal.SIGKILL)
+        after = c.client.submit(["true"], name="after-the-kill")
+        seen = wait_for(lambda: {j["id"] for j in get_jobs()}, 30, "REST to answer from the new leader")
+        wait_for(lambda: {jid, after} <= {j["id"] for j in get_jobs()}, 30, "both jobs through REST")
+        assert seen
