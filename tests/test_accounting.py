@@ -290,7 +290,7 @@ def test_live_opens_and_closes_accounts_with_the_job_state() -> None:
     assert live.samples() == [JobSample(1, "n1", 300 * M, 400 * M, 2.0)]
     j.state = JobState.DONE
     live.sync_job(j, T0 + 6)
-    assert live.ledger.accounts == {} and live.cpu == {} and live.ledger.audit() == []
+    assert live.ledger.accounts == {} and live.ledger.by_job == {} and live.ledger.audit() == []
 
 
 def test_live_replaces_the_accounts_of_an_older_placement() -> None:

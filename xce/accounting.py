@@ -58,6 +58,8 @@ class Account:
     peak: int = 0
     used: int = 0              # overage, kept equal to overage(reserved, actual)
     allocated: dict[str, int] = field(default_factory=dict)  # virtual: slots, licences
+    attempt: int = 0           # the placement it belongs to: older reports are ignored
+    cpu_time: float = 0.0      # latest reported, seconds
 
     @property
     def slack(self) -> int:
@@ -147,11 +149,12 @@ class Ledger:
             t = self.totals[host] = HostTotals()
         return t
 
-    def open(self, job_id: int, host: str, reserved: int, allocated: dict[str, int]) -> Account:
+    def open(self, job_id: int, host: str, reserved: int, allocated: dict[str, int],
+             attempt: int = 0) -> Account:
         """Charge a placement: the whole reservation counts as slack until a report arrives."""
         if (job_id, host) in self.accounts:
             return self.accounts[(job_id, host)]
-        acc = Account(job_id, host, reserved=reserved, allocated=dict(allocated))
+        acc = Account(job_id, host, reserved=reserved, allocated=dict(allocated), attempt=attempt)
         self.accounts[(job_id, host)] = acc
         self.by_job.setdefault(job_id, []).append(acc)
         self._totals(host).add(acc)
@@ -166,6 +169,11 @@ class Ledger:
         acc = self.accounts.get((job_id, host))
         if acc is None:
             return False
+        self.observe(acc, actual, peak)
+        return True
+
+    def observe(self, acc: Account, actual: int, peak: int | None = None) -> None:
+        """``report`` for a caller that already holds the account (the controller's hot loop)."""
         r, old = acc.reserved, acc.actual
         t = self.totals.get(acc.host) or self._totals(acc.host)
         new_used = actual - r if actual > r and r > 0 else 0
@@ -178,7 +186,6 @@ class Ledger:
         top = peak if peak is not None and peak > actual else actual
         if top > acc.peak:
             acc.peak = top
-        return True
 
     def set_reserved(self, job_id: int, host: str, reserved: int) -> None:
         """A decaying reservation moved; apply the delta it causes."""

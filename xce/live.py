@@ -30,7 +30,6 @@ class Live:
         self.os_available: dict[str, int] = {}
         self.last_seen: dict[str, float] = {}
         self.reasons: dict[int, str] = {}
-        self.cpu: dict[tuple[int, str], float] = {}
         self.decaying: set[int] = set()
         self.attempts: dict[int, int] = {}
 
@@ -45,15 +44,14 @@ class Live:
             duration, decay = mem_decay(job)
             for a in job.allocs:
                 reserved = accounting.reserved_in_force(a.mem, duration, decay, job.start_time, now)
-                self.ledger.open(job.id, a.host, reserved, a.virtual)
+                self.ledger.open(job.id, a.host, reserved, a.virtual, job.attempt)
             if duration is not None:
                 self.decaying.add(job.id)
         else:
             self.forget_job(job.id)
 
     def forget_job(self, job_id: int) -> None:
-        for acc in self.ledger.close(job_id):
-            self.cpu.pop((job_id, acc.host), None)
+        self.ledger.close(job_id)
         self.decaying.discard(job_id)
         self.attempts.pop(job_id, None)
         if job_id in self.reasons:
@@ -71,17 +69,19 @@ class Live:
                 self.ledger.set_reserved(jid, a.host, r)
 
     def apply_sample(self, s: JobSample) -> bool:
-        if self.ledger.report(s.job_id, s.host, s.actual, s.peak):
-            self.cpu[(s.job_id, s.host)] = s.cpu_time
-            return True
-        return False
+        acc = self.ledger.accounts.get((s.job_id, s.host))
+        if acc is None:
+            return False
+        self.ledger.observe(acc, s.actual, s.peak)
+        acc.cpu_time = s.cpu_time
+        return True
 
     def apply_live(self, h: HostLive) -> None:
         self.os_available[h.host] = h.os_available
         self.last_seen[h.host] = h.last_seen
 
     def samples(self) -> list[JobSample]:
-        return [JobSample(a.job_id, a.host, a.actual, a.peak, self.cpu.get((a.job_id, a.host), 0.0))
+        return [JobSample(a.job_id, a.host, a.actual, a.peak, a.cpu_time)
                 for a in self.ledger.accounts.values() if a.actual is not None]
 
     def lives(self) -> list[HostLive]:

@@ -726,25 +726,26 @@ class Controller:
     def apply_usage(self, host: str, usage: list[S.TaskUsage]) -> None:
         """Reconcile one host's reports: a delta per account, published only if it moved.
 
-        This is the hottest path of a big cluster (hosts x jobs reports a second), so
-        it goes straight to the account, and the attempt guard uses the Live map.
+        This is the hottest path of a big cluster (hosts x jobs reports a second): one
+        dict lookup per report, the attempt guard on the account itself, and the delta
+        applied by ``Ledger.observe`` on the account it already holds.
         """
         samples = self.pending_soft["samples"]
         accounts = self.live.ledger.accounts
-        attempts = self.live.attempts
-        cpu = self.live.cpu
-        report = self.live.ledger.report
+        observe = self.live.ledger.observe
+        sample = S.JobSample
         for u in usage:
             acc = accounts.get((u.job_id, host))
-            if acc is None or attempts.get(u.job_id) != u.attempt:
+            if acc is None or acc.attempt != u.attempt:
                 continue  # a job (or an attempt) this leader does not run there
-            actual = u.metrics.get(MEM_WIRE, 0)
-            peak = max(u.metrics.get(PEAK_WIRE, 0), actual)
-            cpu[(u.job_id, host)] = u.cpu_time
+            m = u.metrics
+            actual = m.get(MEM_WIRE, 0)
+            peak = m.get(PEAK_WIRE, 0)
+            acc.cpu_time = u.cpu_time
             if actual == acc.actual and peak <= acc.peak:
                 continue
-            report(u.job_id, host, actual, peak)
-            samples.append(S.JobSample(u.job_id, host, actual, acc.peak, u.cpu_time))
+            observe(acc, actual, peak)
+            samples.append(sample(u.job_id, host, actual, acc.peak, u.cpu_time))
 
     def h_job_started(self, ident: bytes, rid: int, body: S.JobStarted) -> None:
         key = (body.job_id, body.host)
