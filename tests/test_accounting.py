@@ -328,3 +328,18 @@ def test_live_rebuild_matches_incremental_sync() -> None:
     assert {h: t.as_tuple() for h, t in a.ledger.totals.items() if t.as_tuple() != HostTotals().as_tuple()} == \
         {h: t.as_tuple() for h, t in b_.ledger.totals.items()}
     assert b_.ledger.host_totals("n1").mem_slack == 3 * G
+
+
+def test_a_multi_host_share_that_ended_frees_its_host_while_the_rest_runs() -> None:
+    live = Live()
+    j = running(1, ("n1", "n2"))
+    live.sync_job(j, T0)
+    live.apply_sample(JobSample(1, "n1", 300 * M, 300 * M, 1.0))
+    j.finished_hosts = ["n1"]  # n1's share exited; n2's still runs
+    live.sync_job(j, T0 + 1)
+    assert sorted(live.ledger.accounts) == [(1, "n2")]
+    assert live.ledger.host_totals("n1").mem_reserved == 0 and live.ledger.host_totals("n1").allocated == {}
+    assert live.ledger.audit() == []
+    fresh = Live()  # a new leader rebuilding from hard state charges only the share still running
+    fresh.rebuild([j], T0 + 2)
+    assert sorted(fresh.ledger.accounts) == [(1, "n2")]

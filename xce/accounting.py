@@ -213,6 +213,16 @@ class Ledger:
             self._totals(acc.host).add(acc, -1)
         return accs
 
+    def close_host(self, job_id: int, host: str) -> Account | None:
+        """Release one host's share of a job (its part ended while others still run)."""
+        acc = self.accounts.pop((job_id, host), None)
+        if acc is not None:
+            self.by_job[job_id].remove(acc)
+            if not self.by_job[job_id]:
+                del self.by_job[job_id]
+            self._totals(host).add(acc, -1)
+        return acc
+
     def host_totals(self, host: str) -> HostTotals:
         return self.totals.get(host) or HostTotals()
 

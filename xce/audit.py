@@ -4,7 +4,8 @@ Checks, naming every violation:
 - the delta-maintained host totals equal a from-scratch re-derivation;
 - each host's totals equal the sum of the job accounts on it (same thing, per host);
 - no host has negative availability of a virtual resource (overcommit);
-- every running job has an account on each of its hosts, with its allocation;
+- every running job has an account on each of its hosts whose share still runs, with its
+  allocation, and none on a host whose share ended;
 - no account belongs to a job that is not running.
 """
 
@@ -26,6 +27,10 @@ def audit(state: ClusterState, live: Live) -> tuple[list[str], dict[str, int]]:
             continue
         running += 1
         for a in job.allocs:
+            if a.host in job.finished_hosts:
+                if (job.id, a.host) in ledger.accounts:
+                    problems.append(f"job {job.id}: its share on {a.host} ended but is still charged")
+                continue
             acc = ledger.accounts.get((job.id, a.host))
             if acc is None:
                 problems.append(f"job {job.id} runs on {a.host} but has no account there")

@@ -38,11 +38,15 @@ class Live:
         if job.state in ACTIVE and job.allocs:
             self.reasons.pop(job.id, None)
             if self.attempts.get(job.id) == job.attempt:
+                for host in job.finished_hosts:  # a share that ended frees its host at once
+                    self.ledger.close_host(job.id, host)
                 return
             self.forget_job(job.id)  # an older placement's accounts, if any
             self.attempts[job.id] = job.attempt
             duration, decay = mem_decay(job)
             for a in job.allocs:
+                if a.host in job.finished_hosts:
+                    continue
                 reserved = accounting.reserved_in_force(a.mem, duration, decay, job.start_time, now)
                 self.ledger.open(job.id, a.host, reserved, a.virtual, job.attempt)
             if duration is not None:

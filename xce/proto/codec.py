@@ -77,6 +77,8 @@ def decode_request(env: Envelope) -> tuple[Op, Any]:
 def decode_reply(env: Envelope, request: Op) -> Any:
     """Decode a reply body; an ERROR reply is raised as its XceError class."""
     is_error = env.op == Op.ERROR
+    if not is_error and request not in REPLIES:
+        raise ProtocolError(f"{request.name} has no reply")
     try:
         body = _decoder(ErrorReply if is_error else REPLIES[request]).decode(env.body)
     except msgspec.DecodeError as e:
