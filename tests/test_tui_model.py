@@ -18,6 +18,7 @@ from xce.tui.record import Recorder, read
 from xce.tui.replay import Player
 from xce.tui.rows import RowSet
 from xce.tui.sync import Sync
+from xce.tui.testing import FakeActions
 
 FIXTURE = Path(__file__).parent / "fixtures" / "demo.xcerec"
 M = 2**20
@@ -175,15 +176,7 @@ def test_player_pause_speed_and_step() -> None:
 
 # ---- kill outcomes -------------------------------------------------------------------------------
 
-class Fake:
-    def __init__(self, answer: str | Exception) -> None:
-        self.answer, self.calls = answer, []
-
-    def kill(self, ids: list[int]) -> dict[int, str]:
-        self.calls.append(ids)
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        return {i: self.answer for i in ids}
+Fake = FakeActions  # shared with the other console tests (xce/tui/testing.py)
 
 
 def test_kill_outcomes() -> None:

@@ -17,7 +17,7 @@ from xce.tui import synth
 from xce.tui.dialogs import ConfirmKill, HelpScreen
 from xce.tui.live import LiveFeed
 from xce.tui.model import ConsoleModel
-from xce.tui.testing import ready, row_text, until
+from xce.tui.testing import FakeActions, ready, row_text, until
 from xce.tui.testing import replay_app as _replay_app
 
 FIXTURE = Path(__file__).parent / "fixtures" / "demo.xcerec"
@@ -90,15 +90,6 @@ def test_filter_and_invert() -> None:
     run(go())
 
 
-class FakeActions:
-    def __init__(self, answer: str | Exception) -> None:
-        self.answer, self.calls = answer, []
-
-    def kill(self, ids: list[int]) -> dict[int, str]:
-        self.calls.append(ids)
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        return {i: self.answer for i in ids}
 
 
 def test_kill_asks_first_then_kills() -> None:

@@ -97,13 +97,17 @@ def load(path: str | Path | None) -> Config:
     if path is None:
         return Config()
     p = Path(path)
+    return from_dict(read_toml(p), str(p))
+
+
+def read_toml(p: Path) -> dict:
+    """A TOML file's table, or a ConfigError naming the file and what is wrong with it."""
     try:
-        data = tomllib.loads(p.read_text())
+        return tomllib.loads(p.read_text())
     except OSError as e:
         raise ConfigError(f"{p}: cannot read: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p}: not valid TOML: {e}") from None
-    return from_dict(data, str(p))
 
 
 def from_dict(data: dict, source: str = "<config>") -> Config:

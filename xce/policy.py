@@ -15,7 +15,6 @@ unknown permission never passes; a principal with no known role holds nothing;
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -181,12 +180,9 @@ def load_policy(path: str | Path | None = None) -> Policy:
     p = Path(path or os.environ.get("XCE_RBAC") or DEFAULT_FILE)
     if path is None and not p.exists():
         return Policy({r: parse_grants(r, g, "<builtin>") for r, g in BUILTIN.items()}, "<builtin>")
-    try:
-        data = tomllib.loads(p.read_text())
-    except OSError as e:
-        raise ConfigError(f"{p}: cannot read: {e.strerror}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{p}: not valid TOML: {e}") from None
+    from xce.config import read_toml
+
+    data = read_toml(p)
     roles = data.get("roles")
     if not isinstance(roles, dict) or set(data) - {"roles"}:
         raise ConfigError(f"{p}: needs exactly one table, [roles.NAME] with grants = [...]")

@@ -48,3 +48,16 @@ def row_text(app: XceTop, table_id: str, key: Any) -> str:
     """The text of one rendered row of a table on the current screen."""
     t = app.screen.query_one(f"#{table_id}")
     return "".join(seg.text for seg in t._row(key))
+
+
+class FakeActions:
+    """Stands in for the controller's kill door: answers every id with ``answer`` (or raises it)."""
+
+    def __init__(self, answer: str | Exception) -> None:
+        self.answer, self.calls = answer, []
+
+    def kill(self, ids: list[int]) -> dict[int, str]:
+        self.calls.append(ids)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return {i: self.answer for i in ids}
