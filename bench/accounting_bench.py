@@ -17,6 +17,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from xce.proto import schema as S
 from xce.proto.codec import decode_envelope, encode
 from xce.proto.opcodes import Op
 from xce.live import Live
+from xce.zmqutil import subscriber, use_curve
 
 MB = 1024 * 1024
 
@@ -52,6 +54,19 @@ def in_process(hosts: int, per_host: int) -> None:
     dt = time.perf_counter() - t0
     print(f"usage report applied (Ledger.report, delta only): {dt / len(reports) * 1e6:.2f} us/report "
           f"({len(led.accounts):,} running accounts)")
+    # The controller's path: one host's heartbeat at a time, every job's figure moved.
+    batches = []
+    for k in range(4):
+        for h in range(hosts):
+            jobs = list(range(h * per_host + 1, (h + 1) * per_host + 1))
+            batches.append((f"h{h}", jobs, [0] * per_host, [rnd.randrange(64, 1024) * MB for _ in jobs],
+                            [2048 * MB] * per_host, [float(k)] * per_host))
+    t0 = time.perf_counter()
+    for b in batches:
+        led.observe_host(*b)
+    dt = time.perf_counter() - t0
+    print(f"usage report applied (Ledger.observe_host, a heartbeat's {per_host} reports at once): "
+          f"{dt / (len(batches) * per_host) * 1e6:.2f} us/report")
     t0 = time.perf_counter()
     led.rederive()
     dt = time.perf_counter() - t0
@@ -60,16 +75,36 @@ def in_process(hosts: int, per_host: int) -> None:
     assert led.audit() == []
 
 
-def controller_cpu(hosts: int, per_host: int, seconds: float) -> None:
+def controller_cpu(hosts: int, per_host: int, seconds: float, bare: bool) -> None:
+    """``bare``: no tokens, no CURVE, nobody subscribed (the first published figures' conditions).
+
+    Otherwise as `xce up` runs it: a token key ring (every heartbeat carries the daemon token
+    and is checked against the policy), CURVE on both sockets (the bench's "workers" hold an
+    allowed key), and one subscriber draining the event stream as the scheduler does.
+    """
     sd = Path(tempfile.mkdtemp())
     router, pub, raft = f"tcp://127.0.0.1:{free_port()}", f"tcp://127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     cfg = sd / "c.toml"
-    cfg.write_text(f'[controller]\naddress = "{router}"\npub_address = "{pub}"\nraft_address = "{raft}"\n'
-                   f'heartbeat_misses = 30\n[worker]\nheartbeat = 1.0\n')
+    cfg.write_text(f'state_dir = "{sd}"\n[controller]\naddress = "{router}"\npub_address = "{pub}"\n'
+                   f'raft_address = "{raft}"\nheartbeat_misses = 30\n[worker]\nheartbeat = 1.0\n'
+                   f'[security]\ncurve = {"false" if bare else "true"}\n')
+    admin = daemon = ""
+    worker_keys = client = None
+    if not bare:
+        from xce.auth import ensure_daemon_token, ensure_local_admin
+        from xce.curve import ClientKeys, KeyStore, ephemeral
+
+        store = KeyStore(sd / "keys")
+        server = store.init()
+        worker_keys = ClientKeys(server, store.new_daemon("bench"), store.daemon("bench")[1])
+        client = ephemeral(server)
+        admin, daemon = ensure_local_admin(sd), ensure_daemon_token(sd)
     proc = subprocess.Popen([sys.executable, "-m", "xce.daemons.controller", "--config", str(cfg),  # noqa: S603
                              "--state-dir", str(sd), "--log-level", "WARNING"])
+    stop = threading.Event()
     try:
-        conn = Connection([router], timeout=60)
+        # It plays the scheduler (PLACE), so it holds the allowed daemon key.
+        conn = Connection([router], token=admin, timeout=60, curve=worker_keys)
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -83,12 +118,15 @@ def controller_cpu(hosts: int, per_host: int, seconds: float) -> None:
         w = ctx.socket(zmq.DEALER)
         w.setsockopt(zmq.SNDHWM, 0)
         w.setsockopt(zmq.RCVHWM, 0)
+        use_curve(w, worker_keys)
         w.connect(router)
+        if not bare:
+            threading.Thread(target=drain, args=(ctx, pub, client, stop), daemon=True).start()
         names = [f"h{i:05d}" for i in range(hosts)]
         for n in names:
             w.send(encode(Op.REGISTER, 1, S.RegisterRequest(host=n, slots=per_host, ncpus=per_host,
                                                             mem_total=64 * 1024 * MB, os_available=60 * 1024 * MB,
-                                                            version="bench")))
+                                                            version="bench"), token=daemon))
         got = 0
         while got < hosts:
             w.recv()
@@ -104,7 +142,8 @@ def controller_cpu(hosts: int, per_host: int, seconds: float) -> None:
         by_host = {n: ids[i * per_host:(i + 1) * per_host] for i, n in enumerate(names)}
         for n, jids in by_host.items():  # as real workers would: confirm every start
             for j in jids:
-                w.send(encode(Op.JOB_STARTED, 3, S.JobStarted(host=n, job_id=j, attempt=1, pid=1, time=time.time())))
+                w.send(encode(Op.JOB_STARTED, 3, S.JobStarted(host=n, job_id=j, attempt=1, pid=1, time=time.time()),
+                              token=daemon))
         acked = 0
         while acked < len(ids):
             if decode_envelope(w.recv()).rid == 3:
@@ -115,10 +154,11 @@ def controller_cpu(hosts: int, per_host: int, seconds: float) -> None:
         # keeps pace and the controller sees hosts x jobs changed reports each second.
         for label, share in (("worst case: every job's usage moved past the reporting step", 1.0),
                              ("typical: a fifth of the jobs moved (the rest are steady and not sent)", 0.2)):
-            measure_phase(w, proc.pid, names, by_host, seconds, label, share, rnd)
+            measure_phase(w, proc.pid, names, by_host, seconds, label, share, rnd, daemon)
         audit = conn.request(Op.AUDIT, S.Empty(), timeout=60)
         print(f"audit after the run: {len(audit.problems)} violation(s), {audit.checked}")
     finally:
+        stop.set()
         proc.terminate()
         try:
             proc.wait(30)
@@ -128,14 +168,12 @@ def controller_cpu(hosts: int, per_host: int, seconds: float) -> None:
 
 
 def measure_phase(w: zmq.Socket, pid: int, names: list[str], by_host: dict[str, list[int]], seconds: float,
-                  label: str, share: float, rnd: random.Random) -> None:
+                  label: str, share: float, rnd: random.Random, token: str) -> None:
     """Send every host's heartbeat once a second; like workers, every second one asks for a reply."""
     per = max(1, int(len(by_host[names[0]]) * share))
     rounds = [[encode(Op.HEARTBEAT, 2, S.Heartbeat(
         host=n, time=time.time(), os_available=40 * 1024 * MB, ack=k % 2 == 0,
-        usage=[S.TaskUsage(j, 1, {"memory_rss": (64 + 7 * k + rnd.randrange(0, 900)) * MB,
-                                  "memory_peak": 2048 * MB}, 1.0 + k)
-               for j in rnd.sample(by_host[n], per)])) for n in names] for k in range(4)]
+        usage=usage_of(rnd.sample(by_host[n], per), k, rnd)), token=token) for n in names] for k in range(4)]
     p = psutil.Process(pid)
     print(f"controller pid {pid}: measuring", flush=True)
     c0 = sum(p.cpu_times()[:2])
@@ -159,14 +197,37 @@ def measure_phase(w: zmq.Socket, pid: int, names: list[str], by_host: dict[str, 
           f"{beats * per / wall:,.0f} reports/s)")
 
 
+def usage_of(jobs: list[int], k: int, rnd: random.Random) -> S.UsageColumns:
+    """What a worker sends: every listed job's figures moved since the last heartbeat."""
+    return S.UsageColumns(job_id=jobs, attempt=[1] * len(jobs),
+                          memory_rss=[(64 + 7 * k + rnd.randrange(0, 900)) * MB for _ in jobs],
+                          memory_peak=[2048 * MB] * len(jobs), cpu_time=[1.0 + k] * len(jobs))
+
+
+def drain(ctx: zmq.Context, pub: str, keys: object, stop: threading.Event) -> None:
+    """A subscriber like the scheduler's, so the controller encodes and sends its events."""
+    sub = subscriber(ctx, pub, keys)  # type: ignore[arg-type]
+    while not stop.is_set():
+        if sub.poll(200):
+            while True:
+                try:
+                    sub.recv(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+    sub.close(0)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--hosts", type=int, default=5000)
     ap.add_argument("--jobs-per-host", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--bare", action="store_true", help="no tokens, no CURVE, no subscriber")
+    ap.add_argument("--skip-in-process", action="store_true")
     a = ap.parse_args()
-    in_process(a.hosts, a.jobs_per_host)
-    controller_cpu(a.hosts, a.jobs_per_host, a.seconds)
+    if not a.skip_in_process:
+        in_process(a.hosts, a.jobs_per_host)
+    controller_cpu(a.hosts, a.jobs_per_host, a.seconds, a.bare)
     return 0
 
 

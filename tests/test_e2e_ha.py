@@ -156,7 +156,8 @@ def test_stale_ok_reads_are_served_by_a_follower_and_say_how_old(tmp_path: Path)
         lead = leader_pid(c)
         follower = next(x for x in _each_controller(c.client, []) if x.pid != lead and x.role == "follower")
         # Without stale_ok a follower refuses (one try, no redirect)...
-        raw = Connection([follower.address], token=c.client.conn.token, timeout=5)
+        raw = Connection([follower.address], token=c.client.conn.token, timeout=5,
+                         curve=c.client.conn.curve)
         with pytest.raises(XceError, match="not leader"):
             raw._once(Op.JOBS, JobsRequest(ids=[jid]), 5)
         raw.close()

@@ -12,9 +12,11 @@ import pytest
 import zmq
 
 from conftest import local_cluster, wait_for
+from xce.curve import client_keys
 from xce.proto import schema as S
 from xce.proto.codec import decode_envelope, encode
 from xce.proto.opcodes import Op
+from xce.zmqutil import use_curve
 
 pk = msgspec.msgpack.encode
 
@@ -46,12 +48,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         yield c
 
 
+def stranger(cluster) -> zmq.Socket:
+    """A foreign client: a plain DEALER with a throw-away CURVE key (as every client has)."""
+    s = zmq.Context.instance().socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    use_curve(s, client_keys(cluster.client.cfg))
+    s.connect(cluster.client.cfg.controller.address)
+    return s
+
+
 @pytest.fixture
 def sock(cluster):
-    ctx = zmq.Context.instance()
-    s = ctx.socket(zmq.DEALER)
-    s.setsockopt(zmq.LINGER, 0)
-    s.connect(cluster.client.cfg.controller.address)
+    s = stranger(cluster)
     yield s
     s.close(0)
 
@@ -66,6 +74,8 @@ CASES = [
     (pk([1, Op.KILL, 1, b"\x01\x02", "", 0]), "bad KILL body: Expected `object`, got `bytes`"),
     (frame(1, Op.HEARTBEAT, 1, {"host": "x" * (5 * 2**20)}), "exceeds the 4194304-byte limit"),
     (pk("just a string"), "malformed envelope"),
+    (frame(1, Op.HEARTBEAT, 1, {"host": "h", "time": 1.0, "os_available": 1,
+                                "usage": [[1, 2], [1], [5, 5], [5, 5], [0.0, 0.0]]}), "usage columns differ in length"),
 ]
 
 
@@ -79,9 +89,7 @@ def test_controller_answers_bad_input_with_named_error(sock: zmq.Socket, payload
 def test_controller_rejects_extra_frames_and_survives_oversized_frame(cluster, sock: zmq.Socket) -> None:
     err = error_of(ask(sock, [b"a", b"b"]))
     assert "expected one message frame" in err.message
-    big = zmq.Context.instance().socket(zmq.DEALER)
-    big.setsockopt(zmq.LINGER, 0)
-    big.connect(cluster.client.cfg.controller.address)
+    big = stranger(cluster)
     big.send(b"\x00" * (65 * 2**20))  # above ZMQ_MAXMSGSIZE: the peer is dropped, nothing else
     big.close(0)
     assert ask(sock, encode(Op.PING, 8, S.Empty())).op == Op.OK
@@ -133,19 +141,25 @@ def test_worker_answers_bad_orders_and_keeps_serving(tmp_path: Path) -> None:
         router.close(0)
 
 
-def test_daemon_tier_refuses_workers_without_a_valid_daemon_token(cluster, sock: zmq.Socket) -> None:
-    from xce.auth import TokenService, ensure_keyring
+def test_daemon_tier_refuses_workers_without_an_allowed_key_or_a_daemon_token(cluster, sock: zmq.Socket) -> None:
+    from xce.auth import TokenService, ensure_daemon_token, ensure_keyring
     from xce.policy import Principal
 
     reg = S.RegisterRequest(host="intruder", slots=1, ncpus=1, mem_total=2**30, os_available=2**30,
                             version="x")
-    assert "needs a token" in error_of(ask(sock, encode(Op.REGISTER, 1, reg))).message
+    # A throw-away CURVE key is no daemon, even with the daemon token in hand.
+    daemon = ensure_daemon_token(cluster.state_dir)
+    for rid, token in enumerate(["", daemon], 1):
+        err = error_of(ask(sock, encode(Op.REGISTER, rid, reg, token=token)))
+        assert err.code == "unauthenticated" and "not in the allow-list" in err.message
+    place = S.PlaceRequest(placements=[])
+    assert "not in the allow-list" in error_of(ask(sock, encode(Op.PLACE, 3, place, token=daemon))).message
+    # Clients prove who they are with their token.
+    assert "needs a token" in error_of(ask(sock, encode(Op.JOBS, 4, S.JobsRequest()))).message
     forged = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4Y2UtZGFlbW9uIn0.c2lnbmF0dXJl"
-    assert error_of(ask(sock, encode(Op.REGISTER, 2, reg, token=forged))).code == "unauthenticated"
+    assert error_of(ask(sock, encode(Op.JOBS, 5, S.JobsRequest(), token=forged))).code == "unauthenticated"
     viewer = TokenService(ensure_keyring(cluster.state_dir)).issue(Principal("eve", ("viewer",)))
-    err = error_of(ask(sock, encode(Op.REGISTER, 3, reg, token=viewer)))
-    assert err.code == "forbidden" and "daemon.worker" in err.message
-    err = error_of(ask(sock, encode(Op.SUBMIT, 4, S.SubmitRequest(jobs=[S.JobSpec(command=["true"])]),
+    err = error_of(ask(sock, encode(Op.SUBMIT, 6, S.SubmitRequest(jobs=[S.JobSpec(command=["true"])]),
                                     token=viewer)))
     assert err.code == "forbidden" and "jobs.submit" in err.message
     assert "intruder" not in [h.name for h in cluster.client.hosts()]

@@ -1,4 +1,4 @@
-"""`xce user`, `xce keys`, `xce token` in-process (login is covered end to end)."""
+"""`xce user`, `xce signing-keys`, `xce token` in-process (login is covered end to end)."""
 
 from __future__ import annotations
 
@@ -51,17 +51,17 @@ def test_keys_and_tokens(tmp_path: Path, capsys: pytest.CaptureFixture[str], mon
     monkeypatch.delenv("XCE_TOKEN", raising=False)
     rc, _, err = run(tmp_path, capsys, "token")
     assert rc == 1 and "no token" in err
-    assert run(tmp_path, capsys, "keys", "init")[0] == 0
-    assert run(tmp_path, capsys, "keys", "init")[0] == 2  # refuses to replace silently
-    first = run(tmp_path, capsys, "keys", "list")[1].split()[0]
+    assert run(tmp_path, capsys, "signing-keys", "init")[0] == 0
+    assert run(tmp_path, capsys, "signing-keys", "init")[0] == 2  # refuses to replace silently
+    first = run(tmp_path, capsys, "signing-keys", "list")[1].split()[0]
     rc, tok, _ = run(tmp_path, capsys, "token", "--issue", "--user", "bob", "--role", "viewer", "--ttl", "60")
     old = tok.strip()
     assert TokenService.from_state_dir(tmp_path).verify(old).roles == ("viewer",)
-    assert run(tmp_path, capsys, "keys", "add", "--alg", "HS256")[0] == 0
-    lines = run(tmp_path, capsys, "keys", "list")[1].splitlines()
+    assert run(tmp_path, capsys, "signing-keys", "add", "--alg", "HS256")[0] == 0
+    lines = run(tmp_path, capsys, "signing-keys", "list")[1].splitlines()
     assert lines[0].endswith("verify-only") and lines[1].split()[1:] == ["HS256", "signing"]
     assert TokenService.from_state_dir(tmp_path).verify(old).user == "bob"   # rotation keeps old tokens
-    assert run(tmp_path, capsys, "keys", "revoke", first)[0] == 0
+    assert run(tmp_path, capsys, "signing-keys", "revoke", first)[0] == 0
     with pytest.raises(Exception, match="unknown key id"):
         TokenService.from_state_dir(tmp_path).verify(old)
     rc, out, _ = run(tmp_path, capsys, "token", "--claims")   # the local admin token, minted on demand

@@ -180,6 +180,7 @@ def test_live_feed_resnapshots_on_a_gap(tmp_path) -> None:
     class FakeClient:
         snapshots = 0
         seq = 0  # the controller's sequence number
+        curve = None  # a cluster without CURVE
 
         def request(self, op: Op, body: object = None, timeout: float | None = None) -> object:
             if op == Op.SNAPSHOT:

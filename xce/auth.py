@@ -115,7 +115,7 @@ class TokenService:
     """Issues and verifies tokens with one key ring; verified tokens are cached until exp.
 
     Built from a file (``from_state_dir``), it re-reads the ring at most once a second
-    when the file changed, so `xce keys add|revoke` act on running servers.
+    when the file changed, so `xce signing-keys add|revoke` act on running servers.
     """
 
     REQUIRED = ["exp", "iat", "nbf", "iss", "aud", "sub"]
@@ -160,7 +160,7 @@ class TokenService:
         self._refresh()
         key = next((k for k in self.ring.keys if k.kid == self.ring.current), None)
         if key is None or key.kid not in self._sign:
-            raise ConfigError("the key ring has no signing key (`xce keys init`)")
+            raise ConfigError("the key ring has no signing key (`xce signing-keys init`)")
         t = int(time.time() if now is None else now)
         claims = {"sub": principal.user, "roles": list(principal.roles), "iss": self.ring.issuer,
                   "aud": self.ring.audience, "iat": t, "nbf": int(nbf) if nbf is not None else t,

@@ -21,7 +21,7 @@ import random
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import zmq
@@ -33,6 +33,9 @@ from xce.proto import schema as S
 from xce.proto.codec import decode_envelope, decode_reply, encode
 from xce.proto.opcodes import Op
 from xce.views import HostView, JobView
+
+if TYPE_CHECKING:
+    from xce.curve import ClientKeys
 
 CLUSTER_FILE = "cluster.toml"
 
@@ -52,7 +55,7 @@ class Connection:
     """One DEALER per controller endpoint, used one request at a time."""
 
     def __init__(self, endpoints: Sequence[str], token: str = "", timeout: float = 10.0,
-                 ctx: zmq.Context | None = None) -> None:
+                 ctx: zmq.Context | None = None, curve: ClientKeys | None = None) -> None:
         if not endpoints:
             raise Unavailable("no controller endpoint configured")
         self.endpoints = list(endpoints)
@@ -63,12 +66,13 @@ class Connection:
         self.sock: zmq.Socket | None = None
         self.rid = random.randrange(1 << 30)
         self.term = 0
+        self.curve = curve
 
     def _socket(self) -> zmq.Socket:
         if self.sock is None:
             from xce.zmqutil import dealer
 
-            self.sock = dealer(self.ctx, self.endpoints[self.current])
+            self.sock = dealer(self.ctx, self.endpoints[self.current], curve=self.curve)
         return self.sock
 
     def _switch(self, endpoint: str | None = None) -> None:
@@ -145,7 +149,10 @@ class Client:
         if token is None:
             token = stored_token(self.cfg.state_dir or (state_dir if state_dir else default_state_dir()))
         tok = token
-        self.conn = Connection(endpoints, tok, timeout)
+        from xce.curve import client_keys
+
+        self.curve = client_keys(self.cfg)  # None when the cluster runs without CURVE
+        self.conn = Connection(endpoints, tok, timeout, curve=self.curve)
         self.staleness: S.Staleness | None = None  # of the last stale_ok read; None when fresh
 
     def __enter__(self) -> Client:
@@ -202,7 +209,7 @@ class Client:
 
         deadline = None if timeout is None else time.monotonic() + timeout
         left = set(ids)
-        sub = subscriber(self.conn.ctx, self.events_endpoint)
+        sub = subscriber(self.conn.ctx, self.events_endpoint, self.conn.curve)
         dec = msgspec.msgpack.Decoder(S.Event)
         try:
             next_check = 0.0
@@ -269,7 +276,7 @@ class Client:
         """Live events from the controller's PUB stream (no snapshot; see xce.mirror)."""
         from xce.zmqutil import subscriber
 
-        sub = subscriber(self.conn.ctx, self.events_endpoint)
+        sub = subscriber(self.conn.ctx, self.events_endpoint, self.conn.curve)
         dec = msgspec.msgpack.Decoder(S.Event)
         try:
             while True:

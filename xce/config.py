@@ -55,6 +55,13 @@ class WorkerConf(msgspec.Struct, forbid_unknown_fields=True):
     model: str = ""
 
 
+class SecurityConf(msgspec.Struct, forbid_unknown_fields=True):
+    curve: bool = False   # ZeroMQ CURVE on every controller socket (docs/security.md)
+    keys_dir: str = ""    # CURVE keys; "" is <state_dir>/keys
+    key_name: str = ""    # this daemon's key pair NAME.key_secret; "" is the worker's host name or "scheduler"
+    server_key: str = ""  # the controllers' public key (Z85), for a client without the keys directory
+
+
 class QueueConf(msgspec.Struct, forbid_unknown_fields=True):
     priority: int = 30
     rerunnable: bool = False
@@ -74,6 +81,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     controller: ControllerConf = msgspec.field(default_factory=ControllerConf)
     scheduler: SchedulerConf = msgspec.field(default_factory=SchedulerConf)
     worker: WorkerConf = msgspec.field(default_factory=WorkerConf)
+    security: SecurityConf = msgspec.field(default_factory=SecurityConf)
     queues: dict[str, QueueConf] = msgspec.field(default_factory=lambda: {"normal": QueueConf(default=True)})
     resources: dict[str, ResourceConf] = {}
     state_dir: str = ""

@@ -222,7 +222,7 @@ def _each_controller(c: Any, fallback: list[Any]) -> list[Any]:
 
     out = []
     for ep in endpoints_of(c.cfg):
-        conn = Connection([ep], token=c.conn.token, timeout=1.0, ctx=c.conn.ctx)
+        conn = Connection([ep], token=c.conn.token, timeout=1.0, ctx=c.conn.ctx, curve=c.conn.curve)
         try:
             out.append(conn.request(Op.STATUS, S.Empty(), timeout=1.0).controllers[0])
         except XceError:
@@ -318,6 +318,7 @@ def cmd_up(a: argparse.Namespace) -> int:
 
     ensure_local_admin(sd)   # the user who runs `xce up` is its admin: nothing changes for them
     ensure_daemon_token(sd)  # what the local scheduler and workers show the controller
+    U.ensure_keys(sd, ["scheduler", *names[:a.hosts]])  # their CURVE keys, on the allow-list
     sup = U.Supervisor(sd, cfg, a.hosts, names)
     print(f"xce: starting a local cluster in {sd} ({a.controllers} controller(s), {a.hosts} host(s)); "
           "Ctrl-C or `xce down` stops it", flush=True)
@@ -369,7 +370,7 @@ def cmd_top(a: argparse.Namespace) -> int:
 
 # ---- the parser ----------------------------------------------------------------------------
 
-EXTENSIONS = ("xce.rest.cli",)
+EXTENSIONS = ("xce.rest.cli", "xce.cli.keys")
 
 
 class UsageError(Exception):

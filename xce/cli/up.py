@@ -47,6 +47,7 @@ def write_cluster_file(state_dir: Path, controllers: int, mem: str, slots: int,
                        "peers": rafts[1:], "peer_addresses": routers[1:], "peer_pub_addresses": pubs[1:],
                        "raft_password": os.urandom(16).hex()},
         "worker": {"heartbeat": heartbeat, "mem": mem, "slots": slots},
+        "security": {"curve": True},  # keys: ensure_keys, before the daemons start
         "queues": {"normal": {"priority": 30, "default": True},
                    "high": {"priority": 50}, "rerun": {"priority": 30, "rerunnable": True}},
     }
@@ -147,6 +148,16 @@ class Supervisor:
             (self.state_dir / UP_FILE).unlink()
         except FileNotFoundError:
             pass
+
+
+def ensure_keys(state_dir: Path, daemons: list[str]) -> None:
+    """The local cluster's CURVE keys: kept across `up`s, so running clients stay valid."""
+    from xce.curve import KeyStore
+
+    store = KeyStore(state_dir / "keys")
+    store.ensure_server()
+    for name in daemons:
+        store.ensure_daemon(name)
 
 
 def read_up(state_dir: Path) -> dict[str, Any] | None:

@@ -38,6 +38,7 @@ import zmq
 
 from xce import __version__
 from xce.config import Config, load
+from xce.curve import AllowList, KeyStore, keys_root, server_keys, start_authenticator
 from xce.errors import (Conflict, InvalidRequest, NotFound, NotLeader, ProtocolError, Unauthenticated,
                         XceError)
 from xce.auth import KEYS_FILE, TokenService, auth_dir
@@ -55,8 +56,13 @@ from xce.state import (Cleanup, Cmd, Finish, HostLost, Kill, Modify, Place, Regi
                        SetHostAdmin, SetQueues, Submit, encode_batch)
 
 log = logging.getLogger("xce.controller")
-MEM_WIRE = next(w for w, r in WIRE_NAMES.items() if r == "mem")  # what workers call mem
-PEAK_WIRE = "memory_peak"
+
+# What only a daemon (a key on the CURVE allow-list) may send: registering, reporting, placing.
+DAEMON_OPS = frozenset({Op.REGISTER, Op.HEARTBEAT, Op.JOB_STARTED, Op.JOB_FINISHED, Op.PLACE})
+DAEMON_GRANT_TTL = 5.0  # seconds a verified daemon grant is reused: bounds how late a key-ring revocation bites
+# The usage column that carries `mem`: named through the one wire-name table.
+MEM_WIRE = next(w for w, r in WIRE_NAMES.items() if r == "mem")
+assert MEM_WIRE in S.UsageColumns.__struct_fields__, "UsageColumns lacks the worker's mem column"
 Reply = Callable[[Result], None]
 
 
@@ -75,9 +81,17 @@ class Controller:
         state_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(state_dir, 0o700)  # the journal holds job environments
         self.ctx = zmq.Context()
-        from xce.zmqutil import router
+        from xce.zmqutil import router, serve_curve
 
-        self.router = router(self.ctx, c.address)
+        # CURVE: the ZAP handler must be up before the first handshake, so before any bind.
+        self.curve = server_keys(cfg)
+        self.authenticator = start_authenticator(self.ctx) if self.curve else None
+        self.allow = AllowList(KeyStore(keys_root(cfg))) if self.curve else None
+        if self.allow is not None:
+            self.allow.refresh(time.time())
+        self.worker_keys: dict[str, str] = {}  # host -> the allowed key name it registered with
+        self.daemon_grants: dict[tuple[str, Op], float] = {}  # (token, op) -> granted until (monotonic)
+        self.router = router(self.ctx, c.address, self.curve)
         # XPUB: the same stream as PUB, but it hears subscriptions, so a controller nobody
         # listens to (a follower, usually) does not spend its CPU encoding events.
         self.pub = self.ctx.socket(zmq.XPUB)
@@ -86,6 +100,7 @@ class Controller:
         # than growing the controller's memory without limit.
         self.pub.setsockopt(zmq.SNDHWM, 200_000)
         self.pub.setsockopt(zmq.LINGER, 0)
+        serve_curve(self.pub, self.curve)
         self.pub.bind(c.pub_address)
         self.wake_addr = f"inproc://wake-{id(self)}"
         self.wake_pull = self.ctx.socket(zmq.PULL)
@@ -192,7 +207,8 @@ class Controller:
             if self.router in ready:
                 for _ in range(5000):
                     try:
-                        frames = self.router.recv_multipart(zmq.NOBLOCK)
+                        # Frames, not bytes: a daemon message's CURVE key is a property of its frame.
+                        frames = self.router.recv_multipart(zmq.NOBLOCK, copy=False)
                     except zmq.Again:
                         break
                     self.handle(frames)
@@ -206,18 +222,21 @@ class Controller:
             self.raft.destroy()
         except Exception:  # noqa: BLE001 - shutting down
             pass
+        if self.authenticator is not None:
+            self.authenticator.stop()
         self.ctx.destroy(linger=0)
 
-    def handle(self, frames: list[bytes]) -> None:
+    def handle(self, frames: list[zmq.Frame]) -> None:
         if len(frames) != 2:
             if frames:
-                self.send(frames[0], error_reply(0, ProtocolError(
+                self.send(frames[0].bytes, error_reply(0, ProtocolError(
                     f"expected one message frame, got {len(frames) - 1}")))
             return
-        ident, data = frames
+        ident = frames[0].bytes
+        frame = frames[1]
         rid = 0
         try:
-            env = decode_envelope(data)
+            env = decode_envelope(frame.buffer)
             rid = env.rid
             if env.op in (Op.OK, Op.ERROR):
                 # A worker's answer to an order (e.g. refusing a stale term): never answer an answer.
@@ -225,6 +244,8 @@ class Controller:
                     log.info("peer reported an error: %s", bytes(env.body)[:200])
                 return
             op, body = decode_request(env)
+            if self.allow is not None and op in DAEMON_OPS:
+                self.check_daemon_key(op, frame, body)
             if self.tokens is not None:
                 body = self.authorize(env.token, op, body)
             if not self.raft.is_leader() and op not in (Op.PING, Op.STATUS) \
@@ -240,22 +261,47 @@ class Controller:
             log.exception("handler failed")
             self.send(ident, error_reply(rid, XceError(f"internal error: {e}")))
 
+    def check_daemon_key(self, op: Op, frame: zmq.Frame, body: Any) -> None:
+        """Only a connection whose CURVE key is on the allow-list may act as a daemon."""
+        assert self.allow is not None
+        try:
+            user_id = frame.get("User-Id")
+        except zmq.ZMQError:
+            user_id = None  # the local door (no CURVE) has no key, so it is no daemon
+        name = self.allow.name_of(user_id)
+        if name is None:
+            raise Unauthenticated(f"{op.name} needs a daemon key: this connection's CURVE key "
+                                  f"{user_id or '(none)'} is not in the allow-list (xce keys add)")
+        if op == Op.REGISTER:
+            self.worker_keys[body.host] = name
+
     def authorize(self, token: str, op: Op, body: Any) -> Any:
         """The same policy as REST (xce/policy.py): who may do what, own jobs narrowed.
 
-        Workers and the scheduler prove themselves with a daemon-role token (until the
-        daemon tier moves to CURVE keys); everyone else with their user token.
+        Workers and the scheduler show a daemon-role token (and, with CURVE, an allowed
+        key: ``check_daemon_key``); everyone else their user token.
         """
         if OP_PERMISSIONS.get(op, "") is None:
             return body  # public: PING
         if not token:
             raise Unauthenticated(f"{op.name} needs a token (xce login, or XCE_TOKEN)")
         assert self.tokens is not None
+        # Every heartbeat carries the same daemon token: remember the grant for a few seconds
+        # (daemon ops own no jobs, so the answer depends on the token and the op only).
+        now = time.monotonic()
+        grant = (token, op)
+        if op in DAEMON_OPS and self.daemon_grants.get(grant, 0.0) > now:
+            return body
         principal = self.tokens.verify(token)
         with self.raft.lock:
             jobs = self.state.jobs
-            return authorize(self.policy, principal, op, body,
+            body = authorize(self.policy, principal, op, body,
                              lambda j: jobs[j].spec.user if j in jobs else None)
+        if op in DAEMON_OPS:
+            if len(self.daemon_grants) > 10_000:
+                self.daemon_grants.clear()
+            self.daemon_grants[grant] = now + DAEMON_GRANT_TTL
+        return body
 
     def ok(self, ident: bytes, rid: int, body: Any) -> None:
         self.send(ident, encode(Op.OK, rid, body, term=self.raft.term()))
@@ -412,6 +458,8 @@ class Controller:
     # ---- timers ---------------------------------------------------------------------------
 
     def timers(self, now: float) -> None:
+        if self.allow is not None:
+            self.refresh_allow_list(now)
         if now < self.next_check or not self.raft.is_leader():
             return
         self.next_check = now + 0.25
@@ -670,6 +718,21 @@ class Controller:
 
     # ---- workers --------------------------------------------------------------------------------
 
+    def refresh_allow_list(self, now: float) -> None:
+        before = self.allow.keys if self.allow is not None else {}
+        assert self.allow is not None
+        self.allow.refresh(now)
+        if self.allow.keys is before:
+            return
+        names = set(self.allow.keys.values())
+        for host, key in list(self.worker_keys.items()):
+            if key not in names:
+                # Revoked: no more orders to it; its next heartbeat is refused, so the host
+                # goes unavail after the usual misses and its jobs follow queue policy.
+                log.warning("key %r of host %s was revoked: the worker is cut off", key, host)
+                del self.worker_keys[host]
+                self.workers.pop(host, None)
+
     def h_register(self, ident: bytes, rid: int, body: S.RegisterRequest) -> None:
         now = time.time()
         self.workers[body.host] = ident
@@ -723,29 +786,14 @@ class Controller:
         if body.ack:  # workers ask now and then, to know the controller still listens
             self.ok(ident, rid, S.HeartbeatReply(known=True))
 
-    def apply_usage(self, host: str, usage: list[S.TaskUsage]) -> None:
-        """Reconcile one host's reports: a delta per account, published only if it moved.
-
-        This is the hottest path of a big cluster (hosts x jobs reports a second): one
-        dict lookup per report, the attempt guard on the account itself, and the delta
-        applied by ``Ledger.observe`` on the account it already holds.
-        """
-        samples = self.pending_soft["samples"]
-        accounts = self.live.ledger.accounts
-        observe = self.live.ledger.observe
+    def apply_usage(self, host: str, u: S.UsageColumns) -> None:
+        """Reconcile one host's reports (``Ledger.observe_host``); publish those that moved."""
+        if not u.job_id:
+            return
+        moved = self.live.ledger.observe_host(host, u.job_id, u.attempt, getattr(u, MEM_WIRE), u.memory_peak,
+                                              u.cpu_time)
         sample = S.JobSample
-        for u in usage:
-            acc = accounts.get((u.job_id, host))
-            if acc is None or acc.attempt != u.attempt:
-                continue  # a job (or an attempt) this leader does not run there
-            m = u.metrics
-            actual = m.get(MEM_WIRE, 0)
-            peak = m.get(PEAK_WIRE, 0)
-            acc.cpu_time = u.cpu_time
-            if actual == acc.actual and peak <= acc.peak:
-                continue
-            observe(acc, actual, peak)
-            samples.append(sample(u.job_id, host, actual, acc.peak, u.cpu_time))
+        self.pending_soft["samples"].extend([sample(a.job_id, host, a.actual, a.peak, a.cpu_time) for a in moved])
 
     def h_job_started(self, ident: bytes, rid: int, body: S.JobStarted) -> None:
         key = (body.job_id, body.host)
@@ -785,7 +833,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"xce-controller: {e.message}", file=sys.stderr)
         return 2
     state_dir = Path(a.state_dir or cfg.state_dir or ".") / "controller"
-    ctl = Controller(cfg, state_dir)
+    try:
+        ctl = Controller(cfg, state_dir)
+    except XceError as e:  # e.g. CURVE is on and the server key is missing
+        print(f"xce-controller: {e.message}", file=sys.stderr)
+        return 2
 
     def stop(*_: Any) -> None:
         ctl.stopping = True

@@ -55,8 +55,12 @@ class Scheduler:
 
         self.cfg = cfg
         self.ctx = zmq.Context()
-        self.conn = Connection(endpoints_of(cfg), token=daemon_token(cfg), timeout=5.0, ctx=self.ctx)
-        self.sub = subscriber(self.ctx, cfg.controller.pub_address)
+        from xce.curve import daemon_keys
+
+        self.keys = daemon_keys(cfg, "scheduler")
+        self.conn = Connection(endpoints_of(cfg), token=daemon_token(cfg), timeout=5.0, ctx=self.ctx,
+                               curve=self.keys)
+        self.sub = subscriber(self.ctx, cfg.controller.pub_address, self.keys)
         self.sub_endpoint = cfg.controller.pub_address
         self.dec = msgspec.msgpack.Decoder(S.Event)
         self.mirror = Mirror()
@@ -76,7 +80,7 @@ class Scheduler:
             from xce.zmqutil import subscriber
 
             self.sub.close(0)
-            self.sub = subscriber(self.ctx, pub)
+            self.sub = subscriber(self.ctx, pub, self.keys)
             self.sub_endpoint = pub
             snap = self.conn.request(Op.SNAPSHOT, S.Empty(), timeout=30)
         self.mirror.apply_snapshot(snap)
@@ -197,7 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     except XceError as e:
         print(f"xce-scheduler: {e.message}", file=sys.stderr)
         return 2
-    s = Scheduler(cfg)
+    try:
+        s = Scheduler(cfg)
+    except XceError as e:  # e.g. its CURVE key is missing
+        print(f"xce-scheduler: {e.message}", file=sys.stderr)
+        return 2
 
     def stop(*_: Any) -> None:
         s.stopping = True

@@ -59,6 +59,10 @@ class Worker:
         from xce.daemons.scheduler import daemon_token
 
         self.token = daemon_token(cfg)
+        from xce.curve import daemon_keys
+
+        self.keys = daemon_keys(cfg, self.name)  # its key on the controller's CURVE allow-list
+        self.refused = ""
         self.endpoint_idx = 0
         self.ctx = zmq.Context()
         self.sock: zmq.Socket | None = None
@@ -90,7 +94,7 @@ class Worker:
             self.sock.disable_monitor()
             self.monitor.close(0)
             self.sock.close(0)
-        self.sock = dealer(self.ctx, self.endpoints[self.endpoint_idx], limit_input=True)
+        self.sock = dealer(self.ctx, self.endpoints[self.endpoint_idx], limit_input=True, curve=self.keys)
         # A controller that dies drops the TCP connection: hearing that at once makes a
         # failover take one registration, not several missed heartbeats.
         self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
@@ -231,6 +235,14 @@ class Worker:
             import msgspec
 
             err = error_from_reply(msgspec.msgpack.decode(env.body, type=S.ErrorReply))
+            if err.code in ("unauthenticated", "forbidden"):
+                # Not (or no longer) let in: keep asking once a second, so adding the key
+                # (`xce keys add`) lets this worker in without a restart; say it once.
+                if err.message != self.refused:
+                    log.error("the controller refuses this worker: %s", err.message)
+                    self.refused = err.message
+                self.registered = False
+                return
             log.info("controller says: %s", err.message)
             if env.rid == self.register_rid or err.code == "not_leader":
                 self.registered = False
@@ -247,6 +259,7 @@ class Worker:
 
             reply = msgspec.msgpack.decode(env.body, type=S.RegisterReply)
             self.registered = True
+            self.refused = ""
             self.cfg.worker.heartbeat = reply.heartbeat_interval  # the controller's pace wins
             for t in reply.kill:
                 task = self.runner.find(t.job_id, t.attempt)
@@ -351,7 +364,7 @@ class Worker:
         heartbeat.  Every second heartbeat asks for a reply, which is how a worker
         notices a controller that went away.
         """
-        usage = []
+        usage = S.UsageColumns()
         for t in self.runner.tasks():
             if t.last is None:
                 continue
@@ -363,8 +376,11 @@ class Worker:
                         and now - p_at < 10 * self.cfg.worker.heartbeat:
                     continue
             self.reported[(t.job_id, t.attempt)] = (rss, peak, now)
-            usage.append(S.TaskUsage(t.job_id, t.attempt, {"memory_rss": rss, "memory_peak": peak},
-                                     t.last.cpu_time))
+            usage.job_id.append(t.job_id)
+            usage.attempt.append(t.attempt)
+            usage.memory_rss.append(rss)
+            usage.memory_peak.append(peak)
+            usage.cpu_time.append(t.last.cpu_time)
         self.hb_count += 1
         self.send(Op.HEARTBEAT, S.Heartbeat(host=self.name, time=now, os_available=self.os_available(),
                                             usage=usage, ack=self.hb_count % 2 == 0))
@@ -393,7 +409,11 @@ def main(argv: list[str] | None = None) -> int:
     except XceError as e:
         print(f"xce-worker: {e.message}", file=sys.stderr)
         return 2
-    w = Worker(cfg, Path(a.state_dir or cfg.state_dir or ".").resolve())
+    try:
+        w = Worker(cfg, Path(a.state_dir or cfg.state_dir or ".").resolve())
+    except XceError as e:  # e.g. its CURVE key is missing
+        print(f"xce-worker: {e.message}", file=sys.stderr)
+        return 2
 
     def stop(*_: Any) -> None:
         w.stopping = True

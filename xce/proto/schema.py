@@ -205,13 +205,26 @@ class PlaceReply(msgspec.Struct):
 
 # ---- worker --------------------------------------------------------------------------------
 
-class TaskUsage(msgspec.Struct, array_like=True):
-    """A job's usage on the reporting host, under the worker's own wire names."""
+class UsageColumns(msgspec.Struct, array_like=True, gc=False):
+    """One host's usage reports as columns: index i of every list is the same task.
 
-    job_id: int
-    attempt: int
-    metrics: dict[str, int]   # e.g. {"memory_rss": ..., "memory_peak": ...}
-    cpu_time: float
+    Columns, not a struct per task, because this is decoded hosts x jobs times a second:
+    a list of ints decodes and iterates far cheaper than one object (and a dict of
+    metrics) per report.  Metric columns carry the worker's wire names
+    (``xce.resources.WIRE_NAMES`` maps ``memory_rss`` to the scheduler's ``mem``).
+    """
+
+    job_id: list[int] = []
+    attempt: list[int] = []
+    memory_rss: list[int] = []    # bytes: the job's process tree, or its cgroup's memory.current
+    memory_peak: list[int] = []   # bytes: the highest seen (cgroup memory.peak where there is one)
+    cpu_time: list[float] = []    # user + system seconds so far
+
+    def __post_init__(self) -> None:
+        n = len(self.job_id)
+        if not (len(self.attempt) == len(self.memory_rss) == len(self.memory_peak)
+                == len(self.cpu_time) == n):
+            raise ValueError("usage columns differ in length")
 
 
 class RunningTask(msgspec.Struct):
@@ -245,7 +258,7 @@ class Heartbeat(msgspec.Struct, kw_only=True):
     host: str
     time: float
     os_available: int
-    usage: list[TaskUsage] = []
+    usage: UsageColumns = msgspec.field(default_factory=UsageColumns)
     ack: bool = True
 
 

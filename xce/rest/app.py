@@ -109,7 +109,7 @@ def services(conf: RestConf, state_dir: str | Path, backend: Backend | None = No
     """Everything a live server needs, from the cluster's state directory."""
     sd = Path(state_dir)
     ensure_keyring(sd)
-    tokens = TokenService.from_state_dir(sd)  # follows `xce keys add|revoke` while running
+    tokens = TokenService.from_state_dir(sd)  # follows `xce signing-keys add|revoke` while running
     authn = Authenticator(UserStore.for_state_dir(sd), tuple(conf.auth_backends), tuple(conf.pam_roles))
     audit = AuditLog(Path(conf.audit_file) if conf.audit_file else sd / "auth" / "audit.jsonl", conf.audit_keep)
     return Services(conf=conf, backend=backend or ControllerBackend(sd, workers=conf.pool,

@@ -1,7 +1,7 @@
-"""CLI commands of the auth area: `xce user`, `xce login`/`logout`, `xce token`, `xce keys`.
+"""CLI commands of the auth area: `xce user`, `xce login`/`logout`, `xce token`, `xce signing-keys`.
 
 Registered into `xce` through xce.cli.main.EXTENSIONS.  Files live under
-``<state>/auth/`` (xce/auth.py): `user` edits users.toml, `keys` the token key
+``<state>/auth/`` (xce/auth.py): `user` edits users.toml, `signing-keys` the token key
 ring (``init`` creates it, ``add`` rotates in a new signing key, ``revoke``
 removes one: tokens it signed stop verifying), `login` asks the REST server for a
 token and stores it (login.token, 0600) for the CLI, `token` prints the token the
@@ -178,7 +178,8 @@ def register(sub: Any) -> None:
     s.add_argument("--ttl", type=int, default=3600)
     s.set_defaults(func=cmd_token)
 
-    s = sub.add_parser("keys", help="token signing keys (init, add = rotate, revoke, list)")
+    # `xce keys` is the daemon tier's CURVE keys (xce/cli/keys.py); these sign tokens.
+    s = sub.add_parser("signing-keys", help="token signing keys (init, add = rotate, revoke, list)")
     ks = s.add_subparsers(dest="sub", required=True)
     for name in ("init", "add"):
         c = ks.add_parser(name)

@@ -89,7 +89,7 @@ class LiveFeed:
     def _subscribe(self, endpoint: str) -> None:
         if self.sub is not None:
             self.sub.close(0)
-        self.sub = subscriber(self.ctx, endpoint)
+        self.sub = subscriber(self.ctx, endpoint, self.client.curve)
         self.sub_endpoint = endpoint
 
     def _events_endpoint(self, leader: str | None) -> str:

@@ -1,0 +1,144 @@
+"""The daemon tier under ZeroMQ CURVE: strangers get no handshake, unknown daemon keys no orders."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomli_w
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from conftest import local_cluster, wait_for
+from xce.curve import ClientKeys, KeyStore, client_keys
+from xce.proto import schema as S
+from xce.proto.codec import decode_envelope, encode
+from xce.proto.opcodes import Op
+from xce.zmqutil import use_curve
+
+FAILED = {zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
+          zmq.EVENT_HANDSHAKE_FAILED_AUTH, zmq.EVENT_DISCONNECTED}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    with local_cluster(tmp_path_factory.mktemp("curve"), "--hosts", "1", "--slots-per-host", "1",
+                       "--mem-per-host", "1G", "--heartbeat", "0.5") as c:
+        yield c
+
+
+def handshake(kind: int, endpoint: str, keys: ClientKeys | None) -> set[int]:
+    """Connect a socket and collect its handshake events until it succeeds or fails."""
+    s = zmq.Context.instance().socket(kind)
+    s.setsockopt(zmq.LINGER, 0)
+    use_curve(s, keys)
+    mon = s.get_monitor_socket()
+    s.connect(endpoint)
+    seen: set[int] = set()
+    try:
+        def settled() -> bool:
+            while mon.poll(50):
+                seen.add(recv_monitor_message(mon)["event"])
+            return bool(seen & (FAILED | {zmq.EVENT_HANDSHAKE_SUCCEEDED}))
+
+        wait_for(settled, 10, "the handshake to succeed or fail")
+    finally:
+        s.disable_monitor()
+        mon.close(0)
+        s.close(0)
+    return seen
+
+
+def test_cluster_runs_with_curve_on(cluster) -> None:
+    assert cluster.client.cfg.security.curve
+    jid = cluster.client.submit(["true"])
+    assert cluster.wait_job(jid).state == "DONE"
+
+
+@pytest.mark.parametrize("kind", [zmq.DEALER, zmq.SUB], ids=["router", "pub"])
+def test_a_plain_socket_gets_no_handshake(cluster, kind: int) -> None:
+    cfg = cluster.client.cfg
+    endpoint = cfg.controller.address if kind == zmq.DEALER else cfg.controller.pub_address
+    assert zmq.EVENT_HANDSHAKE_SUCCEEDED in handshake(kind, endpoint, client_keys(cfg))  # the control
+    seen = handshake(kind, endpoint, None)
+    assert zmq.EVENT_HANDSHAKE_SUCCEEDED not in seen and seen & FAILED
+
+
+def test_a_client_with_the_wrong_server_key_gets_no_answer(cluster) -> None:
+    cfg = cluster.client.cfg
+    wrong = KeyStore(cluster.state_dir / "elsewhere")
+    keys = client_keys(cfg)
+    assert keys is not None
+    bad = ClientKeys(wrong.init(), keys.public, keys.secret)
+    seen = handshake(zmq.DEALER, cfg.controller.address, bad)
+    assert zmq.EVENT_HANDSHAKE_SUCCEEDED not in seen
+    s = zmq.Context.instance().socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    use_curve(s, bad)
+    s.connect(cfg.controller.address)
+    s.send(encode(Op.PING, 1, S.Empty()))
+    assert not s.poll(1500), "a controller answered a client that holds the wrong server key"
+    s.close(0)
+    # while a right one is answered
+    s = zmq.Context.instance().socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    use_curve(s, client_keys(cfg))
+    s.connect(cfg.controller.address)
+    s.send(encode(Op.PING, 2, S.Empty()))
+    assert s.poll(5000) and decode_envelope(s.recv()).op == Op.OK
+    s.close(0)
+
+
+def test_a_worker_with_an_unknown_key_is_refused_until_allowed_and_cut_off_when_revoked(
+        cluster, tmp_path: Path) -> None:
+    cfg = cluster.client.cfg
+    own = KeyStore(tmp_path / "rogue-keys")
+    public = own.new_daemon("rogue")  # a pair of its own, on no allow-list of the cluster
+    conf = tmp_path / "rogue.toml"
+    conf.write_text(tomli_w.dumps({
+        "state_dir": str(cluster.state_dir),  # where the daemon token is, as for local workers
+        "controller": {"address": cfg.controller.address, "pub_address": cfg.controller.pub_address},
+        "worker": {"heartbeat": 0.5, "mem": "256M", "slots": 1},
+        "security": {"curve": True, "keys_dir": str(own.root), "key_name": "rogue",
+                     "server_key": KeyStore(cluster.state_dir / "keys").server_public().decode()}}))
+    log = tmp_path / "rogue.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "xce.daemons.worker", "--config", str(conf),
+                                 "--state-dir", str(tmp_path), "--name", "rogue"],
+                                stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: "refuses this worker" in log.read_text(), 20, "the worker to be refused")
+        assert "not in the allow-list" in log.read_text()
+        assert "rogue" not in [h.name for h in cluster.client.hosts()]
+
+        cluster.xce("keys", "add", "rogue", "--public-key", public.decode())
+        wait_for(lambda: any(h.name == "rogue" and h.state == "ok" for h in cluster.client.hosts()),
+                 20, "the allowed worker to register")
+
+        cluster.xce("keys", "revoke", "rogue")
+        wait_for(lambda: any(h.name == "rogue" and h.state == "unavail" for h in cluster.client.hosts()),
+                 20, "the revoked worker's host to go unavail")
+        assert proc.poll() is None  # refused, not crashed: it waits to be let in again
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_keys_cli(cluster, tmp_path: Path) -> None:
+    d = str(tmp_path / "k")
+    out = cluster.xce("keys", "--dir", d, "init").stdout
+    assert "server key" in out
+    assert cluster.xce("keys", "--dir", d, "init", check=False).returncode == 2  # never silently replaced
+    assert "allowed w1" in cluster.xce("keys", "--dir", d, "add", "w1").stdout
+    bad = cluster.xce("keys", "--dir", d, "add", "w2", "--public-key", "short", check=False)
+    assert bad.returncode == 2 and "not a 40-character Z85 CURVE key" in bad.stderr
+    bad = cluster.xce("keys", "--dir", d, "add", "../etc", check=False)
+    assert bad.returncode == 2 and "key name" in bad.stderr
+    listing = cluster.xce("keys", "--dir", d, "list", "--json").stdout
+    assert '"w1"' in listing
+    cluster.xce("keys", "--dir", d, "revoke", "w1")
+    assert '"w1"' not in cluster.xce("keys", "--dir", d, "list", "--json").stdout
+    bad = cluster.xce("keys", "--dir", d, "revoke", "w1", check=False)
+    assert bad.returncode == 2 and "no allowed key named 'w1'" in bad.stderr
