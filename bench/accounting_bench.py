@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import subprocess
 import sys
@@ -27,6 +28,7 @@ import zmq
 from xce.accounting import Ledger
 from xce.cli.up import free_port
 from xce.client import Connection
+from xce.daemons.worker import ACK_EVERY
 from xce.model import Alloc
 from xce.proto import schema as S
 from xce.proto.codec import decode_envelope, encode
@@ -35,6 +37,7 @@ from xce.live import Live
 from xce.zmqutil import subscriber, use_curve
 
 MB = 1024 * 1024
+SLICES = 50  # a second's heartbeats go out in this many bursts, 20 ms apart
 
 
 def in_process(hosts: int, per_host: int) -> None:
@@ -169,32 +172,58 @@ def controller_cpu(hosts: int, per_host: int, seconds: float, bare: bool) -> Non
 
 def measure_phase(w: zmq.Socket, pid: int, names: list[str], by_host: dict[str, list[int]], seconds: float,
                   label: str, share: float, rnd: random.Random, token: str) -> None:
-    """Send every host's heartbeat once a second; like workers, every second one asks for a reply."""
+    """Send every host's heartbeat once a second, spread over the second as real workers'
+    are (in SLICES bursts); like workers, every ACK_EVERY-th heartbeat of a host asks for a reply."""
     per = max(1, int(len(by_host[names[0]]) * share))
     rounds = [[encode(Op.HEARTBEAT, 2, S.Heartbeat(
-        host=n, time=time.time(), os_available=40 * 1024 * MB, ack=k % 2 == 0,
-        usage=usage_of(rnd.sample(by_host[n], per), k, rnd)), token=token) for n in names] for k in range(4)]
+        host=n, time=time.time(), os_available=40 * 1024 * MB, ack=k % ACK_EVERY == 0,
+        usage=usage_of(rnd.sample(by_host[n], per), k, rnd)), token=token) for n in names]
+        for k in range(ACK_EVERY)]
     p = psutil.Process(pid)
     print(f"controller pid {pid}: measuring", flush=True)
     c0 = sum(p.cpu_times()[:2])
+    th0 = thread_cpu(pid)
     t0 = time.monotonic()
     beats = k = 0
+    step = -(-len(names) // SLICES)
     while time.monotonic() - t0 < seconds:
         tick = time.monotonic()
-        for msg in rounds[k % 4]:
-            w.send(msg)
-            beats += 1
+        msgs = rounds[k % ACK_EVERY]
+        for i in range(SLICES):
+            for msg in msgs[i * step:(i + 1) * step]:
+                w.send(msg)
+                beats += 1
+            while w.poll(0):
+                w.recv()
+            left = tick + (i + 1) / SLICES - time.monotonic()
+            if left > 0:
+                time.sleep(left)  # the workers' pace, not a wait for a state
         k += 1
-        while w.poll(0):
-            w.recv()
-        left = 1.0 - (time.monotonic() - tick)
-        if left > 0:
-            time.sleep(left)  # the workers' heartbeat period, not a wait for a state
     wall = time.monotonic() - t0
     cpu = sum(p.cpu_times()[:2]) - c0
+    th1 = thread_cpu(pid)
     print(f"controller CPU, {len(names):,} hosts x {len(by_host[names[0]])} jobs, heartbeat every second, "
           f"{label}: {cpu / wall * 100:.0f}% of one core ({beats / wall:,.0f} heartbeats/s, "
           f"{beats * per / wall:,.0f} reports/s)")
+    by_thread = sorted(((th1[t][1] - th0.get(t, ("", 0.0))[1], th1[t][0]) for t in th1), reverse=True)
+    print("    by thread: " + ", ".join(f"{name} {c / wall * 100:.0f}%" for c, name in by_thread if c / wall >= 0.005))
+
+
+def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
+    """CPU seconds per thread, named (libzmq names its I/O thread ZMQbg/IO/0)."""
+    out = {}
+    for tid in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (tid / "comm").read_text().strip()
+            fields = (tid / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(tid.name) == pid:
+            name = "main"
+        elif name.startswith("python") or name.startswith("xce"):
+            name = f"py-thread-{tid.name}"
+        out[int(tid.name)] = (name, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"))
+    return out
 
 
 def usage_of(jobs: list[int], k: int, rnd: random.Random) -> S.UsageColumns:

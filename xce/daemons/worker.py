@@ -41,6 +41,11 @@ from xce.worker import measure
 from xce.worker.runner import Runner, Task
 
 log = logging.getLogger("xce.worker")
+# Every ACK_EVERY-th heartbeat asks for a reply: how a worker hears that a controller went
+# quiet (a dead one drops the connection, which the socket monitor sees at once).  Each
+# reply costs the controller a send at thousands of hosts; 4 keeps that small and a hung
+# leader still noticed within (ACK_EVERY + 1) heartbeats.
+ACK_EVERY = 4
 REPORT_STEP = 1 << 20  # usage moves smaller than this (or 1 %) are not worth a report
 
 
@@ -154,7 +159,7 @@ class Worker:
                 self.heartbeat(now)
             self.resend(now)
             silent = time.monotonic() - self.last_reply
-            if silent > 3 * self.cfg.worker.heartbeat + 0.5 and len(self.endpoints) > 1:
+            if silent > (ACK_EVERY + 1) * self.cfg.worker.heartbeat + 0.5 and len(self.endpoints) > 1:
                 # The controller went quiet: try the next one (it redirects us to the leader).
                 self.endpoint_idx = (self.endpoint_idx + 1) % len(self.endpoints)
                 self.last_reply = time.monotonic()
@@ -361,7 +366,7 @@ class Worker:
         """Report usage that moved: by 1 MiB or 1 %, a new peak, or 10 heartbeats of silence.
 
         A steady job costs the controller nothing; a changing one is seen within a
-        heartbeat.  Every second heartbeat asks for a reply, which is how a worker
+        heartbeat.  Every ACK_EVERY-th heartbeat asks for a reply, which is how a worker
         notices a controller that went away.
         """
         usage = S.UsageColumns()
@@ -383,7 +388,7 @@ class Worker:
             usage.cpu_time.append(t.last.cpu_time)
         self.hb_count += 1
         self.send(Op.HEARTBEAT, S.Heartbeat(host=self.name, time=now, os_available=self.os_available(),
-                                            usage=usage, ack=self.hb_count % 2 == 0))
+                                            usage=usage, ack=self.hb_count % ACK_EVERY == 0))
         self.next_hb = now + self.cfg.worker.heartbeat
 
 

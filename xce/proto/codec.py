@@ -51,11 +51,13 @@ def decode_envelope(data: bytes) -> Envelope:
     return env
 
 
+_OPS: dict[int, Op] = {int(o): o for o in Op}  # Op(n) costs ~1 µs; this lookup a tenth
+
+
 def request_op(env: Envelope) -> Op:
-    try:
-        op = Op(env.op)
-    except ValueError:
-        raise ProtocolError(f"unknown opcode {env.op}") from None
+    op = _OPS.get(env.op)
+    if op is None:
+        raise ProtocolError(f"unknown opcode {env.op}")
     if op not in REQUESTS:
         raise ProtocolError(f"opcode {op.name} is not a request")
     return op
