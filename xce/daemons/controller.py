@@ -75,9 +75,10 @@ class Controller:
         state_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(state_dir, 0o700)  # the journal holds job environments
         self.ctx = zmq.Context()
-        from xce.zmqutil import router
+        from xce.zmqutil import bind_local_door, router
 
         self.router = router(self.ctx, c.address)
+        self.door = bind_local_door(self.router, cfg.state_dir, c.address)  # after the TCP bind: see there
         # XPUB: the same stream as PUB, but it hears subscriptions, so a controller nobody
         # listens to (a follower, usually) does not spend its CPU encoding events.
         self.pub = self.ctx.socket(zmq.XPUB)
@@ -207,6 +208,9 @@ class Controller:
         except Exception:  # noqa: BLE001 - shutting down
             pass
         self.ctx.destroy(linger=0)
+        from xce.zmqutil import close_local_door
+
+        close_local_door(self.door)
 
     def handle(self, frames: list[bytes]) -> None:
         if len(frames) != 2:
