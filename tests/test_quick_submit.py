@@ -16,13 +16,15 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from conftest import Cluster, local_cluster, wait_for
 
 from xce.cli import main as cli
 from xce.cli import quick
 from xce.client import cluster_config
 from xce.errors import ResReqError
-from xce.local import door_path, stored_token_if_fresh
+from xce.local import _expiry, door_path, stored_token_if_fresh
 from xce.proto import lite
 from xce.resources import catalog
 from xce.resreq import parse_resreq
@@ -61,6 +63,36 @@ def test_the_fast_parser_builds_the_spec_cmd_submit_builds(argv: list[str], monk
 def test_what_the_fast_parser_leaves_to_argparse(argv: list[str]) -> None:
     q = quick.parse(argv)
     assert q is None or quick.spec_of(q) is None
+
+
+def reference_expiry(token: str) -> float:
+    """The reading xce.client made before the fast path existed: base64 and json."""
+    import base64
+    import json
+
+    try:
+        payload = token.split(".")[1]
+        return float(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))).get("exp", 0))
+    except (IndexError, ValueError, TypeError, AttributeError):
+        return 0.0
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.floats(allow_nan=False,
+                           allow_infinity=False) | st.text(max_size=8),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                      max_size=3), max_leaves=8)
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(st.sampled_from(["exp", "sub", "iat", "x"]) | st.text(max_size=5), json_values, max_size=5),
+       st.sampled_from([(",", ":"), (", ", ": ")]))
+def test_token_expiry_reads_as_json_would(claims: dict, separators: tuple[str, str]) -> None:
+    import base64
+    import json
+
+    payload = base64.urlsafe_b64encode(json.dumps(claims, separators=separators).encode()).rstrip(b"=").decode()
+    token = f"h.{payload}.s"
+    assert _expiry(token) == reference_expiry(token)
 
 
 # ---- end to end ----------------------------------------------------------------------------

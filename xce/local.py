@@ -130,13 +130,44 @@ def stored_token_if_fresh(state_dir: str | Path) -> str | None:
 
 
 def _expiry(token: str) -> float:
-    """``exp`` of a JWT, read (not verified) from its payload; 0 if unreadable."""
-    import base64
-    import json
+    """``exp`` of a JWT, read (not verified) from its payload; 0 if unreadable.
+
+    What json.loads would give, found without importing json and base64 (~6 ms of the
+    fast path) when the payload is a flat object with one numeric ``exp``, as pyjwt writes.
+    """
+    import binascii
 
     try:
         payload = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-        return float(claims.get("exp", 0))
-    except (IndexError, ValueError, TypeError, AttributeError):
+        raw = binascii.a2b_base64(payload.translate(_URLSAFE) + "=" * (-len(payload) % 4))
+        quick = _flat_exp(raw)
+        if quick is not None:
+            return quick
+        import json
+
+        return float(json.loads(raw).get("exp", 0))
+    except (IndexError, ValueError, TypeError, AttributeError, binascii.Error):
         return 0.0
+
+
+_URLSAFE = str.maketrans("-_", "+/")
+
+
+def _flat_exp(raw: bytes) -> float | None:
+    """The number after the only ``"exp":`` of a one-level object; None when json must decide."""
+    if raw.count(b"{") != 1 or raw.count(b'"exp"') != 1 or not raw.lstrip().startswith(b"{"):
+        return None
+    rest = raw.split(b'"exp"', 1)[1].lstrip()
+    if not rest.startswith(b":"):
+        return None
+    rest = rest[1:].lstrip()
+    end = 0
+    while end < len(rest) and rest[end] in b"0123456789+-.eE":
+        end += 1
+    tail = rest[end:].lstrip()
+    if not end or not tail or tail[0] not in b",}":
+        return None
+    try:
+        return float(rest[:end])
+    except ValueError:
+        return None
