@@ -65,6 +65,17 @@ def test_what_the_fast_parser_leaves_to_argparse(argv: list[str]) -> None:
     assert q is None or quick.spec_of(q) is None
 
 
+def test_the_fast_path_imports_stay_light() -> None:
+    """What the door path imports must not pull the heavy modules that its budget has no room for."""
+    code = ("import sys; before = set(sys.modules); "
+            "import xce.cli.main, xce.cli.quick, xce.local, xce.proto.lite, xce.proto.zmtp, xce.units; "
+            "xce.local._expiry('a.eyJleHAiOjF9.c'); "
+            "print(' '.join(sorted(set(sys.modules) - before)))")
+    new = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
+    heavy = {"zmq", "msgspec", "argparse", "typing", "pathlib", "socket", "json", "base64", "tomllib", "enum"}
+    assert not new & heavy
+
+
 def reference_expiry(token: str) -> float:
     """The reading xce.client made before the fast path existed: base64 and json."""
     import base64
@@ -77,10 +88,12 @@ def reference_expiry(token: str) -> float:
         return 0.0
 
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.floats(allow_nan=False,
-                           allow_infinity=False) | st.text(max_size=8),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                                      max_size=3), max_leaves=8)
+def _nest(inner: st.SearchStrategy) -> st.SearchStrategy:
+    return st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3))
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**53, 2**53)
+                           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8), _nest, max_leaves=8)
 
 
 @settings(max_examples=300)

@@ -133,9 +133,9 @@ def submit(argv: list[str]) -> int | Fallback:
     a = parse(argv)
     if a is None:
         return Fallback("options the fast path does not parse")
-    from xce.local import CLUSTER_FILE, default_state_dir, read_cluster_keys, stored_token_if_fresh
+    from xce.local import CLUSTER_FILE, read_cluster_keys, state_dir_default, stored_token_if_fresh
 
-    sd = a.state_dir or str(default_state_dir())
+    sd = a.state_dir or state_dir_default()
     keys = read_cluster_keys(os.path.join(sd, CLUSTER_FILE), {("", "state_dir"), ("controller", "address")})
     if not keys or ("controller", "address") not in keys:
         return Fallback("no cluster file with a controller address")

@@ -105,7 +105,8 @@ def _pack_int(n: int) -> bytes:
     raise OverflowError(f"integer {n} does not fit in 64 bits")
 
 
-# Fixed-size codes: (struct, size).  Length-prefixed codes: (kind, length struct).
+# Fixed-size codes: their struct.  Length-prefixed codes: (kind, struct of the length).
+_CONSTANTS = {0xC0: None, 0xC2: False, 0xC3: True}
 _FIXED = {0xCC: _B, 0xCD: _H, 0xCE: _I, 0xCF: _Q, 0xD0: _b, 0xD1: _h, 0xD2: _i, 0xD3: _q,
           0xCA: _f, 0xCB: _d}
 _SIZED = {0xD9: ("str", _B), 0xDA: ("str", _H), 0xDB: ("str", _I), 0xC4: ("bin", _B), 0xC5: ("bin", _H),
@@ -144,8 +145,8 @@ class _Reader:
             return self.seq("array", c & 0x0F, pos, depth)
         if 0x80 <= c <= 0x8F:
             return self.seq("map", c & 0x0F, pos, depth)
-        if c in (0xC0, 0xC2, 0xC3):
-            return (None, False, True)[(0xC0, 0xC2, 0xC3).index(c)], pos
+        if c in _CONSTANTS:
+            return _CONSTANTS[c], pos
         if c in _FIXED:
             fmt = _FIXED[c]
             raw, pos = self.take(pos, fmt.size)
