@@ -92,8 +92,9 @@ def _nest(inner: st.SearchStrategy) -> st.SearchStrategy:
     return st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3))
 
 
-json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**53, 2**53)
-                           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8), _nest, max_leaves=8)
+json_scalars = (st.none() | st.booleans() | st.integers(-2**53, 2**53)
+                | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8))
+json_values = st.recursive(json_scalars, _nest, max_leaves=8)
 
 
 @settings(max_examples=300)

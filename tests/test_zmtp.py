@@ -21,7 +21,7 @@ import zmq
 from xce.errors import ProtocolError, Unavailable
 from xce.local import door_path
 from xce.proto import lite
-from xce.proto.zmtp import GREETING, READY, Dealer, command, frame, properties
+from xce.proto.zmtp import GREETING, Dealer, command, frame, properties
 from xce.zmqutil import bind_local_door
 
 
