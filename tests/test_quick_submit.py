@@ -65,6 +65,12 @@ def test_what_the_fast_parser_leaves_to_argparse(argv: list[str]) -> None:
     assert q is None or quick.spec_of(q) is None
 
 
+def test_text_that_is_not_utf8_is_left_to_the_full_path(tmp_path: Path) -> None:
+    body = {"jobs": [dict(quick.SPEC_DEFAULTS, command=["true"], env={"A": "\udcff"})], "dry_run": False, "key": "k"}
+    out = quick.send(str(tmp_path), "tcp://127.0.0.1:1", body, "", 1.0, "k")
+    assert isinstance(out, quick.Fallback) and out.reason.startswith("cannot encode") and out.key == "k"
+
+
 def test_the_fast_path_imports_stay_light() -> None:
     """What the door path imports must not pull the heavy modules that its budget has no room for."""
     code = ("import sys; before = set(sys.modules); "

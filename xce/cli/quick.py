@@ -162,6 +162,8 @@ def send(home: str, address: str, body: dict[str, object], token: str, timeout: 
             op, rbody = _exchange(f"ipc://{door_path(home, address)}", body, token, deadline)
         except XceError as e:
             return Fallback(f"door: {e.message}", key)
+        except ValueError as e:  # text that is not UTF-8 (a surrogate-escaped environment): not sent
+            return Fallback(f"cannot encode the request: {e}", key)
         if op == OK:
             line = _submitted(rbody)
             if line is None:
@@ -190,8 +192,9 @@ def _exchange(endpoint: str, body: dict[str, object], token: str, deadline: floa
         return max(0.001, deadline - time.monotonic())
 
     rid = int.from_bytes(os.urandom(4), "big") >> 2
+    request = lite.encode(SUBMIT, rid, body, token)
     with Dealer.connect(endpoint, left()) as dealer:
-        dealer.send([lite.encode(SUBMIT, rid, body, token)], left())
+        dealer.send([request], left())
         while True:
             frames = dealer.recv(left())
             if len(frames) != 1:
