@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -30,6 +31,12 @@ def xce(sd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def xce_bin() -> str:
     return str(Path(sys.executable).with_name("xce"))
+
+
+def install_kind() -> str:
+    import xce
+
+    return "site-packages install" if "site-packages" in xce.__file__ else "editable install"
 
 
 def main() -> int:
@@ -51,16 +58,22 @@ def main() -> int:
             print(f"submit-to-done latency, one job, idle cluster: median {statistics.median(lat) * 1000:.1f} ms "
                   f"(min {min(lat) * 1000:.1f}, max {max(lat) * 1000:.1f})")
 
-            # 1. the CLI as its own process
-            walls = []
-            for _ in range(20):
-                t0 = time.perf_counter()
-                subprocess.run([xce_bin(), "--state-dir", str(sd), "submit", "-R", "rusage[mem=10]", "--", "true"],
-                               check=True, capture_output=True)
-                walls.append(time.perf_counter() - t0)
-            print(f"`xce submit` wall time: median {statistics.median(walls) * 1000:.1f} ms "
-                  f"(min {min(walls) * 1000:.1f})")
-            c.wait(list(range(1, 41)), timeout=60)
+            # 1. the CLI as its own process: the local door, then the full path for comparison
+            print(f"`xce submit` conditions: {install_kind()}, "
+                  f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '(unset)')}")
+            submitted = []
+            for label, env in (("local door", {}), ("full path, XCE_QUICK=0", {"XCE_QUICK": "0"})):
+                walls = []
+                for _ in range(20):
+                    t0 = time.perf_counter()
+                    r = subprocess.run([xce_bin(), "--state-dir", str(sd), "submit", "-R", "rusage[mem=10]", "--",
+                                        "true"], check=True, capture_output=True, text=True,
+                                       env={**os.environ, **env})
+                    walls.append(time.perf_counter() - t0)
+                    submitted.append(int(r.stdout.split("<", 1)[1].split(">", 1)[0]))
+                print(f"`xce submit` wall time ({label}): median {statistics.median(walls) * 1000:.1f} ms "
+                      f"(min {min(walls) * 1000:.1f}, max {max(walls) * 1000:.1f})")
+            c.wait(submitted, timeout=60)
 
             # 3. N trivial jobs through the whole pipeline
             specs = [{"command": ["true"], "resreq": "rusage[mem=10]"}] * a.jobs

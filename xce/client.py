@@ -28,6 +28,7 @@ import zmq
 
 from xce.config import Config, default_state_dir, load
 from xce.errors import NotLeader, Unavailable, XceError
+from xce.local import CLUSTER_FILE, stored_token, unix_user
 from xce.model import JobSpec
 from xce.proto import schema as S
 from xce.proto.codec import decode_envelope, decode_reply, encode
@@ -37,7 +38,8 @@ from xce.views import HostView, JobView
 if TYPE_CHECKING:
     from xce.curve import ClientKeys
 
-CLUSTER_FILE = "cluster.toml"
+__all__ = ["CLUSTER_FILE", "Client", "Connection", "cluster_config", "endpoints_of", "make_spec", "stored_token",
+           "unix_user"]
 
 
 def cluster_config(state_dir: str | Path | None = None) -> Config:
@@ -305,48 +307,3 @@ def make_spec(command: Sequence[str] | str, **fields: Any) -> JobSpec:
         from xce.errors import InvalidRequest
 
         raise InvalidRequest(f"bad job field: {e}") from None
-
-
-def unix_user() -> str:
-    import pwd
-
-    try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
-        return str(os.getuid())
-
-
-def stored_token(state_dir: str | Path) -> str:
-    """The token to send, read without loading the JWT and crypto libraries when possible.
-
-    ``XCE_TOKEN``, else a fresh `xce login` token, else the local admin token while it has
-    over an hour to live.  Only when none will do does it take xce.auth's path, which can
-    mint a new local admin token (and costs ~150 ms of imports: `xce submit` must stay fast).
-    """
-    env = os.environ.get("XCE_TOKEN")
-    if env:
-        return env
-    d = Path(state_dir) / "auth"
-    for name, margin in (("login.token", 0.0), ("admin.token", 3600.0)):
-        try:
-            token = (d / name).read_text().strip()
-        except OSError:
-            continue
-        if _expiry(token) - margin > time.time():
-            return token
-    from xce.auth import cli_token
-
-    return cli_token(state_dir)
-
-
-def _expiry(token: str) -> float:
-    """``exp`` of a JWT, read (not verified) from its payload; 0 if unreadable."""
-    import base64
-    import json
-
-    try:
-        payload = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-        return float(claims.get("exp", 0))
-    except (IndexError, ValueError, TypeError, AttributeError):
-        return 0.0

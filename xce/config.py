@@ -7,13 +7,13 @@ strings ("4G") parsed once here into bytes.
 
 from __future__ import annotations
 
-import os
 import tomllib
 from pathlib import Path
 
 import msgspec
 
 from xce.errors import ConfigError, XceError
+from xce.local import default_state_dir  # noqa: F401 - one definition, shared with the fast CLI path
 from xce.resources import BUILTIN, ResourceDef
 from xce.units import parse_mem
 
@@ -186,11 +186,3 @@ def _check(cfg: Config, source: str) -> None:
             raise bad(f"resources.{name}.scope", "must be 'host' or 'cluster'")
         if name in BUILTIN:
             raise bad(f"resources.{name}", "is a builtin resource")
-
-
-def default_state_dir() -> Path:
-    env = os.environ.get("XCE_STATE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return Path(base) / "xce"

@@ -2,17 +2,22 @@
 
 Every error of the project's tree is caught once, in ``main``: the message goes
 to stderr and the exit code is 2 for bad input, 1 for anything else.  Imports
-are lazy so `xce submit` starts fast.
+are lazy so `xce submit` starts fast; `xce submit` first tries the local door
+(xce/cli/quick.py), which loads neither argparse nor the wire stack, and comes
+back here whenever it cannot serve.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
-from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: importing typing costs `xce submit` ~5 ms
+if TYPE_CHECKING:
+    import argparse
+    from pathlib import Path
+    from typing import Any
 
 
 def _client(a: argparse.Namespace) -> Any:
@@ -37,6 +42,8 @@ def _ids(values: list[str]) -> list[int]:
 
 
 def _state_dir(a: argparse.Namespace) -> Path:
+    from pathlib import Path
+
     from xce.config import default_state_dir
 
     return Path(a.state_dir) if a.state_dir else default_state_dir()
@@ -46,7 +53,6 @@ def _state_dir(a: argparse.Namespace) -> Path:
 
 def cmd_submit(a: argparse.Namespace) -> int:
     from xce.cli.fmt import print_json
-    from xce.client import make_spec
     from xce.proto import schema as S
     from xce.proto.opcodes import Op
 
@@ -54,21 +60,7 @@ def cmd_submit(a: argparse.Namespace) -> int:
         a.command = a.command[1:]
     if not a.command:
         raise _usage("submit: no command given (xce submit [options] -- CMD ...)")
-    # Like bsub, the job runs in the submitting environment.
-    fields: dict[str, Any] = {"env": dict(os.environ), "slots": a.n, "resreq": a.R or "", "name": a.J or "", "queue": a.q or ""}
-    if a.M:
-        from xce.units import parse_mem
-
-        fields["mem_limit"] = parse_mem(a.M)
-    if a.o:
-        fields["stdout"] = a.o
-    if a.e:
-        fields["stderr"] = a.e
-    if a.cwd:
-        fields["cwd"] = os.path.abspath(a.cwd)
-    if a.rerunnable:
-        fields["rerunnable"] = True
-    spec = make_spec(a.command, **fields)
+    spec = submit_spec(a)
     if a.dry_run:
         from xce.resreq import parse_resreq
 
@@ -84,13 +76,36 @@ def cmd_submit(a: argparse.Namespace) -> int:
         else:
             print(f"Job would be submitted: {' '.join(spec.command)}; requirements {req}")
         return 0
+    # As xce.client's submit_many: one key for every retry; the fast path hands over the one it sent.
+    key = getattr(a, "submit_key", "") or os.urandom(12).hex()
     with _client(a) as c:
-        reply = c.request(Op.SUBMIT, S.SubmitRequest(jobs=[spec]))
+        reply = c.request(Op.SUBMIT, S.SubmitRequest(jobs=[spec], key=key))
     if a.json:
         print_json({"id": reply.ids[0], "queue": reply.queues[0]})
     else:
         print(f"Job <{reply.ids[0]}> is submitted to queue <{reply.queues[0]}>.")
     return 0
+
+
+def submit_spec(a: argparse.Namespace) -> Any:
+    """The JobSpec of `xce submit` (xce/cli/quick.py builds the same one, as a dict)."""
+    from xce.client import make_spec
+
+    # Like bsub, the job runs in the submitting environment.
+    fields: dict[str, Any] = {"env": dict(os.environ), "slots": a.n, "resreq": a.R or "", "name": a.J or "", "queue": a.q or ""}
+    if a.M:
+        from xce.units import parse_mem
+
+        fields["mem_limit"] = parse_mem(a.M)
+    if a.o:
+        fields["stdout"] = a.o
+    if a.e:
+        fields["stderr"] = a.e
+    if a.cwd:
+        fields["cwd"] = os.path.abspath(a.cwd)
+    if a.rerunnable:
+        fields["rerunnable"] = True
+    return make_spec(a.command, **fields)
 
 
 def cmd_jobs(a: argparse.Namespace) -> int:
@@ -382,6 +397,8 @@ def _usage(msg: str) -> UsageError:
 
 
 def parser() -> argparse.ArgumentParser:
+    import argparse
+
     p = argparse.ArgumentParser(prog="xce", description="XCE cluster manager")
     p.add_argument("--state-dir", default=os.environ.get("XCE_STATE_DIR"),
                    help="the local cluster's directory (default $XCE_STATE_DIR or ~/.local/state/xce)")
@@ -486,9 +503,23 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    submit_key = ""
+    if "submit" in args:
+        from xce.cli.quick import Fallback, submit
+
+        try:
+            done = submit(args)
+        except KeyboardInterrupt:
+            return 130
+        _debug_path("door" if not isinstance(done, Fallback) else f"full ({done.reason})")
+        if not isinstance(done, Fallback):
+            return done
+        submit_key = done.key
     from xce.errors import InvalidRequest, XceError
 
-    a = parser().parse_args(argv)
+    a = parser().parse_args(args)
+    a.submit_key = submit_key
     try:
         return a.func(a)
     except UsageError as e:
@@ -502,6 +533,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _debug_path(path: str) -> None:
+    """With XCE_DEBUG_PATH set, say which path served `xce submit` and what it had loaded by then."""
+    if os.environ.get("XCE_DEBUG_PATH"):
+        loaded = [m for m in ("zmq", "msgspec", "argparse") if m in sys.modules]
+        print(f"xce: submit path {path}; loaded: {', '.join(loaded) or 'none of zmq, msgspec, argparse'}",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ class Controller:
         state_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(state_dir, 0o700)  # the journal holds job environments
         self.ctx = zmq.Context()
-        from xce.zmqutil import router, serve_curve
+        from xce.zmqutil import bind_local_door, router, serve_curve
 
         # CURVE: the ZAP handler must be up before the first handshake, so before any bind.
         self.curve = server_keys(cfg)
@@ -94,6 +94,7 @@ class Controller:
         self.worker_keys: dict[str, str] = {}  # host -> the allowed key name it registered with
         self.daemon_grants: dict[tuple[str, Op], float] = {}  # (token, op) -> granted until (monotonic)
         self.router = router(self.ctx, c.address, self.curve)
+        self.door = bind_local_door(self.router, cfg.state_dir, c.address)  # after the TCP bind: see there
         # XPUB: the same stream as PUB, but it hears subscriptions, so a controller nobody
         # listens to (a follower, usually) does not spend its CPU encoding events.
         self.pub = self.ctx.socket(zmq.XPUB)
@@ -248,6 +249,9 @@ class Controller:
         if self.authenticator is not None:
             self.authenticator.stop()
         self.ctx.destroy(linger=0)
+        from xce.zmqutil import close_local_door
+
+        close_local_door(self.door)
 
     def handle(self, ident: bytes, frame: zmq.Frame, extra: int = 0) -> None:
         if extra:

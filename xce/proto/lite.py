@@ -1,0 +1,206 @@
+"""A stdlib-only speaker of XCE's wire: MessagePack and a ZMTP 3.0 DEALER (NULL mechanism).
+
+`xce submit` must start and finish in well under 100 ms; pyzmq and msgspec cost
+~90 ms of imports on their own.  This module lets a short-lived client talk to
+a controller's ROUTER with nothing but ``socket`` and ``struct``.  It owns no
+schema: callers build bodies as plain dicts whose keys follow the msgspec
+Struct's field order, so the bytes equal what xce/proto/codec.py writes
+(tests/test_lite.py checks that against msgspec for every supported type).
+
+Invariants: every read has a deadline (a silent or half-open peer raises
+``Unavailable``, never hangs); anything that is not ZMTP or MessagePack raises
+``ProtocolError`` naming what was wrong.  Long-lived daemons keep using pyzmq.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from xce.errors import ProtocolError
+
+PROTOCOL_VERSION = 1   # xce/proto/schema.py PROTOCOL_VERSION; test_lite checks they agree
+MAX_FRAME = 64 * 2**20  # xce/proto/codec.py MAX_FRAME: the controller refuses more anyway
+MAX_DEPTH = 64          # a reply nested deeper than this is garbage, not a recursion bomb
+
+TYPE_CHECKING = False  # typing costs the fast CLI path ~6 ms
+if TYPE_CHECKING:
+    from typing import Any
+
+# ---- MessagePack ---------------------------------------------------------------------------
+
+_B = struct.Struct(">B")
+_H = struct.Struct(">H")
+_I = struct.Struct(">I")
+_Q = struct.Struct(">Q")
+_b = struct.Struct(">b")
+_h = struct.Struct(">h")
+_i = struct.Struct(">i")
+_q = struct.Struct(">q")
+_d = struct.Struct(">d")
+_f = struct.Struct(">f")
+
+
+def _head(n: int, fix: int, fixmax: int, c8: int | None, c16: int, c32: int) -> bytes:
+    if n < fixmax:
+        return _B.pack(fix | n)
+    if c8 is not None and n < 0x100:
+        return bytes((c8, n))
+    if n < 0x10000:
+        return _B.pack(c16) + _H.pack(n)
+    return _B.pack(c32) + _I.pack(n)
+
+
+def packb(obj: Any) -> bytes:
+    """MessagePack in msgspec's choices: smallest int and length forms, float64, str not bin."""
+    out: list[bytes] = []
+    _pack(obj, out)
+    return b"".join(out)
+
+
+def _pack(o: Any, out: list[bytes]) -> None:  # noqa: C901 - one branch per MessagePack type
+    if o is None:
+        out.append(b"\xc0")
+    elif o is True:
+        out.append(b"\xc3")
+    elif o is False:
+        out.append(b"\xc2")
+    elif isinstance(o, int):
+        out.append(_pack_int(o))
+    elif isinstance(o, float):
+        out.append(b"\xcb" + _d.pack(o))
+    elif isinstance(o, str):
+        data = o.encode()
+        out.append(_head(len(data), 0xA0, 32, 0xD9, 0xDA, 0xDB) + data)
+    elif isinstance(o, (bytes, bytearray, memoryview)):
+        data = bytes(o)
+        out.append(_head(len(data), 0, 0, 0xC4, 0xC5, 0xC6) + data)
+    elif isinstance(o, (list, tuple)):
+        out.append(_head(len(o), 0x90, 16, None, 0xDC, 0xDD))
+        for x in o:
+            _pack(x, out)
+    elif isinstance(o, dict):
+        out.append(_head(len(o), 0x80, 16, None, 0xDE, 0xDF))
+        for k, v in o.items():
+            _pack(k, out)
+            _pack(v, out)
+    else:
+        raise TypeError(f"cannot encode {type(o).__name__} as MessagePack")
+
+
+def _pack_int(n: int) -> bytes:
+    if 0 <= n < 0x80:
+        return _B.pack(n)
+    if n >= 0:
+        for code, fmt, top in ((0xCC, _B, 0xFF), (0xCD, _H, 0xFFFF), (0xCE, _I, 0xFFFFFFFF),
+                               (0xCF, _Q, 0xFFFFFFFFFFFFFFFF)):
+            if n <= top:
+                return _B.pack(code) + fmt.pack(n)
+    elif n >= -32:
+        return _b.pack(n)
+    else:
+        for code, fmt, low in ((0xD0, _b, -0x80), (0xD1, _h, -0x8000), (0xD2, _i, -0x80000000),
+                               (0xD3, _q, -0x8000000000000000)):
+            if n >= low:
+                return _B.pack(code) + fmt.pack(n)
+    raise OverflowError(f"integer {n} does not fit in 64 bits")
+
+
+# Fixed-size codes: their struct.  Length-prefixed codes: (kind, struct of the length).
+_CONSTANTS = {0xC0: None, 0xC2: False, 0xC3: True}
+_FIXED = {0xCC: _B, 0xCD: _H, 0xCE: _I, 0xCF: _Q, 0xD0: _b, 0xD1: _h, 0xD2: _i, 0xD3: _q,
+          0xCA: _f, 0xCB: _d}
+_SIZED = {0xD9: ("str", _B), 0xDA: ("str", _H), 0xDB: ("str", _I), 0xC4: ("bin", _B), 0xC5: ("bin", _H),
+          0xC6: ("bin", _I), 0xDC: ("array", _H), 0xDD: ("array", _I), 0xDE: ("map", _H), 0xDF: ("map", _I)}
+
+
+def unpackb(data: bytes) -> Any:
+    """Decode one MessagePack object that fills ``data``; ProtocolError on anything else."""
+    obj, end = _Reader(data).read(0, 0)
+    if end != len(data):
+        raise ProtocolError(f"malformed MessagePack: {len(data) - end} trailing bytes")
+    return obj
+
+
+class _Reader:
+    def __init__(self, data: bytes) -> None:
+        self.data = memoryview(data)
+
+    def take(self, pos: int, n: int) -> tuple[memoryview, int]:
+        if pos + n > len(self.data):
+            raise ProtocolError("malformed MessagePack: input ends early")
+        return self.data[pos:pos + n], pos + n
+
+    def read(self, pos: int, depth: int) -> tuple[Any, int]:
+        if depth > MAX_DEPTH:
+            raise ProtocolError("malformed MessagePack: nested too deeply")
+        raw, pos = self.take(pos, 1)
+        c = raw[0]
+        if c < 0x80:
+            return c, pos
+        if c >= 0xE0:
+            return c - 0x100, pos
+        if 0xA0 <= c <= 0xBF:
+            return self.seq("str", c & 0x1F, pos, depth)
+        if 0x90 <= c <= 0x9F:
+            return self.seq("array", c & 0x0F, pos, depth)
+        if 0x80 <= c <= 0x8F:
+            return self.seq("map", c & 0x0F, pos, depth)
+        if c in _CONSTANTS:
+            return _CONSTANTS[c], pos
+        if c in _FIXED:
+            fmt = _FIXED[c]
+            raw, pos = self.take(pos, fmt.size)
+            return fmt.unpack(raw)[0], pos
+        if c in _SIZED:
+            kind, fmt = _SIZED[c]
+            raw, pos = self.take(pos, fmt.size)
+            return self.seq(kind, fmt.unpack(raw)[0], pos, depth)
+        raise ProtocolError(f"malformed MessagePack: unsupported type code 0x{c:02x}")
+
+    def seq(self, kind: str, n: int, pos: int, depth: int) -> tuple[Any, int]:
+        if kind in ("str", "bin"):
+            raw, pos = self.take(pos, n)
+            if kind == "bin":
+                return bytes(raw), pos
+            try:
+                return str(raw, "utf-8"), pos
+            except UnicodeDecodeError:
+                raise ProtocolError("malformed MessagePack: invalid UTF-8 in a str") from None
+        if n > len(self.data) - pos:  # each element takes at least a byte: refuse before allocating
+            raise ProtocolError("malformed MessagePack: input ends early")
+        if kind == "array":
+            items = []
+            for _ in range(n):
+                x, pos = self.read(pos, depth + 1)
+                items.append(x)
+            return items, pos
+        out: dict[Any, Any] = {}
+        for _ in range(n):
+            k, pos = self.read(pos, depth + 1)
+            v, pos = self.read(pos, depth + 1)
+            try:
+                out[k] = v
+            except TypeError:
+                raise ProtocolError(f"malformed MessagePack: a map key of type {type(k).__name__}") from None
+        return out, pos
+
+
+# ---- the envelope ------------------------------------------------------------------------------
+
+def encode(op: int, rid: int, body: dict[str, Any], token: str = "", term: int = 0) -> bytes:
+    """The same bytes as codec.encode for a body given as a dict in its Struct's field order."""
+    return packb([PROTOCOL_VERSION, op, rid, body, token, term])
+
+
+def decode(data: bytes) -> tuple[int, int, Any, int]:
+    """``(op, rid, body, term)`` of an envelope, checked as codec.decode_envelope checks it."""
+    env = unpackb(data)
+    if not isinstance(env, list) or len(env) < 4:
+        raise ProtocolError("malformed envelope: expected an array of at least 4 elements")
+    v, op, rid, body = env[:4]
+    term = env[5] if len(env) > 5 else 0
+    if not all(type(x) is int for x in (v, op, rid, term)):
+        raise ProtocolError("malformed envelope: v, op, rid and term must be integers")
+    if v != PROTOCOL_VERSION:
+        raise ProtocolError(f"unsupported protocol version {v} (this peer speaks {PROTOCOL_VERSION})")
+    return op, rid, body, term
