@@ -142,3 +142,26 @@ def test_keys_cli(cluster, tmp_path: Path) -> None:
     assert '"w1"' not in cluster.xce("keys", "--dir", d, "list", "--json").stdout
     bad = cluster.xce("keys", "--dir", d, "revoke", "w1", check=False)
     assert bad.returncode == 2 and "no allowed key named 'w1'" in bad.stderr
+
+
+def test_the_local_door_speaks_null_but_is_no_daemon(cluster) -> None:
+    """The owner-only ipc door skips CURVE (the file system guards it), so it must never act as a daemon."""
+    from xce.auth import ensure_daemon_token
+    from xce.local import door_path
+
+    cfg = cluster.client.cfg
+    s = zmq.Context.instance().socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(f"ipc://{door_path(cluster.state_dir, cfg.controller.address)}")
+    try:
+        s.send(encode(Op.PING, 1, S.Empty()))
+        assert s.poll(5000) and decode_envelope(s.recv()).op == Op.OK
+        reg = S.RegisterRequest(host="via-door", slots=1, ncpus=1, mem_total=2**30, os_available=2**30,
+                                version="x")
+        s.send(encode(Op.REGISTER, 2, reg, token=ensure_daemon_token(cluster.state_dir)))
+        assert s.poll(5000)
+        env = decode_envelope(s.recv())
+        assert env.op == Op.ERROR and b"not in the allow-list" in bytes(env.body)
+    finally:
+        s.close(0)
+    assert "via-door" not in [h.name for h in cluster.client.hosts()]
