@@ -12,6 +12,10 @@ inproc socket.  Per loop turn:
                          then the continuations answer the clients ("yes" only
                          after commit).
 
+The handlers live in mixins by door: ctl_clients (client requests), ctl_workers (the
+scheduler, workers, and orders to workers), ctl_access (daemon keys and the token policy),
+ctl_events (after-apply publishing and leadership).
+
 Soft state (heartbeats, OS-available, usage, pending reasons) lives in
 ``self.live`` on the leader only and is rebuilt within a heartbeat after a
 failover: workers re-register when told they are unknown.
@@ -33,49 +37,34 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import zmq
 
-from xce import __version__
 from xce.config import Config, load
 from xce.curve import AllowList, KeyStore, keys_root, server_keys, start_authenticator
-from xce.errors import (Conflict, InvalidRequest, NotFound, NotLeader, ProtocolError, Unauthenticated,
-                        XceError)
+from xce.errors import NotLeader, ProtocolError, XceError
 from xce.auth import KEYS_FILE, TokenService, auth_dir
 from xce.live import Live
-from xce.policy import OP_PERMISSIONS, authorize, load_policy
-from xce.model import ACTIVE, TERMINAL, Host, HostUsage, Job, JobState, Queue
-from xce.placement import check_placement, demand_of, host_caps, never_fits
-from xce.proto import schema as S
+from xce.policy import load_policy
+from xce.model import ACTIVE, JobState
 from xce.proto.codec import decode_envelope, decode_request, encode, error_reply
 from xce.proto.opcodes import Op
 from xce.raft import ReplicatedState, Result, fsync_journal, make_conf
-from xce.resources import WIRE_NAMES, catalog
+from xce.resources import catalog
 from xce.resreq import parse_resreq
-from xce.state import (Cleanup, Cmd, Finish, HostLost, Kill, Modify, Place, RegisterHost,
-                       SetHostAdmin, SetQueues, Submit, encode_batch)
+from xce.state import (Cleanup, Cmd, HostLost, encode_batch)
+
+from xce.daemons.ctl_access import DAEMON_OPS, Access
+from xce.daemons.ctl_clients import ClientDoor
+from xce.daemons.ctl_events import Publisher
+from xce.daemons.ctl_workers import WorkerDoor
 
 log = logging.getLogger("xce.controller")
 
-# What only a daemon (a key on the CURVE allow-list) may send: registering, reporting, placing.
-DAEMON_OPS = frozenset({Op.REGISTER, Op.HEARTBEAT, Op.JOB_STARTED, Op.JOB_FINISHED, Op.PLACE})
 TURN = 0.001  # seconds: the shortest loop turn while messages keep coming (see run)
-SOFT_PERIOD = 0.05  # seconds between soft events (see publish_soft)
-DAEMON_GRANT_TTL = 5.0  # seconds a verified daemon grant is reused: bounds how late a key-ring revocation bites
-# The usage column that carries `mem`: named through the one wire-name table.
-MEM_WIRE = next(w for w, r in WIRE_NAMES.items() if r == "mem")
-assert MEM_WIRE in S.UsageColumns.__struct_fields__, "UsageColumns lacks the worker's mem column"
 Reply = Callable[[Result], None]
 
 
-def public(job: Job) -> Job:
-    """A job as the event stream and snapshots show it: without its environment (secrets)."""
-    if not job.spec.env:
-        return job
-    return msgspec.structs.replace(job, spec=msgspec.structs.replace(job.spec, env={}))
-
-
-class Controller:
+class Controller(Access, Publisher, ClientDoor, WorkerDoor):
     def __init__(self, cfg: Config, state_dir: Path) -> None:
         self.cfg = cfg
         c = cfg.controller
@@ -284,48 +273,6 @@ class Controller:
             log.exception("handler failed")
             self.send(ident, error_reply(rid, XceError(f"internal error: {e}")))
 
-    def check_daemon_key(self, op: Op, frame: zmq.Frame, body: Any) -> None:
-        """Only a connection whose CURVE key is on the allow-list may act as a daemon."""
-        assert self.allow is not None
-        try:
-            user_id = frame.get("User-Id")
-        except zmq.ZMQError:
-            user_id = None  # the local door (no CURVE) has no key, so it is no daemon
-        name = self.allow.name_of(user_id)
-        if name is None:
-            raise Unauthenticated(f"{op.name} needs a daemon key: this connection's CURVE key "
-                                  f"{user_id or '(none)'} is not in the allow-list (xce keys add)")
-        if op == Op.REGISTER:
-            self.worker_keys[body.host] = name
-
-    def authorize(self, token: str, op: Op, body: Any) -> Any:
-        """The same policy as REST (xce/policy.py): who may do what, own jobs narrowed.
-
-        Workers and the scheduler show a daemon-role token (and, with CURVE, an allowed
-        key: ``check_daemon_key``); everyone else their user token.
-        """
-        if OP_PERMISSIONS.get(op, "") is None:
-            return body  # public: PING
-        if not token:
-            raise Unauthenticated(f"{op.name} needs a token (xce login, or XCE_TOKEN)")
-        assert self.tokens is not None
-        # Every heartbeat carries the same daemon token: remember the grant for a few seconds
-        # (daemon ops own no jobs, so the answer depends on the token and the op only).
-        now = time.monotonic()
-        grant = (token, op)
-        if op in DAEMON_OPS and self.daemon_grants.get(grant, 0.0) > now:
-            return body
-        principal = self.tokens.verify(token)
-        with self.raft.lock:
-            jobs = self.state.jobs
-            body = authorize(self.policy, principal, op, body,
-                             lambda j: jobs[j].spec.user if j in jobs else None)
-        if op in DAEMON_OPS:
-            if len(self.daemon_grants) > 10_000:
-                self.daemon_grants.clear()
-            self.daemon_grants[grant] = now + DAEMON_GRANT_TTL
-        return body
-
     def ok(self, ident: bytes, rid: int, body: Any) -> None:
         self.send(ident, encode(Op.OK, rid, body, term=self.raft.term()))
 
@@ -344,147 +291,6 @@ class Controller:
                 exc = ERROR_CLASSES.get(code, XceError)(message)
                 self.send(ident, error_reply(rid, exc))
         return reply
-
-    # ---- after Raft applied something -------------------------------------------------------
-
-    def after_apply(self) -> None:
-        now = time.time()
-        self.leadership(now)
-        events_jobs: list[Job] = []
-        events_hosts: list[Host] = []
-        with self.raft.lock:
-            st = self.state
-            if st is not self.state_obj:  # a snapshot was installed: rebuild everything
-                self.state_obj = st
-                self.live.rebuild(st.jobs.values(), now)
-                self.epoch = uuid.uuid4().hex[:12]
-                st.touched_jobs.clear()
-                st.touched_hosts.clear()
-            leading = self.raft.is_leader()
-            for jid in st.touched_jobs:
-                job = st.jobs.get(jid)
-                if job is None:
-                    continue
-                if leading:  # a follower's ledger is rebuilt when it takes over
-                    self.live.sync_job(job, now)
-                events_jobs.append(job)
-            for name in st.touched_hosts:
-                if name in st.hosts:
-                    events_hosts.append(st.hosts[name])
-            forgotten = st.forgotten
-            st.touched_jobs, st.touched_hosts, st.forgotten = set(), set(), []
-            for jid in forgotten:
-                self.live.forget_job(jid)
-            if (events_jobs or events_hosts or forgotten) and self.subscribers:
-                # Job environments stay in the journal; the event stream does not carry them.
-                self.emit(S.Event(seq=0, epoch=self.epoch, time=now, jobs=[public(j) for j in events_jobs],
-                                  hosts=events_hosts, forget=forgotten))
-            elif events_jobs or events_hosts or forgotten:
-                self.seq += 1  # nobody listens: skip the encoding, keep the sequence honest
-            if leading:
-                for job in events_jobs:
-                    self.orders(job, now)  # the real job: its environment goes to the worker
-        while True:
-            try:
-                token, res, err = self.done.get_nowait()
-            except queue.Empty:
-                break
-            replies = self.inflight.pop(token, [])
-            if err != 0 or res is None:
-                exc = NotLeader(self.leader_router()) if not self.raft.is_leader() else \
-                    XceError(f"commit failed (pysyncobj reason {err}); retry")
-                for r in replies:
-                    r(("err", (exc.code, exc.message)))
-                continue
-            for r, result in zip(replies, res, strict=True):
-                r(result)
-
-    def count_subscribers(self) -> None:
-        while True:
-            try:
-                msg = self.pub.recv(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            if msg[:1] == b"\x01":
-                self.subscribers += 1
-            elif msg[:1] == b"\x00":
-                self.subscribers = max(0, self.subscribers - 1)
-
-    def emit(self, ev: S.Event) -> None:
-        self.seq += 1
-        ev.seq = self.seq
-        self.pub.send_multipart([b"ev", encode(Op.EVENT, 0, ev, term=self.raft.term())])
-
-    def publish_soft(self, now: float, force: bool = False) -> None:
-        """Soft news (heartbeats, samples, reasons) goes out at most every SOFT_PERIOD.
-
-        A loop turn often handles one heartbeat; an event per turn would cost an encode
-        and a send per heartbeat.  50 ms is far inside the console's 1 s budget.
-        """
-        if not force and now < self.next_soft:
-            return
-        self.next_soft = now + SOFT_PERIOD
-        p = self.pending_soft
-        if (p["live"] or p["samples"] or p["reasons"]) and not self.subscribers:
-            self.seq += 1
-            self.pending_soft = {"live": [], "samples": [], "reasons": {}}
-        elif p["live"] or p["samples"] or p["reasons"]:
-            self.emit(S.Event(seq=0, epoch=self.epoch, time=now, live=p["live"],
-                              samples=p["samples"], reasons=p["reasons"]))
-            self.pending_soft = {"live": [], "samples": [], "reasons": {}}
-
-    def leadership(self, now: float) -> None:
-        leader = self.raft.is_leader()
-        if leader and not self.was_leader:
-            log.info("became leader (term %d)", self.raft.term())
-            self.epoch = uuid.uuid4().hex[:12]
-            with self.raft.lock:
-                self.live.rebuild(self.state.jobs.values(), now)
-                # A grace period of one more timeout: workers find the new leader and re-register.
-                grace = self.cfg.controller.heartbeat_misses * self.cfg.worker.heartbeat + 5.0
-                for name in self.state.hosts:
-                    self.live.last_seen[name] = now + grace
-                queues = [Queue(name=n, priority=q.priority, rerunnable=q.rerunnable,
-                                description=q.description) for n, q in self.cfg.queues.items()]
-                changed = (sorted(self.state.queues.values(), key=lambda q: q.name)
-                           != sorted(queues, key=lambda q: q.name)
-                           or self.state.default_queue != self.cfg.default_queue())
-            if changed:
-                self.commit(SetQueues(time=now, queues=queues, default_queue=self.cfg.default_queue()),
-                            lambda r: None)
-            self.unconfirmed.clear()
-            self.confirmed.clear()
-        self.was_leader = leader
-
-    # ---- orders to workers -------------------------------------------------------------------
-
-    def orders(self, job: Job, now: float) -> None:
-        if job.state == JobState.RUN and job.kill_requested:
-            for host in job.hosts:
-                if host not in job.finished_hosts:
-                    self.send_worker(host, Op.KILL_JOB, S.KillJob(
-                        job_id=job.id, attempt=job.attempt, reason=job.reason or "killed by user"))
-        elif job.state == JobState.RUN:
-            for a in job.allocs:
-                key = (job.id, a.host)
-                u = self.unconfirmed.get(key)
-                if self.confirmed.get(key) != job.attempt and (u is None or u[0] != job.attempt):
-                    self.dispatch(job, a.host, now)
-
-    def dispatch(self, job: Job, host: str, now: float) -> None:
-        alloc = next(a for a in job.allocs if a.host == host)
-        from xce.live import mem_decay
-
-        duration, decay = mem_decay(job)
-        self.unconfirmed[(job.id, host)] = (job.attempt, now)
-        self.send_worker(host, Op.RUN_JOB, S.RunJob(
-            job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
-            mem_duration_s=duration, mem_decay=decay))
-
-    def send_worker(self, host: str, op: Op, body: Any) -> None:
-        ident = self.workers.get(host)
-        if ident is not None:
-            self.send(ident, encode(op, 0, body, term=self.raft.term()))
 
     # ---- timers ---------------------------------------------------------------------------
 
@@ -521,333 +327,13 @@ class Controller:
         if finished > self.cfg.controller.keep_finished + 1000:
             self.commit(Cleanup(time=now, keep_finished=self.cfg.controller.keep_finished), lambda r: None)
 
-    # ---- client requests ----------------------------------------------------------------------
-
-    def h_ping(self, ident: bytes, rid: int, body: S.Empty) -> None:
-        self.ok(ident, rid, S.Empty())
-
-    def h_submit(self, ident: bytes, rid: int, body: S.SubmitRequest) -> None:
-        if not body.jobs:
-            raise InvalidRequest("submit: no jobs given")
-        specs, reqs = [], []
-        with self.raft.lock:
-            queues = self.state.queues
-            default = self.state.default_queue
-            caps = host_caps(self.state.hosts.values(), self.live.ledger, {})
-        verdicts: dict[tuple[int, str], tuple[Any, str | None]] = {}  # a batch repeats itself
-        for i, spec in enumerate(body.jobs):
-            where = f"job {i}: " if len(body.jobs) > 1 else ""
-            if not spec.command:
-                raise InvalidRequest(f"{where}no command given")
-            if spec.slots < 1:
-                raise InvalidRequest(f"{where}slots must be >= 1, got {spec.slots}")
-            q = spec.queue or default
-            if q not in queues:
-                raise InvalidRequest(f"{where}queue {q!r} does not exist (queues: {', '.join(sorted(queues))})")
-            key = (spec.slots, spec.resreq)
-            if key not in verdicts:
-                try:
-                    req = self.parse(spec.resreq)
-                except XceError as e:
-                    raise type(e)(where + e.message) from None
-                d = demand_of(spec.slots, req, self.cluster_totals)
-                verdicts[key] = (req, never_fits(d, caps.values()) if caps else None)
-            req, never = verdicts[key]
-            if never:
-                from xce.errors import Infeasible
-
-                raise Infeasible(f"{where}{never}")
-            specs.append(msgspec.structs.replace(spec, queue=q) if spec.queue != q else spec)
-            reqs.append(req)
-        if body.dry_run:
-            self.ok(ident, rid, S.SubmitReply(ids=[], queues=[s.queue for s in specs]))
-            return
-        self.commit(Submit(time=time.time(), specs=specs, reqs=reqs, key=body.key[:128]),
-                    self.replier(ident, rid, lambda ids: S.SubmitReply(ids=ids, queues=[s.queue for s in specs])))
-
-    def h_jobs(self, ident: bytes, rid: int, body: S.JobsRequest) -> None:
-        out = []
-        states = set(body.states)
-        with self.raft.lock:
-            jobs = self.state.jobs
-            if body.ids:
-                missing = [i for i in body.ids if i not in jobs]
-                if missing and len(body.ids) == 1:
-                    raise NotFound(f"job {missing[0]} is not known")
-                selected = [jobs[i] for i in body.ids if i in jobs]
-            else:
-                selected = (j for j in jobs.values() if j.id > body.after)
-            for job in selected:
-                if body.user and job.spec.user != body.user:
-                    continue
-                if body.queue and job.spec.queue != body.queue:
-                    continue
-                if states and job.state.value not in states:
-                    continue
-                if not body.ids and not body.all and not states and job.state in TERMINAL:
-                    continue
-                out.append(self.live.job_view(job))
-                if body.limit and len(out) >= body.limit:
-                    break
-            reply = S.JobsReply(jobs=out, next_after=out[-1].id if body.limit and len(out) >= body.limit else None,
-                                stale=self.staleness())
-            data = encode(Op.OK, rid, reply, term=self.raft.term())
-        self.send(ident, data)
-
-    def h_hosts(self, ident: bytes, rid: int, body: S.HostsRequest) -> None:
-        with self.raft.lock:
-            hosts = self.state.hosts
-            for n in body.names:
-                if n not in hosts:
-                    raise NotFound(f"host {n} is not known")
-            names = body.names or sorted(hosts)
-            views = [self.live.host_view(hosts[n]) for n in names]
-        self.ok(ident, rid, S.HostsReply(hosts=views, stale=self.staleness()))
-
-    def staleness(self) -> S.Staleness | None:
-        """None on the leader (fresh); on a follower, how far behind its answer may be."""
-        if self.raft.is_leader():
-            return None
-        st = self.raft.status()
-        role = {0: "follower", 1: "candidate", 2: "leader"}.get(st.get("state", 0), "unknown")
-        lag = max(0, int(st.get("leader_commit_idx") or 0) - int(st.get("last_applied", 0)))
-        return S.Staleness(served_by=self.cfg.controller.address, role=role,
-                           as_of=self.state.last_time, lag_entries=lag)
-
-    def h_queues(self, ident: bytes, rid: int, body: S.Empty) -> None:
-        with self.raft.lock:
-            counts: dict[str, dict[str, int]] = {q: {} for q in self.state.queues}
-            for job in self.state.jobs.values():
-                c = counts.setdefault(job.spec.queue, {})
-                c[job.state.value] = c.get(job.state.value, 0) + 1
-            reply = S.QueuesReply(queues=sorted(self.state.queues.values(), key=lambda q: -q.priority),
-                                  default=self.state.default_queue, counts=counts)
-        self.ok(ident, rid, reply)
-
-    def h_kill(self, ident: bytes, rid: int, body: S.KillRequest) -> None:
-        if not body.ids:
-            raise InvalidRequest("kill: no job ids given")
-        self.commit(Kill(time=time.time(), job_ids=body.ids, reason=body.reason or "killed by user"),
-                    self.replier(ident, rid, lambda res: S.KillReply(results=res)))
-
-    def h_modify(self, ident: bytes, rid: int, body: S.ModifyRequest) -> None:
-        if body.mem_limit is not None and body.mem_limit <= 0:
-            raise InvalidRequest("mem_limit must be > 0")
-        def modified(result: Result) -> None:
-            if result[0] == "ok":  # running: the workers enforce the new limit from now on
-                with self.raft.lock:
-                    job = self.state.jobs.get(body.id)
-                    if job is not None and job.state in ACTIVE:
-                        for host in job.hosts:
-                            if host not in job.finished_hosts:
-                                self.dispatch(job, host, time.time())
-            self.replier(ident, rid, lambda r: S.Ack(True, r))(result)
-
-        self.commit(Modify(time=time.time(), job_id=body.id, mem_limit=body.mem_limit), modified)
-
-    def h_host_admin(self, ident: bytes, rid: int, body: S.HostAdminRequest) -> None:
-        if body.action not in ("open", "close"):
-            raise InvalidRequest(f"host action must be 'open' or 'close', got {body.action!r}")
-        self.commit(SetHostAdmin(time=time.time(), names=body.names, closed=body.action == "close"),
-                    self.replier(ident, rid, lambda r: S.Ack(True, r)))
-
-    def h_status(self, ident: bytes, rid: int, body: S.Empty) -> None:
-        st = self.raft.status()
-        role = {0: "follower", 1: "candidate", 2: "leader"}.get(st.get("state", 0), "unknown")
-        me = S.ControllerInfo(address=self.cfg.controller.address, role=role, term=self.raft.term(),
-                              commit_index=int(st.get("commit_idx", 0)),
-                              applied_index=int(st.get("last_applied", 0)),
-                              leader=self.leader_router(), pid=os.getpid())
-        others = [S.ControllerInfo(address=self.router_by_raft.get(p, p), role="peer", term=0,
-                                   commit_index=0) for p in self.cfg.controller.peers]
-        with self.raft.lock:
-            hosts: dict[str, int] = {}
-            mem = {"capacity": 0, "reserved": 0, "actual": 0, "slack": 0, "overage": 0}
-            for h in self.state.hosts.values():
-                v = self.live.host_view(h)
-                hosts[v.state] = hosts.get(v.state, 0) + 1
-                mem["capacity"] += v.mem_total
-                mem["reserved"] += v.mem_reserved
-                mem["actual"] += v.mem_actual
-                mem["slack"] += v.mem_slack
-                mem["overage"] += v.mem_overage
-            jobs: dict[str, int] = {}
-            for j in self.state.jobs.values():
-                jobs[j.state.value] = jobs.get(j.state.value, 0) + 1
-        self.ok(ident, rid, S.StatusReply(
-            cluster=self.cfg.cluster.name, controllers=[me, *others], leader=self.leader_router(),
-            term=self.raft.term(), hosts_by_state=hosts, jobs_by_state=jobs,
-            endpoints={"controller": self.cfg.controller.address, "events": self.cfg.controller.pub_address},
-            rest_url=self.cfg.rest_url or None, mem=mem, last_round_ms=self.last_round_ms))
-
-    def h_snapshot(self, ident: bytes, rid: int, body: S.Empty) -> None:
-        self.publish_soft(time.time(), force=True)
-        with self.raft.lock:
-            self.after_apply_locked_guard()
-            st = self.state
-            snap = S.Snapshot(
-                seq=self.seq, epoch=self.epoch, time=time.time(), jobs=[public(j) for j in st.jobs.values()],
-                hosts=list(st.hosts.values()), queues=list(st.queues.values()),
-                default_queue=st.default_queue, live=self.live.lives(), samples=self.live.samples(),
-                reasons=dict(self.live.reasons), leader=self.leader_router(), term=self.raft.term())
-            data = encode(Op.OK, rid, snap, term=self.raft.term())
-        self.send(ident, data)
-
-    def after_apply_locked_guard(self) -> None:
-        # Applied-but-unpublished changes must go out before a snapshot claims their seq.
-        if self.state.touched_jobs or self.state.touched_hosts or self.state.forgotten:
-            self.after_apply()
-
-    def h_audit(self, ident: bytes, rid: int, body: S.Empty) -> None:
-        from xce.audit import audit
-
-        with self.raft.lock:
-            problems, checked = audit(self.state, self.live)
-        self.ok(ident, rid, S.AuditReply(problems=problems, checked=checked))
-
-    # ---- scheduler ------------------------------------------------------------------------------
-
-    def h_place(self, ident: bytes, rid: int, body: S.PlaceRequest) -> None:
-        rejected: dict[int, str] = {}
-        cmds: list[Place] = []
-        now = time.time()
-        with self.raft.lock:
-            st = self.state
-            caps = host_caps(st.hosts.values(), self.live.ledger, self.live.os_available)
-            for p in body.placements:
-                job = st.jobs.get(p.job_id)
-                if job is None or job.state != JobState.PEND or job.attempt != p.attempt:
-                    rejected[p.job_id] = "job is no longer pending at that attempt"
-                    continue
-                d = demand_of(job.spec.slots, job.req, self.cluster_totals)
-                why = check_placement(d, p.allocs, caps)
-                if why is not None:
-                    rejected[p.job_id] = why
-                    continue
-                for a in p.allocs:
-                    caps[a.host].charge(a.slots, a.mem, a.virtual.items())
-                cmds.append(Place(time=now, job_id=p.job_id, attempt=p.attempt, allocs=p.allocs))
-            changed = {j: r for j, r in body.reasons.items() if self.live.reasons.get(j) != r}
-            self.live.reasons.update(body.reasons)
-        self.pending_soft["reasons"].update(changed)
-        self.last_round_ms = body.round_ms
-        if not cmds:
-            self.ok(ident, rid, S.PlaceReply(accepted=[], rejected=rejected))
-            return
-        accepted: list[int] = []
-        for i, cmd in enumerate(cmds):
-            last = i == len(cmds) - 1
-
-            def reply(result: Result, cmd: Place = cmd, last: bool = last) -> None:
-                if result[0] == "ok":
-                    accepted.append(cmd.job_id)
-                else:
-                    rejected[cmd.job_id] = result[1][1]
-                if last:
-                    self.ok(ident, rid, S.PlaceReply(accepted=accepted, rejected=rejected))
-            self.commit(cmd, reply)
-
-    # ---- workers --------------------------------------------------------------------------------
-
-    def refresh_allow_list(self, now: float) -> None:
-        before = self.allow.keys if self.allow is not None else {}
-        assert self.allow is not None
-        self.allow.refresh(now)
-        if self.allow.keys is before:
-            return
-        names = set(self.allow.keys.values())
-        for host, key in list(self.worker_keys.items()):
-            if key not in names:
-                # Revoked: no more orders to it; its next heartbeat is refused, so the host
-                # goes unavail after the usual misses and its jobs follow queue policy.
-                log.warning("key %r of host %s was revoked: the worker is cut off", key, host)
-                del self.worker_keys[host]
-                self.workers.pop(host, None)
-
-    def h_register(self, ident: bytes, rid: int, body: S.RegisterRequest) -> None:
-        now = time.time()
-        self.workers[body.host] = ident
-        self.live.os_available[body.host] = body.os_available
-        self.live.last_seen[body.host] = now
-        self._lost_sent.discard(body.host)
-        host = Host(name=body.host, slots_total=body.slots, mem_total=body.mem_total, ncpus=body.ncpus,
-                    registered_time=now, version=body.version,
-                    attrs={**body.attrs, "measure": body.measure}, virtual=body.virtual)
-        known = {(t.job_id, t.attempt) for t in body.running}
-
-        def registered(result: Result) -> None:
-            kill: list[S.RunningTask] = []
-            with self.raft.lock:
-                for t in body.running:
-                    job = self.state.jobs.get(t.job_id)
-                    if job is None or job.attempt != t.attempt or job.state in TERMINAL \
-                            or job.state == JobState.PEND or body.host not in job.hosts:
-                        kill.append(t)
-                    else:
-                        self.unconfirmed.pop((t.job_id, body.host), None)
-                        self.confirmed[(t.job_id, body.host)] = t.attempt
-                for job in self.state.jobs.values():
-                    if job.state in ACTIVE and body.host in job.hosts \
-                            and body.host not in job.finished_hosts and (job.id, job.attempt) not in known:
-                        if self.confirmed.get((job.id, body.host)) == job.attempt:
-                            # It was started there and the worker no longer has it.
-                            self.commit(Finish(time=now, job_id=job.id, attempt=job.attempt, host=body.host,
-                                               reason="lost: the worker no longer has the job"), lambda r: None)
-                        else:
-                            self.dispatch(job, body.host, now)
-                    elif job.state in ACTIVE and job.kill_requested and body.host in job.hosts:
-                        self.orders(job, now)
-            self.ok(ident, rid, S.RegisterReply(heartbeat_interval=self.cfg.worker.heartbeat,
-                                                term=self.raft.term(), kill=kill))
-        self.commit(RegisterHost(time=now, host=host), registered)
-        self.pending_soft["live"].append(S.HostLive(body.host, body.os_available, now))
-
-    def h_heartbeat(self, ident: bytes, rid: int, body: S.Heartbeat) -> None:
-        now = time.time()
-        with self.raft.lock:
-            host = self.state.hosts.get(body.host)
-            if host is None or host.unavail or self.workers.get(body.host) is None:
-                self.ok(ident, rid, S.HeartbeatReply(known=False))
-                return
-            self.workers[body.host] = ident
-            self.live.os_available[body.host] = body.os_available
-            self.live.last_seen[body.host] = now
-            self.apply_usage(body.host, body.usage)
-        self.pending_soft["live"].append(S.HostLive(body.host, body.os_available, now))
-        if body.ack:  # workers ask now and then, to know the controller still listens
-            self.ok(ident, rid, S.HeartbeatReply(known=True))
-
-    def apply_usage(self, host: str, u: S.UsageColumns) -> None:
-        """Reconcile one host's reports (``Ledger.observe_host``); publish those that moved."""
-        if not u.job_id:
-            return
-        moved = self.live.ledger.observe_host(host, u.job_id, u.attempt, getattr(u, MEM_WIRE), u.memory_peak,
-                                              u.cpu_time)
-        sample = S.JobSample
-        self.pending_soft["samples"].extend([sample(a.job_id, host, a.actual, a.peak, a.cpu_time) for a in moved])
-
-    def h_job_started(self, ident: bytes, rid: int, body: S.JobStarted) -> None:
-        key = (body.job_id, body.host)
-        u = self.unconfirmed.get(key)
-        if u is not None and u[0] == body.attempt:
-            del self.unconfirmed[key]
-            self.confirmed[key] = body.attempt
-        self.ok(ident, rid, S.Ack())
-
-    def h_job_finished(self, ident: bytes, rid: int, body: S.JobFinished) -> None:
-        self.unconfirmed.pop((body.job_id, body.host), None)
-        self.confirmed.pop((body.job_id, body.host), None)
-        self.commit(Finish(time=body.time, job_id=body.job_id, attempt=body.attempt, host=body.host,
-                           exit_code=body.exit_code, signal=body.signal, reason=body.reason,
-                           usage=body.usage),
-                    self.replier(ident, rid, lambda r: S.Ack(True, str(r))))
-
     HANDLERS: dict[Op, Callable[[Controller, bytes, int, Any], None]] = {
-        Op.PING: h_ping, Op.SUBMIT: h_submit, Op.JOBS: h_jobs, Op.HOSTS: h_hosts,
-        Op.QUEUES: h_queues, Op.KILL: h_kill, Op.MODIFY: h_modify, Op.HOST_ADMIN: h_host_admin,
-        Op.STATUS: h_status, Op.SNAPSHOT: h_snapshot, Op.AUDIT: h_audit, Op.PLACE: h_place,
-        Op.REGISTER: h_register, Op.HEARTBEAT: h_heartbeat, Op.JOB_STARTED: h_job_started,
-        Op.JOB_FINISHED: h_job_finished,
+        Op.PING: ClientDoor.h_ping, Op.SUBMIT: ClientDoor.h_submit, Op.JOBS: ClientDoor.h_jobs,
+        Op.HOSTS: ClientDoor.h_hosts, Op.QUEUES: ClientDoor.h_queues, Op.KILL: ClientDoor.h_kill,
+        Op.MODIFY: ClientDoor.h_modify, Op.HOST_ADMIN: ClientDoor.h_host_admin, Op.STATUS: ClientDoor.h_status,
+        Op.SNAPSHOT: ClientDoor.h_snapshot, Op.AUDIT: ClientDoor.h_audit,
+        Op.PLACE: WorkerDoor.h_place, Op.REGISTER: WorkerDoor.h_register, Op.HEARTBEAT: WorkerDoor.h_heartbeat,
+        Op.JOB_STARTED: WorkerDoor.h_job_started, Op.JOB_FINISHED: WorkerDoor.h_job_finished,
     }
 
 

@@ -1,0 +1,66 @@
+"""The controller's access checks: CURVE daemon keys and the token policy, on every request."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import zmq
+
+from xce.errors import Unauthenticated
+from xce.policy import OP_PERMISSIONS, authorize
+from xce.proto.opcodes import Op
+
+if TYPE_CHECKING:
+    from xce.daemons.controller import Controller
+
+
+# What only a daemon (a key on the CURVE allow-list) may send: registering, reporting, placing.
+DAEMON_OPS = frozenset({Op.REGISTER, Op.HEARTBEAT, Op.JOB_STARTED, Op.JOB_FINISHED, Op.PLACE})
+DAEMON_GRANT_TTL = 5.0  # seconds a verified daemon grant is reused: bounds how late a key-ring revocation bites
+
+
+class Access:
+    """Mixed into Controller: who may send what."""
+
+    def check_daemon_key(self: Controller, op: Op, frame: zmq.Frame, body: Any) -> None:
+        """Only a connection whose CURVE key is on the allow-list may act as a daemon."""
+        assert self.allow is not None
+        try:
+            user_id = frame.get("User-Id")
+        except zmq.ZMQError:
+            user_id = None  # the local door (no CURVE) has no key, so it is no daemon
+        name = self.allow.name_of(user_id)
+        if name is None:
+            raise Unauthenticated(f"{op.name} needs a daemon key: this connection's CURVE key "
+                                  f"{user_id or '(none)'} is not in the allow-list (xce keys add)")
+        if op == Op.REGISTER:
+            self.worker_keys[body.host] = name
+
+    def authorize(self: Controller, token: str, op: Op, body: Any) -> Any:
+        """The same policy as REST (xce/policy.py): who may do what, own jobs narrowed.
+
+        Workers and the scheduler show a daemon-role token (and, with CURVE, an allowed
+        key: ``check_daemon_key``); everyone else their user token.
+        """
+        if OP_PERMISSIONS.get(op, "") is None:
+            return body  # public: PING
+        if not token:
+            raise Unauthenticated(f"{op.name} needs a token (xce login, or XCE_TOKEN)")
+        assert self.tokens is not None
+        # Every heartbeat carries the same daemon token: remember the grant for a few seconds
+        # (daemon ops own no jobs, so the answer depends on the token and the op only).
+        now = time.monotonic()
+        grant = (token, op)
+        if op in DAEMON_OPS and self.daemon_grants.get(grant, 0.0) > now:
+            return body
+        principal = self.tokens.verify(token)
+        with self.raft.lock:
+            jobs = self.state.jobs
+            body = authorize(self.policy, principal, op, body,
+                             lambda j: jobs[j].spec.user if j in jobs else None)
+        if op in DAEMON_OPS:
+            if len(self.daemon_grants) > 10_000:
+                self.daemon_grants.clear()
+            self.daemon_grants[grant] = now + DAEMON_GRANT_TTL
+        return body

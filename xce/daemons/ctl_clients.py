@@ -1,0 +1,211 @@
+"""The controller's client door: submit, read, kill, modify, administer (CLI, REST, scripts, console)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from xce.errors import InvalidRequest, NotFound, XceError
+from xce.model import ACTIVE, TERMINAL
+from xce.placement import demand_of, host_caps, never_fits
+from xce.proto import schema as S
+from xce.proto.codec import encode
+from xce.proto.opcodes import Op
+from xce.raft import Result
+from xce.state import (Kill, Modify, SetHostAdmin, Submit)
+
+if TYPE_CHECKING:
+    from xce.daemons.controller import Controller
+
+from xce.daemons.ctl_events import public
+
+
+class ClientDoor:
+    """Mixed into Controller: the handlers of client requests."""
+
+    # ---- client requests ----------------------------------------------------------------------
+
+    def h_ping(self: Controller, ident: bytes, rid: int, body: S.Empty) -> None:
+        self.ok(ident, rid, S.Empty())
+
+    def h_submit(self: Controller, ident: bytes, rid: int, body: S.SubmitRequest) -> None:
+        if not body.jobs:
+            raise InvalidRequest("submit: no jobs given")
+        specs, reqs = [], []
+        with self.raft.lock:
+            queues = self.state.queues
+            default = self.state.default_queue
+            caps = host_caps(self.state.hosts.values(), self.live.ledger, {})
+        verdicts: dict[tuple[int, str], tuple[Any, str | None]] = {}  # a batch repeats itself
+        for i, spec in enumerate(body.jobs):
+            where = f"job {i}: " if len(body.jobs) > 1 else ""
+            if not spec.command:
+                raise InvalidRequest(f"{where}no command given")
+            if spec.slots < 1:
+                raise InvalidRequest(f"{where}slots must be >= 1, got {spec.slots}")
+            q = spec.queue or default
+            if q not in queues:
+                raise InvalidRequest(f"{where}queue {q!r} does not exist (queues: {', '.join(sorted(queues))})")
+            key = (spec.slots, spec.resreq)
+            if key not in verdicts:
+                try:
+                    req = self.parse(spec.resreq)
+                except XceError as e:
+                    raise type(e)(where + e.message) from None
+                d = demand_of(spec.slots, req, self.cluster_totals)
+                verdicts[key] = (req, never_fits(d, caps.values()) if caps else None)
+            req, never = verdicts[key]
+            if never:
+                from xce.errors import Infeasible
+
+                raise Infeasible(f"{where}{never}")
+            specs.append(msgspec.structs.replace(spec, queue=q) if spec.queue != q else spec)
+            reqs.append(req)
+        if body.dry_run:
+            self.ok(ident, rid, S.SubmitReply(ids=[], queues=[s.queue for s in specs]))
+            return
+        self.commit(Submit(time=time.time(), specs=specs, reqs=reqs, key=body.key[:128]),
+                    self.replier(ident, rid, lambda ids: S.SubmitReply(ids=ids, queues=[s.queue for s in specs])))
+
+    def h_jobs(self: Controller, ident: bytes, rid: int, body: S.JobsRequest) -> None:
+        out = []
+        states = set(body.states)
+        with self.raft.lock:
+            jobs = self.state.jobs
+            if body.ids:
+                missing = [i for i in body.ids if i not in jobs]
+                if missing and len(body.ids) == 1:
+                    raise NotFound(f"job {missing[0]} is not known")
+                selected = [jobs[i] for i in body.ids if i in jobs]
+            else:
+                selected = (j for j in jobs.values() if j.id > body.after)
+            for job in selected:
+                if body.user and job.spec.user != body.user:
+                    continue
+                if body.queue and job.spec.queue != body.queue:
+                    continue
+                if states and job.state.value not in states:
+                    continue
+                if not body.ids and not body.all and not states and job.state in TERMINAL:
+                    continue
+                out.append(self.live.job_view(job))
+                if body.limit and len(out) >= body.limit:
+                    break
+            reply = S.JobsReply(jobs=out, next_after=out[-1].id if body.limit and len(out) >= body.limit else None,
+                                stale=self.staleness())
+            data = encode(Op.OK, rid, reply, term=self.raft.term())
+        self.send(ident, data)
+
+    def h_hosts(self: Controller, ident: bytes, rid: int, body: S.HostsRequest) -> None:
+        with self.raft.lock:
+            hosts = self.state.hosts
+            for n in body.names:
+                if n not in hosts:
+                    raise NotFound(f"host {n} is not known")
+            names = body.names or sorted(hosts)
+            views = [self.live.host_view(hosts[n]) for n in names]
+        self.ok(ident, rid, S.HostsReply(hosts=views, stale=self.staleness()))
+
+    def staleness(self: Controller) -> S.Staleness | None:
+        """None on the leader (fresh); on a follower, how far behind its answer may be."""
+        if self.raft.is_leader():
+            return None
+        st = self.raft.status()
+        role = {0: "follower", 1: "candidate", 2: "leader"}.get(st.get("state", 0), "unknown")
+        lag = max(0, int(st.get("leader_commit_idx") or 0) - int(st.get("last_applied", 0)))
+        return S.Staleness(served_by=self.cfg.controller.address, role=role,
+                           as_of=self.state.last_time, lag_entries=lag)
+
+    def h_queues(self: Controller, ident: bytes, rid: int, body: S.Empty) -> None:
+        with self.raft.lock:
+            counts: dict[str, dict[str, int]] = {q: {} for q in self.state.queues}
+            for job in self.state.jobs.values():
+                c = counts.setdefault(job.spec.queue, {})
+                c[job.state.value] = c.get(job.state.value, 0) + 1
+            reply = S.QueuesReply(queues=sorted(self.state.queues.values(), key=lambda q: -q.priority),
+                                  default=self.state.default_queue, counts=counts)
+        self.ok(ident, rid, reply)
+
+    def h_kill(self: Controller, ident: bytes, rid: int, body: S.KillRequest) -> None:
+        if not body.ids:
+            raise InvalidRequest("kill: no job ids given")
+        self.commit(Kill(time=time.time(), job_ids=body.ids, reason=body.reason or "killed by user"),
+                    self.replier(ident, rid, lambda res: S.KillReply(results=res)))
+
+    def h_modify(self: Controller, ident: bytes, rid: int, body: S.ModifyRequest) -> None:
+        if body.mem_limit is not None and body.mem_limit <= 0:
+            raise InvalidRequest("mem_limit must be > 0")
+        def modified(result: Result) -> None:
+            if result[0] == "ok":  # running: the workers enforce the new limit from now on
+                with self.raft.lock:
+                    job = self.state.jobs.get(body.id)
+                    if job is not None and job.state in ACTIVE:
+                        for host in job.hosts:
+                            if host not in job.finished_hosts:
+                                self.dispatch(job, host, time.time())
+            self.replier(ident, rid, lambda r: S.Ack(True, r))(result)
+
+        self.commit(Modify(time=time.time(), job_id=body.id, mem_limit=body.mem_limit), modified)
+
+    def h_host_admin(self: Controller, ident: bytes, rid: int, body: S.HostAdminRequest) -> None:
+        if body.action not in ("open", "close"):
+            raise InvalidRequest(f"host action must be 'open' or 'close', got {body.action!r}")
+        self.commit(SetHostAdmin(time=time.time(), names=body.names, closed=body.action == "close"),
+                    self.replier(ident, rid, lambda r: S.Ack(True, r)))
+
+    def h_status(self: Controller, ident: bytes, rid: int, body: S.Empty) -> None:
+        st = self.raft.status()
+        role = {0: "follower", 1: "candidate", 2: "leader"}.get(st.get("state", 0), "unknown")
+        me = S.ControllerInfo(address=self.cfg.controller.address, role=role, term=self.raft.term(),
+                              commit_index=int(st.get("commit_idx", 0)),
+                              applied_index=int(st.get("last_applied", 0)),
+                              leader=self.leader_router(), pid=os.getpid())
+        others = [S.ControllerInfo(address=self.router_by_raft.get(p, p), role="peer", term=0,
+                                   commit_index=0) for p in self.cfg.controller.peers]
+        with self.raft.lock:
+            hosts: dict[str, int] = {}
+            mem = {"capacity": 0, "reserved": 0, "actual": 0, "slack": 0, "overage": 0}
+            for h in self.state.hosts.values():
+                v = self.live.host_view(h)
+                hosts[v.state] = hosts.get(v.state, 0) + 1
+                mem["capacity"] += v.mem_total
+                mem["reserved"] += v.mem_reserved
+                mem["actual"] += v.mem_actual
+                mem["slack"] += v.mem_slack
+                mem["overage"] += v.mem_overage
+            jobs: dict[str, int] = {}
+            for j in self.state.jobs.values():
+                jobs[j.state.value] = jobs.get(j.state.value, 0) + 1
+        self.ok(ident, rid, S.StatusReply(
+            cluster=self.cfg.cluster.name, controllers=[me, *others], leader=self.leader_router(),
+            term=self.raft.term(), hosts_by_state=hosts, jobs_by_state=jobs,
+            endpoints={"controller": self.cfg.controller.address, "events": self.cfg.controller.pub_address},
+            rest_url=self.cfg.rest_url or None, mem=mem, last_round_ms=self.last_round_ms))
+
+    def h_snapshot(self: Controller, ident: bytes, rid: int, body: S.Empty) -> None:
+        self.publish_soft(time.time(), force=True)
+        with self.raft.lock:
+            self.after_apply_locked_guard()
+            st = self.state
+            snap = S.Snapshot(
+                seq=self.seq, epoch=self.epoch, time=time.time(), jobs=[public(j) for j in st.jobs.values()],
+                hosts=list(st.hosts.values()), queues=list(st.queues.values()),
+                default_queue=st.default_queue, live=self.live.lives(), samples=self.live.samples(),
+                reasons=dict(self.live.reasons), leader=self.leader_router(), term=self.raft.term())
+            data = encode(Op.OK, rid, snap, term=self.raft.term())
+        self.send(ident, data)
+
+    def after_apply_locked_guard(self: Controller) -> None:
+        # Applied-but-unpublished changes must go out before a snapshot claims their seq.
+        if self.state.touched_jobs or self.state.touched_hosts or self.state.forgotten:
+            self.after_apply()
+
+    def h_audit(self: Controller, ident: bytes, rid: int, body: S.Empty) -> None:
+        from xce.audit import audit
+
+        with self.raft.lock:
+            problems, checked = audit(self.state, self.live)
+        self.ok(ident, rid, S.AuditReply(problems=problems, checked=checked))
