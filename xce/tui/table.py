@@ -2,8 +2,9 @@
 
 It shows the keys of a RowSet (rows.py) through a ``render_row`` callback, so a
 table of 20,000 jobs costs what its visible rows cost.  Rendered rows are
-cached per key; ``sync_rows`` drops the cache of changed keys and repaints only
-their lines (or the whole table when the order changed).  The header line is
+cached per key for the rows on screen; ``sync_rows`` renders the changed ones
+again and repaints only the lines whose text or colours moved (or the whole
+table when the order changed).  The header line is
 fixed; clicking a title asks for a sort, clicking a row moves the cursor, a
 double click or Enter opens it.
 """
@@ -85,8 +86,13 @@ class RowTable(ScrollView, can_focus=True):
     def cursor_key(self) -> Any:
         return self._keys[self.cursor] if 0 <= self.cursor < len(self._keys) else None
 
-    def sync_rows(self, changed: set[Any] | None, order_changed: bool, greyed: bool = False) -> None:
-        """Take the RowSet's keys; repaint what changed (None: everything)."""
+    def sync_rows(self, changed: Callable[[Any], bool] | None, order_changed: bool,
+                  greyed: bool = False) -> None:
+        """Take the RowSet's keys; repaint the visible rows ``changed`` says moved (None: all).
+
+        Only visible rows are kept rendered; a changed one is rendered again and its
+        line repainted only if the result differs, so a frame costs what is on screen.
+        """
         if greyed != self.greyed:
             self.greyed, changed = greyed, None
         if order_changed:
@@ -99,18 +105,23 @@ class RowTable(ScrollView, can_focus=True):
                 except ValueError:
                     pass
             self.cursor = max(0, min(self.cursor, len(self._keys) - 1))
-        if changed is None:
-            self._cache.clear()
-        else:
-            for k in changed:
-                self._cache.pop(k, None)
         if order_changed or changed is None:
+            self._cache.clear()
             self.refresh()
             return
         top = int(self.scroll_offset.y)
-        for i in range(top, min(len(self._keys), top + self.size.height)):
-            if self._keys[i] in changed:
+        cache = self._cache
+        kept: dict[Any, Strip] = {}
+        for i in range(top, min(len(self._keys), top + self.size.height - 1)):
+            key = self._keys[i]
+            old_strip = cache.get(key)
+            if old_strip is not None and not changed(key):
+                kept[key] = old_strip
+                continue
+            strip = kept[key] = self._row(key)
+            if old_strip is None or strip._segments != old_strip._segments:
                 self.refresh_line(i + 1)
+        self._cache = kept
 
     def visible_keys(self) -> list[Any]:
         top = int(self.scroll_offset.y)
