@@ -27,9 +27,9 @@ from xce.views import HostView, JobView, host_view, job_view
 
 def by_host(samples: Sequence[JobSample]) -> list[tuple[str, Sequence[JobSample]]]:
     """The samples as per-host batches, each in its original order (usually there is one)."""
-    first = samples[0].host
-    if all(s.host == first for s in samples):
-        return [(first, samples)]
+    hosts = [s.host for s in samples]
+    if hosts.count(hosts[0]) == len(hosts):
+        return [(hosts[0], samples)]
     runs: dict[str, list[JobSample]] = {}
     for s in samples:
         runs.setdefault(s.host, []).append(s)

@@ -17,15 +17,22 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from xce.accounting import HostTotals
 from xce.live import by_host
 from xce.mirror import Mirror
-from xce.model import Job
+from xce.model import Job, JobState
 from xce.proto.schema import Event, JobSample, Snapshot
 from xce.tui.history import HostSamples, Series
 from xce.tui.totals import Row, Totals
 from xce.views import HostView, JobView, host_state
 
 HOST_STATES = ("ok", "full", "closed", "unavail")
+# The states whose figures xce.views.job_view reads from the live accounts.
+ACCOUNTED = frozenset({JobState.RUN, JobState.USUSP, JobState.SSUSP, JobState.UNKWN})
+# Views are kept for what frames show; beyond this many (a sort by reason read them all) they go.
+VIEW_CACHE = 2000
+NO_TOTALS = HostTotals()
+Usage = tuple[int, int | None, int, int, float | None]
 JOB_STATES = ("RUN", "PEND", "PSUSP", "USUSP", "SSUSP", "UNKWN", "DONE", "EXIT")
 
 
@@ -203,11 +210,16 @@ class ConsoleModel:
     def take_changes(self) -> Changes:
         """The changes since the last call; the cached views of changed jobs are dropped."""
         ch, self._ch = self._ch, Changes()
-        if ch.sampled:  # the views of the sampled hosts' jobs moved; only the shown ones are rebuilt
-            self._jv.clear()
+        jv = self._jv
+        if len(jv) > VIEW_CACHE:
+            jv.clear()
+        elif ch.sampled:  # the views of the sampled hosts' jobs moved
+            sampled, hard = ch.sampled, ch.jobs
+            for jid in [j for j, v in jv.items() if j in hard or any(h in sampled for h in v.hosts)]:
+                del jv[jid]
         else:
             for jid in ch.jobs:
-                self._jv.pop(jid, None)
+                jv.pop(jid, None)
         self.totals.dirty |= ch.hosts
         return ch
 
@@ -241,14 +253,38 @@ class ConsoleModel:
             t.dirty = set()
         return Summary(dict(t.hosts), dict(t.jobs), t.mem_dict())
 
+    def usage(self, jid: int) -> Usage:
+        """A job's (reserved, actual, peak, charged, efficiency): its JobView's figures.
+
+        Sorting 20,000 rows by a usage column reads these for every row, so a running
+        job's are summed from its accounts as xce.views.job_view sums them, without
+        building the view; any other job's are read from its view.
+        """
+        job = self.mirror.jobs.get(jid)
+        accs = self.mirror.live.ledger.by_job.get(jid) if job is not None and job.state in ACCOUNTED else None
+        if not accs:
+            v = self.job_view(jid)
+            if v is None:
+                return 0, None, 0, 0, None
+            return v.mem_reserved, v.mem_actual, v.mem_peak, v.mem_charged, v.efficiency
+        if len(accs) == 1:
+            a = accs[0]
+            reserved, actual, peak, charged = a.reserved, a.actual, a.peak, a.charged
+        else:
+            reserved, peak = sum(a.reserved for a in accs), sum(a.peak for a in accs)
+            charged = sum(a.charged for a in accs)
+            reported = [a.actual for a in accs if a.actual is not None]
+            actual = sum(reported) if reported else None
+        return reserved, actual, peak, charged, (peak / reserved) if reserved and peak else None
+
     def _totals_row(self, name: str) -> Row | None:
         """The header's figures of one host: its HostView's, read from the ledger without building one."""
         host = self.mirror.hosts.get(name)
         if host is None:
             return None
-        t = self.mirror.live.ledger.host_totals(name)
-        return (host_state(host, t).value, host.mem_total, t.mem_reserved, t.mem_actual, t.mem_slack,
-                t.mem_overage)
+        t = self.mirror.live.ledger.totals.get(name) or NO_TOTALS
+        # a HostState is a str equal to (and hashing as) its value
+        return (host_state(host, t), host.mem_total, t.mem_reserved, t.mem_actual, t.mem_slack, t.mem_overage)
 
     def job_series(self, jid: int) -> tuple[list[float], list[int]]:
         """The job's actual memory over time: per host as sampled, summed over its hosts."""

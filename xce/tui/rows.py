@@ -99,15 +99,22 @@ class RowSet:
         The others keep the keys they were sorted by (a usage column's move on at its
         own pace), so the list stays ordered for the bisection; the copy is by slices.
         """
-        sk, key = self._sk, self.sort_col.sort
+        sk, key, asc = self._sk, self.sort_col.sort, self._asc
+        at_key = sk.__getitem__
+        gone = sorted(bisect_left(asc, sk[k], key=at_key) for k in moved if k in sk)
+        rest: list[Any] = []
+        start = 0
+        for i in gone:
+            rest += asc[start:i]
+            start = i + 1
+        rest += asc[start:]
         for k in moved:
             sk.pop(k, None)
-        rest = [k for k in self._asc if k not in moved]
         add = sorted((key(m, k), k) for k in moved if k in self.matches)
         out: list[Any] = []
         start = 0
         for sort_key in add:
-            at = bisect_left(rest, sort_key, lo=start, key=sk.__getitem__)
+            at = bisect_left(rest, sort_key, lo=start, key=at_key)
             out += rest[start:at]
             out.append(sort_key[1])
             sk[sort_key[1]] = sort_key

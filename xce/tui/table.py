@@ -69,6 +69,7 @@ class RowTable(ScrollView, can_focus=True):
         cols = self.rows.columns
         fixed = sum(c.width + 1 for c in cols[:-1])
         self.widths = [c.width for c in cols[:-1]] + [max(cols[-1].width, width - fixed - 1)]
+        self._right = [c.right for c in cols]
         self._x = [0]
         for w in self.widths:
             self._x.append(self._x[-1] + w + 1)
@@ -90,11 +91,15 @@ class RowTable(ScrollView, can_focus=True):
                   greyed: bool = False) -> None:
         """Take the RowSet's keys; repaint the visible rows ``changed`` says moved (None: all).
 
-        Only visible rows are kept rendered; a changed one is rendered again and its
-        line repainted only if the result differs, so a frame costs what is on screen.
+        Only visible rows are kept rendered.  When the rows on screen are the same
+        ones in the same places, a changed row is rendered again and its line
+        repainted only if the result differs, so a frame costs what is on screen
+        and what moved on it.
         """
         if greyed != self.greyed:
             self.greyed, changed = greyed, None
+        top, page = int(self.scroll_offset.y), max(0, self.size.height - 1)
+        shown = self._keys[top: top + page]
         if order_changed:
             old = self.cursor_key
             self._keys = self.rows.keys
@@ -105,15 +110,23 @@ class RowTable(ScrollView, can_focus=True):
                 except ValueError:
                     pass
             self.cursor = max(0, min(self.cursor, len(self._keys) - 1))
-        if order_changed or changed is None:
+            top = int(self.scroll_offset.y)
+        if changed is None:
             self._cache.clear()
             self.refresh()
             return
-        top = int(self.scroll_offset.y)
         cache = self._cache
         kept: dict[Any, Strip] = {}
-        for i in range(top, min(len(self._keys), top + self.size.height - 1)):
-            key = self._keys[i]
+        visible = self._keys[top: top + page]
+        if visible != shown:  # rows moved on screen: repaint it all, reusing unchanged rows
+            for key in visible:
+                strip = cache.get(key)
+                if strip is not None and not changed(key):
+                    kept[key] = strip
+            self._cache = kept
+            self.refresh()
+            return
+        for i, key in enumerate(visible, top):
             old_strip = cache.get(key)
             if old_strip is not None and not changed(key):
                 kept[key] = old_strip
@@ -162,31 +175,53 @@ class RowTable(ScrollView, can_focus=True):
         return Strip(segs, self.row_width)
 
     def _row(self, key: Any) -> Strip:
-        """One row as segments: plain cells are padded by hand (fast); styled spans via Rich."""
+        """One row as segments: runs of plain cells share one segment; styled spans via Rich.
+
+        Fewer segments make every later step (cropping, dividing, filtering, writing)
+        cheaper, and a screen of changed rows is most of a frame's work at scale.
+        """
         got = self.render_row(key)
         if got is None:
             return Strip.blank(self.row_width)
         cells, row_style = got
         base = row_style or Style.null()
         segs: list[Segment] = []
-        for c, w, cell in zip(self.rows.columns, self.widths, cells, strict=True):
-            if isinstance(cell, Text) and cell.spans:
-                t = cell.copy()
-                t.truncate(w, overflow="ellipsis", pad=True)
-                segs.extend(Segment(sg.text, base + sg.style if sg.style else base)
-                            for sg in t.render(self.app.console))
-                segs.append(Segment(" ", base))
+        run: list[str] = []  # padded plain cells waiting to become one segment in the row's style
+        for right, w, cell in zip(self._right, self.widths, cells, strict=True):
+            if cell.__class__ is str and len(cell) <= w and cell.isascii():  # the usual cell
+                run.append(cell.rjust(w) if right else cell.ljust(w))
                 continue
+            style = None
             if isinstance(cell, Text):
-                text, style = cell.plain, (base + Style.parse(cell.style) if isinstance(cell.style, str)
-                                           else base + cell.style) if cell.style else base
+                if cell.spans:
+                    if run:
+                        segs.append(Segment(" ".join(run) + " ", base))
+                        run = []
+                    t = cell.copy()
+                    t.truncate(w, overflow="ellipsis", pad=True)
+                    segs.extend(Segment(sg.text, base + sg.style if sg.style else base)
+                                for sg in t.render(self.app.console))
+                    segs.append(Segment(" ", base))
+                    continue
+                text = cell.plain
+                if cell.style:
+                    style = base + (Style.parse(cell.style) if isinstance(cell.style, str) else cell.style)
             else:
-                text, style = cell, base
+                text = cell
             n = len(text) if text.isascii() else cell_len(text)
             if n > w:
                 text, n = set_cell_size(text, w - 1) + "…", w
             pad = " " * (w - n)
-            segs.append(Segment((pad + text if c.right else text + pad) + " ", style))
+            text = pad + text if right else text + pad
+            if style is None:
+                run.append(text)
+                continue
+            if run:
+                segs.append(Segment(" ".join(run) + " ", base))
+                run = []
+            segs.append(Segment(text + " ", style))
+        if run:
+            segs.append(Segment(" ".join(run) + " ", base))
         return Strip(segs, self.row_width)
 
     # ---- cursor, keys and mouse -------------------------------------------------------------
