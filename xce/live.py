@@ -16,6 +16,7 @@ host's entry; ``rebuild`` drops them all).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 from xce import accounting
 from xce.accounting import Account, Ledger
@@ -25,9 +26,12 @@ from xce.resreq import rusage_amount
 from xce.views import HostView, JobView, host_view, job_view
 
 
+_host, _job_id = attrgetter("host"), attrgetter("job_id")
+
+
 def by_host(samples: Sequence[JobSample]) -> list[tuple[str, Sequence[JobSample]]]:
     """The samples as per-host batches, each in its original order (usually there is one)."""
-    hosts = [s.host for s in samples]
+    hosts = list(map(_host, samples))
     if hosts.count(hosts[0]) == len(hosts):
         return [(hosts[0], samples)]
     runs: dict[str, list[JobSample]] = {}
@@ -106,7 +110,7 @@ class Live:
         """``apply_sample`` for a whole event's samples; returns how many found an account."""
         if not samples:
             return 0
-        return sum(self.apply_host_samples(host, [s.job_id for s in batch], batch)
+        return sum(self.apply_host_samples(host, list(map(_job_id, batch)), batch)
                    for host, batch in by_host(samples))
 
     def apply_host_samples(self, host: str, ids: list[int], batch: Sequence[JobSample]) -> int:

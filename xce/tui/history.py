@@ -52,22 +52,26 @@ class HostSamples:
     jobs, consecutive batches share one ids array.
     """
 
-    __slots__ = ("cap", "t", "ids", "vals")
+    __slots__ = ("cap", "t", "ids", "vals", "_last")
 
     def __init__(self, cap: int = 240) -> None:
         self.cap = cap
         self.t = array("d")
         self.ids: list[array[int]] = []
         self.vals: list[array[int]] = []
+        self._last: list[int] = []  # the last batch's ids, as given
 
-    def add(self, t: float, ids: array[int], vals: array[int]) -> None:
+    def add(self, t: float, ids: list[int], vals: array[int]) -> None:
         tt = self.t
+        if tt and ids == self._last:  # the same jobs as the last batch: share its ids
+            col = self.ids[-1]
+        else:
+            col = array("q", ids)
+            self._last = ids
         if tt:
-            if ids == self.ids[-1]:
-                ids = self.ids[-1]
             t = max(t, tt[-1])  # a batch never goes back in time: the plot's steps stay ordered
         tt.append(t)
-        self.ids.append(ids)
+        self.ids.append(col)
         self.vals.append(vals)
         if len(tt) >= 2 * self.cap:
             del tt[: self.cap]

@@ -16,6 +16,7 @@ import threading
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from xce.accounting import HostTotals
 from xce.live import by_host
@@ -26,6 +27,7 @@ from xce.tui.history import HostSamples, Series
 from xce.tui.totals import Row, Totals
 from xce.views import HostView, JobView, host_state
 
+_job_id, _actual = attrgetter("job_id"), attrgetter("actual")
 HOST_STATES = ("ok", "full", "closed", "unavail")
 # The states whose figures xce.views.job_view reads from the live accounts.
 ACCOUNTED = frozenset({JobState.RUN, JobState.USUSP, JobState.SSUSP, JobState.UNKWN})
@@ -170,7 +172,7 @@ class ConsoleModel:
         """
         live, ch, hv, logs = self.mirror.live, self._ch, self._hv, self.job_hist
         for host, batch in by_host(samples):
-            ids = [s.job_id for s in batch]
+            ids = list(map(_job_id, batch))
             if not applied:
                 live.apply_host_samples(host, ids, batch)
             ch.sampled.add(host)
@@ -179,7 +181,7 @@ class ConsoleModel:
             log = logs.get(host)
             if log is None:
                 log = logs[host] = HostSamples(self.history)
-            log.add(t, array("q", ids), array("q", [s.actual for s in batch]))
+            log.add(t, ids, array("q", list(map(_actual, batch))))
 
     def _record_host(self, name: str, t: float) -> None:
         """Append the host's actual and reserved memory: the HostView figures, read from the ledger."""

@@ -64,8 +64,9 @@ class RowSet:
             return self._sort(m, now)
         changed = ch.hard if self.kind == "jobs" else ch.hosts
         moved: set[Any] = set()  # rows that joined, left, or may have moved
+        filtered = self.base.active or self.filter.active
         for k in changed:
-            hit = k in entities and self._match(m, k)
+            hit = k in entities and (not filtered or self._match(m, k))
             if hit != (k in self.matches):
                 moved.add(k)
                 (self.matches.add if hit else self.matches.discard)(k)
