@@ -189,3 +189,13 @@ def test_rows_change_only_where_their_hosts_reported() -> None:
     assert all(ch.job_changed(j, j.id) for j in on_n0)
     assert not any(ch.job_changed(j, j.id) for j in elsewhere)
     assert m.job_view(1).mem_actual == 1 * G
+
+
+def test_an_event_already_applied_changes_nothing() -> None:
+    m = replayed()
+    seq, epoch = m.mirror.seq, m.mirror.epoch
+    before = m.job_view(1).mem_actual
+    old = Event(seq=seq - 5, epoch=epoch, time=synth.T0, samples=[JobSample(1, "node1", 1 * G, 1 * G, 0.0)])
+    m.take_changes()
+    assert m.apply_event(old, synth.T0 + 100)
+    assert m.job_view(1).mem_actual == before and not m.take_changes().any

@@ -93,3 +93,21 @@ class HostSamples:
                 times.append(t)
                 values.append(vals[at])
         return times, values
+
+
+def summed(series: list[tuple[list[float], list[int]]]) -> tuple[list[float], list[int]]:
+    """Step functions added up: at each time, the sum of every series' latest value (0 before its first)."""
+    if len(series) == 1:
+        return series[0]
+    points = sorted((t, i, v) for i, (ts, vs) in enumerate(series) for t, v in zip(ts, vs, strict=True))
+    latest = [0] * len(series)
+    times: list[float] = []
+    values: list[int] = []
+    for t, i, v in points:
+        latest[i] = v
+        if times and times[-1] == t:
+            values[-1] = sum(latest)
+        else:
+            times.append(t)
+            values.append(sum(latest))
+    return times, values

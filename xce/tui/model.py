@@ -23,7 +23,7 @@ from xce.live import by_host
 from xce.mirror import Mirror
 from xce.model import Job, JobState
 from xce.proto.schema import Event, JobSample, Snapshot
-from xce.tui.history import HostSamples, Series
+from xce.tui.history import HostSamples, Series, summed
 from xce.tui.totals import Row, Totals
 from xce.views import HostView, JobView, host_state
 
@@ -123,6 +123,8 @@ class ConsoleModel:
 
     def apply_event(self, ev: Event, received: float, term: int = 0) -> bool:
         """Apply one event; False on a gap or epoch change (the caller resnapshots)."""
+        if ev.epoch == self.mirror.epoch and ev.seq <= self.mirror.seq:
+            return True  # already applied (or in the snapshot): its samples must not land again
         moves: list[tuple[str | None, str | None]] = []
         if ev.jobs or ev.forget:
             jobs = self.mirror.jobs
@@ -293,8 +295,7 @@ class ConsoleModel:
         job = self.mirror.jobs.get(jid)
         if job is None:
             return [], []
-        per_host = [(h, self.job_hist[h].job(jid)) for h in job.hosts if h in self.job_hist]
-        per_host = [(h, s) for h, s in per_host if s[0]]
+        per_host = [s for s in (self.job_hist[h].job(jid) for h in job.hosts if h in self.job_hist) if s[0]]
         if not per_host:
             v = self.job_view(jid)
             logs = [self.job_hist[h] for h in job.hosts if self.job_hist.get(h)]
@@ -302,20 +303,7 @@ class ConsoleModel:
                 return [], []
             # no report in the kept batches: its figure has not moved since before the oldest
             return [min(log.t[0] for log in logs)], [v.mem_actual]
-        if len(per_host) == 1:
-            return per_host[0][1]
-        points = sorted((t, i, val) for i, (_, (ts, vs)) in enumerate(per_host) for t, val in zip(ts, vs))
-        latest = [0] * len(per_host)
-        times: list[float] = []
-        values: list[int] = []
-        for t, i, val in points:
-            latest[i] = val
-            if times and times[-1] == t:
-                values[-1] = sum(latest)
-            else:
-                times.append(t)
-                values.append(sum(latest))
-        return times, values
+        return summed(per_host)
 
     def reason(self, jid: int) -> str:
         v = self.job_view(jid)
