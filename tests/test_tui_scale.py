@@ -199,3 +199,26 @@ def test_an_event_already_applied_changes_nothing() -> None:
     m.take_changes()
     assert m.apply_event(old, synth.T0 + 100)
     assert m.job_view(1).mem_actual == before and not m.take_changes().any
+
+
+def test_usage_keys_follow_jobs_that_end_later() -> None:
+    snap = synth.big_snapshot(10, 200)
+    m = ConsoleModel()
+    s = Sync(m)
+    s.requested()
+    s.on_snapshot(snap, synth.T0)
+    seq = 0
+    for k in range(1, 6):
+        for jid in m.mirror.jobs:  # read (and keep) every job's figures before the next second
+            m.usage(jid)
+        evs = synth.one_second(snap, seq, synth.T0 + k, 30)
+        seq += len(evs)
+        for ev in evs:
+            s.on_event(ev, synth.T0 + k)
+        pend = msgspec.structs.replace(m.mirror.jobs[1 + k], state=JobState.PEND, allocs=[], attempt=k + 1)
+        seq += 1
+        s.on_event(Event(seq=seq, epoch=snap.epoch, time=synth.T0 + k, jobs=[pend]), synth.T0 + k)
+        m.take_changes()  # as a frame does: the views of jobs whose hosts reported go
+        for jid in m.mirror.jobs:
+            v = m.job_view(jid)
+            assert m.usage(jid) == (v.mem_reserved, v.mem_actual, v.mem_peak, v.mem_charged, v.efficiency), jid

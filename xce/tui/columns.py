@@ -1,10 +1,11 @@
 """The columns of the hosts and jobs tables: titles, widths, cells and sort keys.
 
 A column's ``cell`` renders one view (xce.views) as text; its ``sort`` gives the
-sort key from the model (usage columns through ``ConsoleModel.usage``, the same
-figures without building 20,000 views).  Columns marked ``live`` depend on usage reports, so
-a table sorted by one re-sorts as samples arrive (throttled for big tables);
-the others change only with hard state.  Nothing here computes accounting.
+sort key from the model (usage columns through ``ConsoleModel.usage``: the same
+figures, without building 20,000 views).  Columns marked ``live`` depend on
+usage reports, so a table sorted by one re-sorts as samples arrive (throttled
+for big tables); the others change only with hard state.  Nothing here
+computes accounting.
 """
 
 from __future__ import annotations

@@ -94,6 +94,7 @@ class ConsoleModel:
         self.host_hist: dict[str, Series] = {}
         self._jv: dict[int, JobView] = {}
         self._hv: dict[str, HostView] = {}
+        self._fixed_usage: dict[int, Usage] = {}  # jobs without live accounts (see usage)
         self._ch = Changes(reset=True)
         self.totals = Totals()
 
@@ -108,6 +109,7 @@ class ConsoleModel:
         self.term = snap.term
         self._jv.clear()
         self._hv.clear()
+        self._fixed_usage.clear()
         self.totals.reset_jobs(j.state.value for j in self.mirror.jobs.values())
         self.totals.reset_hosts()
         self.totals.dirty = set(self.mirror.hosts)
@@ -141,12 +143,14 @@ class ConsoleModel:
             for j in ev.jobs:
                 ch.hard.add(j.id)
                 jv.pop(j.id, None)
+                self._fixed_usage.pop(j.id, None)
                 for a in j.allocs:
                     ch.hosts.add(a.host)
                     hv.pop(a.host, None)
             for jid in ev.forget:
                 ch.hard.add(jid)
                 jv.pop(jid, None)
+                self._fixed_usage.pop(jid, None)
             for jid in ev.reasons:
                 ch.hard.add(jid)
                 jv.pop(jid, None)
@@ -266,11 +270,15 @@ class ConsoleModel:
         """
         job = self.mirror.jobs.get(jid)
         accs = self.mirror.live.ledger.by_job.get(jid) if job is not None and job.state in ACCOUNTED else None
-        if not accs:
-            v = self.job_view(jid)
-            if v is None:
-                return 0, None, 0, 0, None
-            return v.mem_reserved, v.mem_actual, v.mem_peak, v.mem_charged, v.efficiency
+        if not accs:  # ended or pending: the figures move only with hard state, so they are kept
+            got = self._fixed_usage.get(jid)
+            if got is None:
+                v = self.job_view(jid)
+                if v is None:
+                    return 0, None, 0, 0, None
+                got = self._fixed_usage[jid] = (v.mem_reserved, v.mem_actual, v.mem_peak, v.mem_charged,
+                                                v.efficiency)
+            return got
         if len(accs) == 1:
             a = accs[0]
             reserved, actual, peak, charged = a.reserved, a.actual, a.peak, a.charged
