@@ -5,7 +5,7 @@ actual memory is kept per host, one column of job ids and one of values per
 sample batch (``HostSamples``), so a batch costs two array copies rather than
 a step per job.  Only the last ``cap`` points (trimmed by half when they reach
 twice that) or batches (exactly) are kept: 20,000 jobs at one sample a second
-cost about 60 MB.
+cost about 70 MB.
 """
 
 from __future__ import annotations
