@@ -1,6 +1,6 @@
 """xce-top at scale: 1,000 hosts x 20,000 jobs, and latency on a real local cluster.
 
-    .venv/bin/python bench/tui_bench.py [--hosts 1000] [--jobs 20000] [--seconds 5] [--no-live]
+    .venv/bin/python bench/tui_bench.py [--hosts 1000] [--jobs 20000] [--seconds 5] [--soak 0] [--no-live]
 
 Measures (median over ``--seconds`` synthetic seconds; CPU time of the process,
 so other load on the machine does not count; the frame's wall time is printed too):
@@ -12,7 +12,9 @@ so other load on the machine does not count; the frame's wall time is printed to
           header, repaint the changed visible rows, let the compositor paint):
           the UI thread's work; for the jobs view sorted by STATE (hard column)
           and by ACTUAL (a usage column: every changed view is recomputed);
-  RSS     of the process at that size;
+  total   apply + redraw of the same synthetic second (median), against the goal;
+  RSS     of the process at that size (and, with ``--soak N``, after N more
+          synthetic seconds with a frame each: the bounded histories at their largest);
   latency from a heartbeat's arrival at the controller (HostLive.last_seen, ~1 ms
           after the worker's sample on one machine) to the end of the frame that
           shows it, on a real `xce up` cluster (2 hosts, heartbeat 0.5 s, 4 fps).
@@ -34,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from xce.mirror import Mirror  # noqa: E402
 from xce.tui import synth  # noqa: E402
-from xce.tui.app import XceTop  # noqa: E402
+from xce.tui.app import XceTop, tune_gc  # noqa: E402
 from xce.tui.model import ConsoleModel  # noqa: E402
 from xce.tui.sync import Sync  # noqa: E402
 
@@ -43,7 +45,8 @@ def rss_mb() -> float:
     return psutil.Process().memory_info().rss / 2**20
 
 
-async def scale(hosts: int, jobs: int, seconds: int, changes: int) -> dict[str, float]:
+async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int) -> dict[str, float]:
+    tune_gc()  # as xce-top's main() does
     base = rss_mb()
     snap = synth.big_snapshot(hosts, jobs)
     m = ConsoleModel()
@@ -57,7 +60,7 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int) -> dict[str, 
     bare_applies = []
     now = [synth.T0]
     app = XceTop(m, clock=lambda: now[0], view="jobs", deterministic=True, fps=0.001)
-    applies, redraws, redraws_live, walls = [], [], [], []
+    applies, redraws, redraws_live, walls, totals = [], [], [], [], []
     seq = 0
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.pause(0.5)
@@ -80,15 +83,28 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int) -> dict[str, 
             app.render_frame()
             await pilot.pause()
             (redraws if k <= seconds else redraws_live).append(time.process_time() - t)
+            if k <= seconds:
+                totals.append(applies[-1] + redraws[-1])
             walls.append(time.perf_counter() - w)
             if k == seconds:  # second half: sorted by a usage column
                 app.main_screen().sort_by("actual")
                 await pilot.pause()
         out["rss_mb"] = rss_mb()
         out["rss_growth_mb"] = out["rss_mb"] - base
+        for k in range(2 * seconds + 1, 2 * seconds + 1 + soak):
+            now[0] = synth.T0 + k
+            evs = synth.one_second(snap, seq, now[0], changes)
+            seq += len(evs)
+            for ev in evs:
+                sync.on_event(ev, now[0])
+            app.render_frame()
+            await pilot.pause()
+        if soak:
+            out["rss_after_soak_mb"] = rss_mb()
     out["apply_ms"] = statistics.median(applies) * 1000
     out["of_which_mirror_ms"] = statistics.median(bare_applies) * 1000
     out["redraw_ms"] = statistics.median(redraws) * 1000
+    out["apply_plus_redraw_ms"] = statistics.median(totals) * 1000
     out["redraw_sorted_by_actual_ms"] = statistics.median(redraws_live) * 1000
     out["redraw_wall_ms"] = statistics.median(walls) * 1000
     return out
@@ -133,12 +149,13 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=20000)
     p.add_argument("--seconds", type=int, default=5)
     p.add_argument("--changes", type=int, default=300)
+    p.add_argument("--soak", type=int, default=0, help="more synthetic seconds before a last RSS reading")
     p.add_argument("--no-live", action="store_true", help="skip the real-cluster latency run")
     p.add_argument("--live-seconds", type=float, default=20.0)
     a = p.parse_args()
     print(f"console at {a.hosts} hosts x {a.jobs} jobs, {a.changes} job changes/s, "
           f"python {sys.version.split()[0]}, {os.cpu_count()} cpus")
-    for k, v in asyncio.run(scale(a.hosts, a.jobs, a.seconds, a.changes)).items():
+    for k, v in asyncio.run(scale(a.hosts, a.jobs, a.seconds, a.changes, a.soak)).items():
         print(f"  {k:28} {v:10.1f}")
     if not a.no_live:
         for k, v in asyncio.run(latency(a.live_seconds)).items():

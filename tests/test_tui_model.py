@@ -102,7 +102,10 @@ def test_changes_mark_only_what_changed() -> None:
     assert m.take_changes().reset
     s.on_event(sample_event(1), 1.0)
     ch = m.take_changes()
-    assert ch.jobs == {1} and ch.hosts == {"node1"} and not ch.hard and not ch.reset
+    # usage is marked per host; a row asks whether its job is on one
+    assert ch.sampled == {"node1"} and ch.hosts == {"node1"} and not ch.jobs and not ch.hard and not ch.reset
+    assert ch.job_changed(m.job(1), 1) and not ch.job_changed(m.job(4), 4)  # 4 runs on node2
+    assert m.job_view(1).mem_actual == 70 * M
 
 
 # ---- row sets ------------------------------------------------------------------------------------

@@ -45,12 +45,15 @@ class Mirror:
         self.live.rebuild(self.jobs.values(), snap.time)
         for h in snap.live:
             self.live.apply_live(h)
-        for s in snap.samples:
-            self.live.apply_sample(s)
+        self.live.apply_samples(snap.samples)
         self.live.reasons = dict(snap.reasons)
 
-    def apply_event(self, ev: Event) -> bool:
-        """Apply one event; False means a gap (resnapshot needed)."""
+    def apply_event(self, ev: Event, *, samples: bool = True) -> bool:
+        """Apply one event; False means a gap (resnapshot needed).
+
+        ``samples=False`` leaves ``ev.samples`` to the caller, who applies them right
+        after (the console, which batches them with its own bookkeeping).
+        """
         if ev.epoch != self.epoch or ev.seq != self.seq + 1:
             if ev.epoch == self.epoch and ev.seq <= self.seq:
                 return True  # already in the snapshot
@@ -72,8 +75,8 @@ class Mirror:
             self.live.forget_job(jid)
         for hl in ev.live:
             self.live.apply_live(hl)
-        for s in ev.samples:
-            self.live.apply_sample(s)
+        if samples and ev.samples:
+            self.live.apply_samples(ev.samples)
         for jid, why in ev.reasons.items():
             if why:
                 self.live.reasons[jid] = why

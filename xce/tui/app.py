@@ -9,6 +9,7 @@ modules; this one holds only the global keys and the wiring.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -220,8 +221,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return a
 
 
+def tune_gc() -> None:
+    """Collect the young generation every 50,000 containers rather than every 700.
+
+    At 20,000 jobs a frame allocates thousands of short-lived containers (strips,
+    segments, lists) beside a model of ~200,000 long-lived objects; the default
+    thresholds collected a dozen times a second at 0.3-4 ms each (measured with
+    gc.callbacks in bench/tui_bench.py).  Unreachable cycles still go, just later.
+    """
+    gc.set_threshold(50_000, 20, 20)
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(sys.argv[1:] if argv is None else argv)
+    tune_gc()
     model = ConsoleModel()
     if a.replay:
         from xce.tui.record import read

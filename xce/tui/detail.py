@@ -75,9 +75,8 @@ def job_plot(m: ConsoleModel, jid: int, now: float, width: int, height: int) -> 
         return Text("not started: nothing to plot yet", "dim")
     t1 = job.end_time or now
     t0 = max(job.start_time, t1 - WINDOW)
-    hist = m.job_hist.get(jid)
-    times, chans = hist.last(len(hist)) if hist else ([], [[]])
-    fill = resample(times, chans[0], t0, t1, width)
+    times, values = m.job_series(jid)
+    fill = resample(times, values, t0, t1, width)
     duration, decay = mem_decay(job)
     span = max(t1 - t0, 1e-9)
     line = [sum(reserved_in_force(a.mem, duration, decay, job.start_time, t0 + (c + 1) * span / width)

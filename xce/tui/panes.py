@@ -1,8 +1,9 @@
 """Glue between the model and a RowTable: row renderers and the per-frame update.
 
 ``frame_table`` is what every table does each frame: let its RowSet take the
-changes, then repaint only the changed rows (plus the visible running jobs
-once a second, whose run time moved), or everything after a resnapshot.
+changes, then repaint only the visible rows that changed (a hard change, a
+sample on one of the job's hosts, or, once a second, a running job's run
+time), or everything after a resnapshot.
 """
 
 from __future__ import annotations
@@ -52,11 +53,16 @@ def frame_table(table: RowTable, m: ConsoleModel, ch: Changes, now: float, new_s
     if ch.reset:
         table.sync_rows(None, order, greyed)
         return
-    changed: set[Any] = set(ch.jobs if table.rows.kind == "jobs" else ch.hosts)
-    if new_second and table.rows.kind == "jobs":
-        jobs = m.mirror.jobs
-        changed.update(k for k in table.visible_keys() if k in jobs and jobs[k].end_time is None
-                       and jobs[k].start_time is not None)
+    if table.rows.kind == "hosts":
+        table.sync_rows(ch.hosts.__contains__, order, greyed)
+        return
+    jobs = m.mirror.jobs
+
+    def changed(jid: int) -> bool:
+        job = jobs.get(jid)
+        if new_second and job is not None and job.start_time is not None and job.end_time is None:
+            return True  # its run time moved
+        return ch.job_changed(job, jid)
     table.sync_rows(changed, order, greyed)
 
 

@@ -2,14 +2,15 @@
 
 A ``RowSet`` holds which jobs (or hosts) pass the filter and in what order.
 Per frame it takes the model's Changes: only changed rows are re-filtered, and
-the list is re-sorted when membership changed, when the sort column is one
-that changed, or (for usage columns) at most every ``resort_every`` seconds so
-20,000 jobs re-sort at a steady pace rather than on every sample.
+rows that joined, left or moved are placed by bisection against the sort keys
+the list was sorted by; the whole list is re-sorted when many rows moved, when
+the sort column changed, or (for usage columns) at most every ``resort_every``
+seconds, so 20,000 jobs re-sort at a steady pace rather than on every sample.
 """
 
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_left
 from typing import Any
 
 from xce.tui.columns import HOST_COLUMNS, JOB_COLUMNS, Column
@@ -29,7 +30,9 @@ class RowSet:
         self.base = parse(base)
         self.filter = Filter()
         self.resort_every = resort_every
-        self.keys: list[Any] = []
+        self.keys: list[Any] = []     # shown order
+        self._asc: list[Any] = []     # ascending order (keys is its reverse when reversed)
+        self._sk: dict[Any, tuple[Any, Any]] = {}  # each row's sort key as last sorted
         self.matches: set[Any] = set()
         self.total = 0
         self._full = True
@@ -61,14 +64,15 @@ class RowSet:
             return self._sort(m, now)
         changed = ch.hard if self.kind == "jobs" else ch.hosts
         moved: set[Any] = set()  # rows that joined, left, or may have moved
+        filtered = self.base.active or self.filter.active
         for k in changed:
-            hit = k in entities and self._match(m, k)
+            hit = k in entities and (not filtered or self._match(m, k))
             if hit != (k in self.matches):
                 moved.add(k)
                 (self.matches.add if hit else self.matches.discard)(k)
             elif hit and self.kind == "jobs" and col.key not in FIXED:
                 moved.add(k)
-        if col.live and (ch.jobs if self.kind == "jobs" else ch.hosts):
+        if col.live and (ch.usage if self.kind == "jobs" else ch.hosts):
             self._stale_order = True
         # usage columns re-sort at a steady pace: every resort_every s, slower for huge tables
         every = max(self.resort_every, len(self.matches) / 4000)
@@ -77,22 +81,48 @@ class RowSet:
             return self._sort(m, now)
         if not moved:
             return False
-        if self.reverse or len(moved) > len(self.keys) // 8:
+        if len(moved) > len(self.keys) // 8:
             return self._sort(m, now)
-        # a few rows joined, left or moved: take them out and insert them where they sort
-        key = col.sort
-        keys = [k for k in self.keys if k not in moved]
-        for k in moved:
-            if k in self.matches:
-                insort(keys, k, key=lambda x: (key(m, x), x))
-        self.keys = keys
+        self._place(m, moved)
         return True
 
     def _sort(self, m: ConsoleModel, now: float) -> bool:
         key = self.sort_col.sort
-        self.keys = sorted(self.matches, key=lambda k: (key(m, k), k), reverse=self.reverse)
+        self._sk = {k: (key(m, k), k) for k in self.matches}
+        self._asc = sorted(self.matches, key=self._sk.__getitem__)
+        self.keys = self._asc[::-1] if self.reverse else self._asc
         self._last_sort, self._stale_order = now, False
         return True
+
+    def _place(self, m: ConsoleModel, moved: set[Any]) -> None:
+        """Take out the rows that joined, left or moved, and put back those that match where they sort.
+
+        The others keep the keys they were sorted by (a usage column's move on at its
+        own pace), so the list stays ordered for the bisection; the copy is by slices.
+        """
+        sk, key, asc = self._sk, self.sort_col.sort, self._asc
+        at_key = sk.__getitem__
+        gone = sorted(bisect_left(asc, sk[k], key=at_key) for k in moved if k in sk)
+        rest: list[Any] = []
+        start = 0
+        for i in gone:
+            rest += asc[start:i]
+            start = i + 1
+        rest += asc[start:]
+        for k in moved:
+            sk.pop(k, None)
+        add = sorted((key(m, k), k) for k in moved if k in self.matches)
+        out: list[Any] = []
+        start = 0
+        for sort_key in add:
+            at = bisect_left(rest, sort_key, lo=start, key=at_key)
+            out += rest[start:at]
+            out.append(sort_key[1])
+            sk[sort_key[1]] = sort_key
+            start = at
+        out += rest[start:]
+        self._asc = out
+        self.keys = out[::-1] if self.reverse else out
 
     def _match(self, m: ConsoleModel, k: Any) -> bool:
         if not (self.base.active or self.filter.active):

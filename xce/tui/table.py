@@ -2,8 +2,9 @@
 
 It shows the keys of a RowSet (rows.py) through a ``render_row`` callback, so a
 table of 20,000 jobs costs what its visible rows cost.  Rendered rows are
-cached per key; ``sync_rows`` drops the cache of changed keys and repaints only
-their lines (or the whole table when the order changed).  The header line is
+cached per key for the rows on screen; ``sync_rows`` renders the changed ones
+again and repaints only the lines whose text or colours moved (or the whole
+table when the order changed).  The header line is
 fixed; clicking a title asks for a sort, clicking a row moves the cursor, a
 double click or Enter opens it.
 """
@@ -68,6 +69,7 @@ class RowTable(ScrollView, can_focus=True):
         cols = self.rows.columns
         fixed = sum(c.width + 1 for c in cols[:-1])
         self.widths = [c.width for c in cols[:-1]] + [max(cols[-1].width, width - fixed - 1)]
+        self._right = [c.right for c in cols]
         self._x = [0]
         for w in self.widths:
             self._x.append(self._x[-1] + w + 1)
@@ -85,10 +87,19 @@ class RowTable(ScrollView, can_focus=True):
     def cursor_key(self) -> Any:
         return self._keys[self.cursor] if 0 <= self.cursor < len(self._keys) else None
 
-    def sync_rows(self, changed: set[Any] | None, order_changed: bool, greyed: bool = False) -> None:
-        """Take the RowSet's keys; repaint what changed (None: everything)."""
+    def sync_rows(self, changed: Callable[[Any], bool] | None, order_changed: bool,
+                  greyed: bool = False) -> None:
+        """Take the RowSet's keys; repaint the visible rows ``changed`` says moved (None: all).
+
+        Only visible rows are kept rendered.  When the rows on screen are the same
+        ones in the same places, a changed row is rendered again and its line
+        repainted only if the result differs, so a frame costs what is on screen
+        and what moved on it.
+        """
         if greyed != self.greyed:
             self.greyed, changed = greyed, None
+        top, page = int(self.scroll_offset.y), max(0, self.size.height - 1)
+        shown = self._keys[top: top + page]
         if order_changed:
             old = self.cursor_key
             self._keys = self.rows.keys
@@ -99,18 +110,31 @@ class RowTable(ScrollView, can_focus=True):
                 except ValueError:
                     pass
             self.cursor = max(0, min(self.cursor, len(self._keys) - 1))
+            top = int(self.scroll_offset.y)
         if changed is None:
             self._cache.clear()
-        else:
-            for k in changed:
-                self._cache.pop(k, None)
-        if order_changed or changed is None:
             self.refresh()
             return
-        top = int(self.scroll_offset.y)
-        for i in range(top, min(len(self._keys), top + self.size.height)):
-            if self._keys[i] in changed:
+        cache = self._cache
+        kept: dict[Any, Strip] = {}
+        visible = self._keys[top: top + page]
+        if visible != shown:  # rows moved on screen: repaint it all, reusing unchanged rows
+            for key in visible:
+                strip = cache.get(key)
+                if strip is not None and not changed(key):
+                    kept[key] = strip
+            self._cache = kept
+            self.refresh()
+            return
+        for i, key in enumerate(visible, top):
+            old_strip = cache.get(key)
+            if old_strip is not None and not changed(key):
+                kept[key] = old_strip
+                continue
+            strip = kept[key] = self._row(key)
+            if old_strip is None or strip._segments != old_strip._segments:
                 self.refresh_line(i + 1)
+        self._cache = kept
 
     def visible_keys(self) -> list[Any]:
         top = int(self.scroll_offset.y)
@@ -151,31 +175,53 @@ class RowTable(ScrollView, can_focus=True):
         return Strip(segs, self.row_width)
 
     def _row(self, key: Any) -> Strip:
-        """One row as segments: plain cells are padded by hand (fast); styled spans via Rich."""
+        """One row as segments: runs of plain cells share one segment; styled spans via Rich.
+
+        Fewer segments make every later step (cropping, dividing, filtering, writing)
+        cheaper, and a screen of changed rows is most of a frame's work at scale.
+        """
         got = self.render_row(key)
         if got is None:
             return Strip.blank(self.row_width)
         cells, row_style = got
         base = row_style or Style.null()
         segs: list[Segment] = []
-        for c, w, cell in zip(self.rows.columns, self.widths, cells, strict=True):
-            if isinstance(cell, Text) and cell.spans:
-                t = cell.copy()
-                t.truncate(w, overflow="ellipsis", pad=True)
-                segs.extend(Segment(sg.text, base + sg.style if sg.style else base)
-                            for sg in t.render(self.app.console))
-                segs.append(Segment(" ", base))
+        run: list[str] = []  # padded plain cells waiting to become one segment in the row's style
+        for right, w, cell in zip(self._right, self.widths, cells, strict=True):
+            if cell.__class__ is str and len(cell) <= w and cell.isascii():  # the usual cell
+                run.append(cell.rjust(w) if right else cell.ljust(w))
                 continue
+            style = None
             if isinstance(cell, Text):
-                text, style = cell.plain, (base + Style.parse(cell.style) if isinstance(cell.style, str)
-                                           else base + cell.style) if cell.style else base
+                if cell.spans:
+                    if run:
+                        segs.append(Segment(" ".join(run) + " ", base))
+                        run = []
+                    t = cell.copy()
+                    t.truncate(w, overflow="ellipsis", pad=True)
+                    segs.extend(Segment(sg.text, base + sg.style if sg.style else base)
+                                for sg in t.render(self.app.console))
+                    segs.append(Segment(" ", base))
+                    continue
+                text = cell.plain
+                if cell.style:
+                    style = base + (Style.parse(cell.style) if isinstance(cell.style, str) else cell.style)
             else:
-                text, style = cell, base
+                text = cell
             n = len(text) if text.isascii() else cell_len(text)
             if n > w:
                 text, n = set_cell_size(text, w - 1) + "…", w
             pad = " " * (w - n)
-            segs.append(Segment((pad + text if c.right else text + pad) + " ", style))
+            text = pad + text if right else text + pad
+            if style is None:
+                run.append(text)
+                continue
+            if run:
+                segs.append(Segment(" ".join(run) + " ", base))
+                run = []
+            segs.append(Segment(text + " ", style))
+        if run:
+            segs.append(Segment(" ".join(run) + " ", base))
         return Strip(segs, self.row_width)
 
     # ---- cursor, keys and mouse -------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The header's cluster-wide figures, kept by deltas so a frame costs what changed.
 
 Hosts by state and the memory sums (capacity, reserved, actual, slack,
-overage) are sums of the hosts' views (xce.views), re-read only for hosts that
-changed since the last frame; jobs by state move with each job's transitions.
+overage) are sums of the hosts' view figures (xce.views: state, capacity and
+the ledger's host totals), re-read only for hosts that changed since the last
+frame; jobs by state move with each job's transitions.
 """
 
 from __future__ import annotations
@@ -10,14 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from xce.views import HostView
-
 MEM_KEYS = ("capacity", "reserved", "actual", "slack", "overage")
-Row = tuple[str, int, int, int, int, int]
-
-
-def _row(v: HostView) -> Row:
-    return (v.state, v.mem_total, v.mem_reserved, v.mem_actual, v.mem_slack, v.mem_overage)
+Row = tuple[str, int, int, int, int, int]  # a host's state, then MEM_KEYS
 
 
 class Totals:
@@ -42,23 +37,38 @@ class Totals:
     def reset_hosts(self) -> None:
         self.hosts, self.mem, self.rows = Counter(), [0] * len(MEM_KEYS), {}
 
-    def refresh(self, names: Iterable[str], view: Callable[[str], HostView | None]) -> None:
-        """Re-read the views of ``names`` (hosts that changed) into the sums."""
-        for name in names:
-            old = self.rows.pop(name, None)
-            if old is not None:
-                self._add(old, -1)
-            v = view(name)
-            if v is not None:
-                new = self.rows[name] = _row(v)
-                self._add(new, 1)
+    def refresh(self, names: Iterable[str], row: Callable[[str], Row | None]) -> None:
+        """Re-read the rows (state, capacity, reserved, actual, slack, overage) of ``names``.
 
-    def _add(self, row: Row, sign: int) -> None:
-        self.hosts[row[0]] += sign
-        if not self.hosts[row[0]]:
-            del self.hosts[row[0]]
-        for i in range(len(MEM_KEYS)):
-            self.mem[i] += sign * row[i + 1]
+        A thousand hosts a second at scale: the differences are summed in locals and
+        moved into the totals once.
+        """
+        rows, hosts = self.rows, self.hosts
+        cap = res = act = sla = ove = 0
+        for name in names:
+            old = rows.get(name)
+            new = row(name)
+            if old == new:
+                continue
+            if old is not None:
+                hosts[old[0]] -= 1
+                cap, res, act, sla, ove = (cap - old[1], res - old[2], act - old[3], sla - old[4],
+                                           ove - old[5])
+            if new is None:
+                del rows[name]
+            else:
+                rows[name] = new
+                hosts[new[0]] += 1
+                cap, res, act, sla, ove = (cap + new[1], res + new[2], act + new[3], sla + new[4],
+                                           ove + new[5])
+        for st in [st for st, n in hosts.items() if not n]:
+            del hosts[st]
+        m = self.mem
+        m[0] += cap
+        m[1] += res
+        m[2] += act
+        m[3] += sla
+        m[4] += ove
 
     def mem_dict(self) -> dict[str, int]:
         return dict(zip(MEM_KEYS, self.mem, strict=True))
