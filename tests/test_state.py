@@ -553,6 +553,24 @@ def test_mirror_applies_events_in_order() -> None:
     assert (m.seq, m.time) == (13, T0 + 13) and m.live.ledger.audit() == []
 
 
+def test_mirror_takes_columnar_samples_as_it_takes_legacy_ones() -> None:
+    """The controller publishes HostSamples; recordings of older streams carry JobSamples."""
+    from xce.proto.schema import HostSamples
+
+    a, st = mirror_at()
+    run(st, 2, "n2")
+    b, _ = mirror_at()
+    for m in (a, b):
+        assert m.apply_event(ev(11, jobs=[st.jobs[2]]))
+    assert a.apply_event(ev(12, samples=[JobSample(2, "n2", G, 2 * G, 2.0), JobSample(1, "n1", G // 4, G, 1.0)]))
+    assert b.apply_event(ev(12, host_samples=[HostSamples("n2", [2], [G], [2 * G], [2.0]),
+                                              HostSamples("n1", [1], [G // 4], [G], [1.0])]))
+    for key in [(1, "n1"), (2, "n2")]:
+        x, y = a.live.ledger.accounts[key], b.live.ledger.accounts[key]
+        assert (x.actual, x.peak, x.used, x.cpu_time) == (y.actual, y.peak, y.used, y.cpu_time)
+    assert a.live.ledger.totals == b.live.ledger.totals and b.live.ledger.audit() == []
+
+
 def test_mirror_keeps_pending_and_running_indexes_with_every_change() -> None:
     m, st = mirror_at()
     assert set(m.pending) == {2} and set(m.running) == {1}

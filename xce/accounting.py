@@ -19,6 +19,7 @@ The module does no I/O and reads no clock: ``now`` is always a parameter.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import repeat
 from dataclasses import dataclass, field
 
 
@@ -180,24 +181,25 @@ class Ledger:
         """``report`` for a caller that already holds the account."""
         self.observe_host(acc.host, (acc.job_id,), (acc.attempt,), (actual,), (peak or 0,), (acc.cpu_time,))
 
-    def observe_host(self, host: str, job_ids: Sequence[int], attempts: Sequence[int],
+    def observe_host(self, host: str, job_ids: Sequence[int], attempts: Sequence[int] | None,
                      actuals: Sequence[int], peaks: Sequence[int], cpu_times: Sequence[float]) -> list[Account]:
         """Apply one host's usage reports (columns: the same index is the same task) as deltas.
 
         The hottest loop of a big cluster (hosts x jobs reports a second), so the formulas
         (``overage``, ``slack``) are inlined here, once, and the host's totals take one
         summed delta per batch.  A report for an account this ledger does not hold, or for
-        another attempt of the job, is skipped.  Returns the accounts whose actual or peak
-        moved (the samples worth publishing).
+        another attempt of the job, is skipped (``attempts`` None: samples a controller
+        already checked).  Returns the accounts whose actual or peak moved (the samples
+        worth publishing).
         """
         accs = self.by_host.get(host)
         if not accs:
             return []
         moved: list[Account] = []
         d_actual = d_slack = d_over = 0
-        for jid, att, actual, peak, cpu in zip(job_ids, attempts, actuals, peaks, cpu_times):
+        for jid, att, actual, peak, cpu in zip(job_ids, attempts or repeat(None), actuals, peaks, cpu_times):
             acc = accs.get(jid)
-            if acc is None or acc.attempt != att:
+            if acc is None or (att is not None and acc.attempt != att):
                 continue
             acc.cpu_time = cpu
             old = acc.actual

@@ -6,38 +6,39 @@ The controller keeps one next to its replicated ClusterState; every mirror (the
 scheduler's, the console's) keeps one too, fed by the event stream, so all of
 them compute views with the same code.
 
-Samples arrive in per-host batches (a heartbeat's).  ``apply_host_samples``
-keeps, per host, the accounts its last batch named, so a host that runs the
-same jobs finds them without a lookup each; that cache relies on accounts
-being opened and closed only through ``Live`` (every such call drops the
-host's entry; ``rebuild`` drops them all).
+Samples arrive as per-host columns (``HostSamples``: a heartbeat's); ``Ledger.observe_host``
+applies each batch with the same arithmetic the controller used.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from operator import attrgetter
 
 from xce import accounting
-from xce.accounting import Account, Ledger
+from xce.accounting import Ledger
 from xce.model import ACTIVE, Host, Job
-from xce.proto.schema import HostLive, JobSample
+from xce.proto.schema import Event, HostLive, HostSamples, JobSample
 from xce.resreq import rusage_amount
 from xce.views import HostView, JobView, host_view, job_view
 
 
-_host, _job_id = attrgetter("host"), attrgetter("job_id")
-
-
-def by_host(samples: Sequence[JobSample]) -> list[tuple[str, Sequence[JobSample]]]:
-    """The samples as per-host batches, each in its original order (usually there is one)."""
-    hosts = list(map(_host, samples))
-    if hosts.count(hosts[0]) == len(hosts):
-        return [(hosts[0], samples)]
-    runs: dict[str, list[JobSample]] = {}
+def columns(samples: Sequence[JobSample]) -> list[HostSamples]:
+    """JobSamples (a snapshot's, or an older stream's) as per-host columns, each in order."""
+    runs: dict[str, HostSamples] = {}
     for s in samples:
-        runs.setdefault(s.host, []).append(s)
-    return list(runs.items())
+        hs = runs.get(s.host)
+        if hs is None:
+            hs = runs[s.host] = HostSamples(s.host, [], [], [], [])
+        hs.job_id.append(s.job_id)
+        hs.actual.append(s.actual)
+        hs.peak.append(s.peak)
+        hs.cpu_time.append(s.cpu_time)
+    return list(runs.values())
+
+
+def event_samples(ev: Event) -> list[HostSamples]:
+    """An event's samples as columns, whichever way it carried them."""
+    return ev.host_samples + columns(ev.samples) if ev.samples else ev.host_samples
 
 
 def mem_decay(job: Job) -> tuple[int | None, bool]:
@@ -53,8 +54,6 @@ class Live:
         self.reasons: dict[int, str] = {}
         self.decaying: set[int] = set()
         self.attempts: dict[int, int] = {}
-        # per host: the job ids of its last sample batch and their accounts (None: none)
-        self._plans: dict[str, tuple[list[int], list[Account | None]]] = {}
 
     def sync_job(self, job: Job, now: float) -> None:
         """Open or close the job's accounts to match its hard state."""
@@ -62,8 +61,7 @@ class Live:
             self.reasons.pop(job.id, None)
             if self.attempts.get(job.id) == job.attempt:
                 for host in job.finished_hosts:  # a share that ended frees its host at once
-                    if self.ledger.close_host(job.id, host) is not None:
-                        self._plans.pop(host, None)
+                    self.ledger.close_host(job.id, host)
                 return
             self.forget_job(job.id)  # an older placement's accounts, if any
             self.attempts[job.id] = job.attempt
@@ -73,15 +71,13 @@ class Live:
                     continue
                 reserved = accounting.reserved_in_force(a.mem, duration, decay, job.start_time, now)
                 self.ledger.open(job.id, a.host, reserved, a.virtual, job.attempt)
-                self._plans.pop(a.host, None)
             if duration is not None:
                 self.decaying.add(job.id)
         else:
             self.forget_job(job.id)
 
     def forget_job(self, job_id: int) -> None:
-        for acc in self.ledger.close(job_id):
-            self._plans.pop(acc.host, None)
+        self.ledger.close(job_id)
         self.decaying.discard(job_id)
         self.attempts.pop(job_id, None)
         if job_id in self.reasons:
@@ -107,31 +103,17 @@ class Live:
         return True
 
     def apply_samples(self, samples: Sequence[JobSample]) -> int:
-        """``apply_sample`` for a whole event's samples; returns how many found an account."""
-        if not samples:
-            return 0
-        return sum(self.apply_host_samples(host, list(map(_job_id, batch)), batch)
-                   for host, batch in by_host(samples))
-
-    def apply_host_samples(self, host: str, ids: list[int], batch: Sequence[JobSample]) -> int:
-        """One host's batch (``ids`` are its job ids, in order); returns how many found an account.
-
-        A mirror's hottest loop (20,000 samples a second on a big cluster), bound by
-        memory lookups: while a host's batches name the same jobs, their accounts are
-        taken from the last batch's plan; the arithmetic stays in ``Ledger.observe``.
-        """
-        plan = self._plans.get(host)
-        if plan is None or plan[0] != ids:
-            get = self.ledger.accounts.get
-            plan = self._plans[host] = (ids, [get((jid, host)) for jid in ids])
-        observe = self.ledger.observe
+        """``apply_sample`` for many; returns how many found an account."""
         n = 0
-        for acc, s in zip(plan[1], batch, strict=True):
-            if acc is not None:
-                observe(acc, s.actual, s.peak)
-                acc.cpu_time = s.cpu_time
-                n += 1
+        for hs in columns(samples):
+            accs = self.ledger.by_host.get(hs.host, {})
+            n += sum(map(accs.__contains__, hs.job_id))
+            self.apply_host_samples(hs)
         return n
+
+    def apply_host_samples(self, hs: HostSamples) -> None:
+        """One host's batch: a mirror's hottest call (20,000 samples a second on a big cluster)."""
+        self.ledger.observe_host(hs.host, hs.job_id, None, hs.actual, hs.peak, hs.cpu_time)
 
     def apply_live(self, h: HostLive) -> None:
         self.os_available[h.host] = h.os_available
@@ -157,7 +139,6 @@ class Live:
     def rebuild(self, jobs: Iterable[Job], now: float) -> None:
         """Re-derive every account from hard job state (after a snapshot or failover)."""
         self.ledger = Ledger()
-        self._plans.clear()
         self.decaying.clear()
         self.attempts.clear()
         for job in jobs:

@@ -7,7 +7,7 @@ leader), and the owner must then fetch a new snapshot.
 
 from __future__ import annotations
 
-from xce.live import Live
+from xce.live import Live, event_samples
 from xce.model import ACTIVE, Host, Job, JobState, Queue
 from xce.proto.schema import Event, Snapshot
 
@@ -51,7 +51,7 @@ class Mirror:
     def apply_event(self, ev: Event, *, samples: bool = True) -> bool:
         """Apply one event; False means a gap (resnapshot needed).
 
-        ``samples=False`` leaves ``ev.samples`` to the caller, who applies them right
+        ``samples=False`` leaves the event's samples to the caller, who applies them right
         after (the console, which batches them with its own bookkeeping).
         """
         if ev.epoch != self.epoch or ev.seq != self.seq + 1:
@@ -75,8 +75,9 @@ class Mirror:
             self.live.forget_job(jid)
         for hl in ev.live:
             self.live.apply_live(hl)
-        if samples and ev.samples:
-            self.live.apply_samples(ev.samples)
+        if samples:
+            for hs in event_samples(ev):
+                self.live.apply_host_samples(hs)
         for jid, why in ev.reasons.items():
             if why:
                 self.live.reasons[jid] = why

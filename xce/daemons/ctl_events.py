@@ -122,7 +122,7 @@ class Publisher:
             self.pending_soft = {"live": [], "samples": [], "reasons": {}}
         elif p["live"] or p["samples"] or p["reasons"]:
             self.emit(S.Event(seq=0, epoch=self.epoch, time=now, live=p["live"],
-                              samples=p["samples"], reasons=p["reasons"]))
+                              host_samples=p["samples"], reasons=p["reasons"]))
             self.pending_soft = {"live": [], "samples": [], "reasons": {}}
 
     def leadership(self: Controller, now: float) -> None:

@@ -144,6 +144,20 @@ class HostLive(msgspec.Struct, array_like=True):
     last_seen: float
 
 
+class HostSamples(msgspec.Struct, array_like=True, gc=False):
+    """One host's job samples as columns (index i of every list is the same job).
+
+    What the controller publishes per heartbeat: far cheaper to build, encode, decode
+    and apply at hosts x jobs samples a second than one JobSample per job.
+    """
+
+    host: str
+    job_id: list[int]
+    actual: list[int]
+    peak: list[int]
+    cpu_time: list[float]
+
+
 class JobSample(msgspec.Struct, array_like=True):
     """One job's latest figures on one host, under scheduler resource names."""
 
@@ -179,7 +193,8 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
     hosts: list[Host] = []
     forget: list[int] = []
     live: list[HostLive] = []
-    samples: list[JobSample] = []
+    host_samples: list[HostSamples] = []
+    samples: list[JobSample] = []   # older streams (and recordings): one JobSample per job
     reasons: dict[int, str] = {}
     queues: list[Queue] = []
 

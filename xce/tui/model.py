@@ -16,18 +16,17 @@ import threading
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 
 from xce.accounting import HostTotals
-from xce.live import by_host
+from xce.live import columns, event_samples
 from xce.mirror import Mirror
 from xce.model import Job, JobState
-from xce.proto.schema import Event, JobSample, Snapshot
+from xce.proto import schema as S
+from xce.proto.schema import Event, Snapshot
 from xce.tui.history import HostSamples, Series, summed
 from xce.tui.totals import Row, Totals
 from xce.views import HostView, JobView, host_state
 
-_job_id, _actual = attrgetter("job_id"), attrgetter("actual")
 HOST_STATES = ("ok", "full", "closed", "unavail")
 # The states whose figures xce.views.job_view reads from the live accounts.
 ACCOUNTED = frozenset({JobState.RUN, JobState.USUSP, JobState.SSUSP, JobState.UNKWN})
@@ -116,7 +115,7 @@ class ConsoleModel:
         self._ch = Changes(reset=True)
         self.job_hist = {h: s for h, s in self.job_hist.items() if h in self.mirror.hosts}
         if snap.samples:
-            self._take_samples(snap.samples, snap.time, applied=True)
+            self._take_samples(columns(snap.samples), snap.time, applied=True)
         for hl in snap.live:
             self._record_host(hl.host, snap.time)
         self.snapshots += 1
@@ -158,36 +157,35 @@ class ConsoleModel:
         for h in ev.hosts:
             ch.hosts.add(h.name)
             hv.pop(h.name, None)
-        if ev.samples:
-            self._take_samples(ev.samples, ev.time)
+        if ev.host_samples or ev.samples:
+            self._take_samples(event_samples(ev), ev.time)
         for hl in ev.live:  # a heartbeat: the host's figures at that moment, for its history
             ch.hosts.add(hl.host)
             self._record_host(hl.host, ev.time)
         self.last_update = received
         return True
 
-    def _take_samples(self, samples: Sequence[JobSample], t: float, *, applied: bool = False) -> None:
+    def _take_samples(self, samples: Sequence[S.HostSamples], t: float, *, applied: bool = False) -> None:
         """Everything the console does with a batch of samples, in one place.
 
         The hot path (20,000 samples a second at scale), so the work per job is the
-        ledger's delta (``Live.apply_host_samples``) and two array copies; the rest is
-        per host: the host is marked (rows ask ``Changes.job_changed``) and its batch
-        logged for the detail plots.  A columnar wire format changes only this
-        function and ``Live.apply_host_samples``.  ``applied``: the Mirror has already
-        applied them (a snapshot's).
+        ledger's delta (``Live.apply_host_samples``) and an array copy; the rest is per
+        host: the host is marked (rows ask ``Changes.job_changed``) and its batch logged
+        for the detail plots.  ``applied``: the Mirror has already applied them (a
+        snapshot's).
         """
         live, ch, hv, logs = self.mirror.live, self._ch, self._hv, self.job_hist
-        for host, batch in by_host(samples):
-            ids = list(map(_job_id, batch))
+        for hs in samples:
+            host = hs.host
             if not applied:
-                live.apply_host_samples(host, ids, batch)
+                live.apply_host_samples(hs)
             ch.sampled.add(host)
             ch.hosts.add(host)
             hv.pop(host, None)
             log = logs.get(host)
             if log is None:
                 log = logs[host] = HostSamples(self.history)
-            log.add(t, ids, array("q", list(map(_actual, batch))))
+            log.add(t, hs.job_id, array("q", hs.actual))
 
     def _record_host(self, name: str, t: float) -> None:
         """Append the host's actual and reserved memory: the HostView figures, read from the ledger."""

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import msgspec
 
 from xce.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue
+from xce.live import columns
 from xce.proto.schema import Event, HostLive, JobSample, Snapshot
 from xce.resreq import parse_resreq
 from xce.tui.record import Hello, Record, Recorder
@@ -145,8 +146,8 @@ def one_second(snap: Snapshot, seq: int, t: float, changes: int = 300) -> list[E
     for j in snap.jobs:
         a = j.allocs[0]
         by_host.setdefault(a.host, []).append(JobSample(j.id, a.host, (3 + (j.id + int(t)) % 3) * G, 5 * G, 2.0))
-    evs = [Event(seq=seq + i + 1, epoch=snap.epoch, time=t,
-                 live=[HostLive(h, 100 * G, t)], samples=s) for i, (h, s) in enumerate(by_host.items())]
+    evs = [Event(seq=seq + i + 1, epoch=snap.epoch, time=t, live=[HostLive(h, 100 * G, t)],
+                 host_samples=columns(s)) for i, (h, s) in enumerate(by_host.items())]
     ended = [msgspec.structs.replace(j, state=JobState.DONE, end_time=t, exit_code=0)
              for j in snap.jobs[int(t) % 50::max(1, len(snap.jobs) // changes)][:changes]]
     evs.append(Event(seq=seq + len(evs) + 1, epoch=snap.epoch, time=t, jobs=ended))
