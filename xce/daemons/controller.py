@@ -60,7 +60,6 @@ from xce.daemons.ctl_workers import WorkerDoor
 
 log = logging.getLogger("xce.controller")
 
-TURN = 0.001  # seconds: the shortest loop turn while messages keep coming (see run)
 Reply = Callable[[Result], None]
 
 
@@ -189,16 +188,8 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
         poller.register(self.router, zmq.POLLIN)
         poller.register(self.wake_pull, zmq.POLLIN)
         poller.register(self.pub, zmq.POLLIN)
-        busy_until = 0.0
         while not self.stopping:
-            # Under load, let a turn's worth of messages gather (at most TURN seconds) rather
-            # than paying a poll, a flush and the timers for every single heartbeat; an idle
-            # controller still answers at once.
-            wait = busy_until - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
             ready = dict(poller.poll(100))
-            busy_until = time.monotonic() + TURN if self.router in ready else 0.0
             if self.wake_pull in ready:
                 while True:
                     try:
