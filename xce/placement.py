@@ -263,14 +263,19 @@ def schedule(caps: Mapping[str, HostCap], pending: list[Job], now: float,
     cfree = dict(cluster_free or {})
     cnames = {n: 0 for n in cluster_names}
     free_slots = sum(max(0, h.slots_free) for h in caps.values() if h.schedulable is None)
+    no_room: dict[tuple[int, int], str] = {}  # (slots needed, slots free) -> that reason
     for job in pending:
-        dk = (job.spec.slots, job.req)
+        slots = job.spec.slots  # a demand's slots are the job's: checked before the (dearer) demand
+        if free_slots < slots:
+            why = no_room.get((slots, free_slots))
+            if why is None:
+                why = no_room[(slots, free_slots)] = f"slots: needs {slots}; the cluster has {free_slots} free"
+            plan.reasons[job.id] = why
+            continue
+        dk = (slots, job.req)
         d = demands.get(dk)
         if d is None:
-            d = demands[dk] = demand_of(job.spec.slots, job.req, cnames)
-        if free_slots < d.slots:
-            plan.reasons[job.id] = f"slots: needs {d.slots}; the cluster has {free_slots} free"
-            continue
+            d = demands[dk] = demand_of(slots, job.req, cnames)
         short = _cluster_short(d, cfree) if d.cluster else None
         if short:
             plan.reasons[job.id] = short

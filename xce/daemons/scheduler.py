@@ -69,6 +69,7 @@ class Scheduler:
         self.stopping = False
         self.in_flight: dict[int, int] = {}  # job -> attempt it was placed at
         self.sent_reasons: dict[int, str] = {}
+        self.waiting_when_full: set[int] = set()  # pending jobs a round saw with every slot taken
         self.cluster_totals = cfg.cluster_totals()
 
     def resync(self) -> None:
@@ -85,6 +86,7 @@ class Scheduler:
             snap = self.conn.request(Op.SNAPSHOT, S.Empty(), timeout=30)
         self.mirror.apply_snapshot(snap)
         self.sent_reasons = dict(self.mirror.live.reasons)
+        self.waiting_when_full = set()
         self.dirty = True
         log.info("mirror synced at seq %d (%d jobs, %d hosts)", snap.seq, len(snap.jobs), len(snap.hosts))
 
@@ -122,15 +124,24 @@ class Scheduler:
     def round(self, now: float) -> None:
         m = self.mirror
         t0 = time.perf_counter()
+        caps = host_caps(m.hosts.values(), m.live.ledger, m.live.os_available)
+        full = not any(h.schedulable is None and h.slots_free > 0 for h in caps.values())
+        if full and self.waiting_when_full.issuperset(m.pending):
+            # Every slot is taken and every pending job already got its reason in a full
+            # round: this round would place nothing and say nothing new.  A busy cluster
+            # with a deep queue skips most rounds this way (each job's RUN event asks for one).
+            return
         prio = {q.name: q.priority for q in m.queues.values()}
         pending = [j for j in pending_order(m.pending.values(), prio)
                    if self.in_flight.get(j.id) != j.attempt]
         if not pending:
             return
-        caps = host_caps(m.hosts.values(), m.live.ledger, m.live.os_available)
         cluster_free = self._cluster_free()
         plan = schedule(caps, pending, now, cluster_free, self.cluster_totals)
         ms = (time.perf_counter() - t0) * 1000
+        # The plan charged its placements to ``caps``: full now means full once they run.
+        full = not any(h.schedulable is None and h.slots_free > 0 for h in caps.values())
+        self.waiting_when_full = set(m.pending) if full else set()
         changed = {j: r for j, r in plan.reasons.items() if self.sent_reasons.get(j) != r}
         if not plan.placements and not changed:
             return
