@@ -143,3 +143,18 @@ def test_jobs_run_in_the_submitting_environment(cluster2: Cluster, tmp_path: Pat
     # ...while snapshots and the event stream never carry environments (they hold secrets).
     snap = cluster2.client.snapshot()
     assert jid in {j.id for j in snap.jobs} and all(not j.spec.env for j in snap.jobs)
+
+
+def test_a_full_cluster_still_gives_every_new_job_its_reason_and_runs_the_queue(cluster2: Cluster) -> None:
+    """The scheduler skips rounds while every slot is taken, but never for a job it has not seen."""
+    c = cluster2.client
+    blockers = [c.submit(["sleep", "60"], resreq="rusage[mem=10]") for _ in range(4)]  # 2 hosts x 2 slots
+    wait_for(lambda: all(c.job(j).state == "RUN" for j in blockers), 20, "every slot taken")
+    first = c.submit(["true"], resreq="rusage[mem=10]")
+    wait_for(lambda: "the cluster has 0 free" in (c.job(first).reason or ""), 10, "a reason for the first")
+    later = c.submit(["true"], resreq="rusage[mem=10]")  # the cluster was already full in the last round
+    wait_for(lambda: "the cluster has 0 free" in (c.job(later).reason or ""), 10, "a reason for the later one")
+    c.kill(blockers[:1])
+    for jid in (first, later):
+        assert c.wait([jid], timeout=30)[0].state == "DONE"
+    c.kill(blockers[1:])
