@@ -165,3 +165,34 @@ def test_the_local_door_speaks_null_but_is_no_daemon(cluster) -> None:
     finally:
         s.close(0)
     assert "via-door" not in [h.name for h in cluster.client.hosts()]
+
+
+def test_state_changing_requests_at_the_zmq_door_are_logged_for_admins(cluster) -> None:
+    """Who, what, from where, and the answer: submits, kills and refusals, queryable by admins only."""
+    from xce.auth import TokenService, ensure_keyring
+    from xce.client import Client
+    from xce.errors import PermissionDenied
+    from xce.policy import Principal
+
+    c = cluster.client
+    jid = c.submit(["sleep", "30"], name="logged")
+    c.kill([jid])
+    ring = TokenService(ensure_keyring(cluster.state_dir))
+    with Client(state_dir=cluster.state_dir, token=ring.issue(Principal("vera", ("viewer",))), timeout=10) as v:
+        with pytest.raises(PermissionDenied):
+            v.submit(["true"])
+        with pytest.raises(PermissionDenied, match="audit.read"):
+            v.request_log()
+    recs = c.request_log()
+    mine = [r for r in recs if r.op in ("SUBMIT", "KILL") and r.result == "accepted"]
+    assert any(r.op == "SUBMIT" and r.target.startswith("1 job(s) to") for r in mine)
+    assert any(r.op == "KILL" and r.target == f"jobs {jid}" for r in mine)
+    refused = [r for r in recs if r.user == "vera"]
+    assert refused and refused[-1].op == "SUBMIT" and refused[-1].result.startswith("refused: forbidden")
+    assert all(r.client in ("127.0.0.1", "local") for r in recs)
+    # the CLI shows the same records
+    out = cluster.xce("admin", "requests", "-u", "vera").stdout
+    assert "vera" in out and "refused: forbidden" in out
+    # kept in a file beside the controller's journal, so a restart keeps them
+    (log,) = cluster.state_dir.glob("controller-1/**/requests.jsonl")
+    assert b'"vera"' in log.read_bytes()

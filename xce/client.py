@@ -271,6 +271,12 @@ class Client:
     def audit(self) -> S.AuditReply:
         return self.request(Op.AUDIT)
 
+    def request_log(self, user: str | None = None, since: float = 0.0, after: int = 0,
+                    limit: int = 1000) -> list[S.RequestRecord]:
+        """The leader's log of state-changing requests at the ZeroMQ door (needs audit.read)."""
+        return self.request(Op.REQUEST_LOG, S.RequestLogQuery(user=user, since=since, after=after,
+                                                              limit=limit)).records
+
     def snapshot(self) -> S.Snapshot:
         return self.request(Op.SNAPSHOT, timeout=30)
 

@@ -52,7 +52,7 @@ OP_PERMISSIONS: dict[Op, str | None] = {
     Op.PING: None, Op.SUBMIT: "jobs.submit", Op.JOBS: "jobs.list", Op.HOSTS: "hosts.read",
     Op.QUEUES: "queues.read", Op.KILL: "jobs.kill", Op.STATUS: "cluster.read",
     Op.SNAPSHOT: "cluster.snapshot", Op.MODIFY: "jobs.modify", Op.HOST_ADMIN: "hosts.admin",
-    Op.AUDIT: "cluster.audit", Op.PLACE: "daemon.scheduler", Op.REGISTER: "daemon.worker",
+    Op.AUDIT: "cluster.audit", Op.REQUEST_LOG: "audit.read", Op.PLACE: "daemon.scheduler", Op.REGISTER: "daemon.worker",
     Op.HEARTBEAT: "daemon.worker", Op.JOB_STARTED: "daemon.worker", Op.JOB_FINISHED: "daemon.worker",
 }
 

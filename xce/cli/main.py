@@ -256,6 +256,20 @@ def cmd_modify(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_requests(a: argparse.Namespace) -> int:
+    from xce.cli.fmt import print_json, table
+
+    with _client(a) as c:
+        recs = c.request_log(user=a.user, since=a.since, limit=a.limit)
+    if a.json:
+        print_json(recs)
+        return 0
+    print(table(["SEQ", "TIME", "USER", "FROM", "OP", "TARGET", "RESULT"],
+                [[r.seq, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.time)), r.user or "-", r.client,
+                  r.op, r.target, r.result] for r in recs]))
+    return 0
+
+
 def cmd_audit(a: argparse.Namespace) -> int:
     from xce.cli.fmt import print_json
 
@@ -469,6 +483,12 @@ def parser() -> argparse.ArgumentParser:
     c = ad.add_parser("audit", help="check the accounting invariants on the live cluster")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_audit)
+    c = ad.add_parser("requests", help="who changed what through the CLI and scripts (the ZeroMQ door)")
+    c.add_argument("-u", "--user", help="only this user's requests")
+    c.add_argument("--since", type=float, default=0.0, help="Unix seconds")
+    c.add_argument("--limit", type=int, default=1000)
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_requests)
 
     s = sub.add_parser("up", help="start a local cluster")
     s.add_argument("--hosts", type=int, default=1)

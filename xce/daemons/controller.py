@@ -39,26 +39,29 @@ from typing import Any
 
 import zmq
 
+from xce.auditlog import AuditLog
 from xce.config import Config, load
 from xce.curve import AllowList, KeyStore, keys_root, server_keys, start_authenticator
 from xce.errors import NotLeader, ProtocolError, XceError
 from xce.auth import KEYS_FILE, TokenService, auth_dir
 from xce.live import Live
-from xce.policy import load_policy
+from xce.policy import Principal, load_policy
+from xce.proto import schema as S
 from xce.model import ACTIVE, JobState
 from xce.proto.codec import decode_envelope, decode_request, encode, error_reply
 from xce.proto.opcodes import Op
 from xce.raft import ReplicatedState, Result, fsync_journal, make_conf
 from xce.resources import catalog
 from xce.resreq import parse_resreq
-from xce.state import (Cleanup, Cmd, HostLost, encode_batch)
+from xce.state import Cleanup, Cmd, HostLost, encode_batch
 
-from xce.daemons.ctl_access import DAEMON_OPS, Access
+from xce.daemons.ctl_access import AUDITED_OPS, DAEMON_OPS, Access
 from xce.daemons.ctl_clients import ClientDoor
 from xce.daemons.ctl_events import Publisher
 from xce.daemons.ctl_workers import WorkerDoor
 
 log = logging.getLogger("xce.controller")
+REQUEST_LOG_FILE = "requests.jsonl"  # in the controller's state directory (see AuditLog)
 
 Reply = Callable[[Result], None]
 
@@ -108,6 +111,9 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
         self.policy = load_policy()
         keys = auth_dir(cfg.state_dir) / KEYS_FILE if cfg.state_dir else None
         self.tokens = TokenService.from_state_dir(cfg.state_dir) if keys and keys.exists() else None
+        # Who asked (set by ``authorize``) and the log of state-changing requests at this door.
+        self.principal: Principal | None = None
+        self.requests = AuditLog(state_dir / REQUEST_LOG_FILE, record_type=S.RequestRecord)
         # Parsed requirements are immutable, and users repeat the same few strings.
         self.parse = functools.lru_cache(maxsize=4096)(lambda text: parse_resreq(text, self.resources))
         self.cluster_totals = cfg.cluster_totals()
@@ -238,6 +244,9 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
             self.send(ident, error_reply(0, ProtocolError(f"expected one message frame, got {extra + 1}")))
             return
         rid = 0
+        op: Op | None = None
+        body: Any = None
+        self.principal = None
         try:
             env = decode_envelope(frame.buffer)
             rid = env.rid
@@ -258,7 +267,11 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
             if handler is None:
                 raise ProtocolError(f"{op.name} is not served by the controller")
             handler(self, ident, rid, body)
+            if op in AUDITED_OPS:
+                self.log_request(op, body, frame, "accepted")
         except XceError as e:
+            if op in AUDITED_OPS:
+                self.log_request(op, body, frame, f"refused: {e.code}: {e.message}")
             self.send(ident, error_reply(rid, e, self.raft.term()))
         except Exception as e:  # noqa: BLE001 - a bug must not kill the controller
             log.exception("handler failed")
@@ -322,7 +335,7 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
         Op.PING: ClientDoor.h_ping, Op.SUBMIT: ClientDoor.h_submit, Op.JOBS: ClientDoor.h_jobs,
         Op.HOSTS: ClientDoor.h_hosts, Op.QUEUES: ClientDoor.h_queues, Op.KILL: ClientDoor.h_kill,
         Op.MODIFY: ClientDoor.h_modify, Op.HOST_ADMIN: ClientDoor.h_host_admin, Op.STATUS: ClientDoor.h_status,
-        Op.SNAPSHOT: ClientDoor.h_snapshot, Op.AUDIT: ClientDoor.h_audit,
+        Op.SNAPSHOT: ClientDoor.h_snapshot, Op.AUDIT: ClientDoor.h_audit, Op.REQUEST_LOG: ClientDoor.h_request_log,
         Op.PLACE: WorkerDoor.h_place, Op.REGISTER: WorkerDoor.h_register, Op.HEARTBEAT: WorkerDoor.h_heartbeat,
         Op.JOB_STARTED: WorkerDoor.h_job_started, Op.JOB_FINISHED: WorkerDoor.h_job_finished,
     }

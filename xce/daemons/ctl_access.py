@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 # What only a daemon (a key on the CURVE allow-list) may send: registering, reporting, placing.
 DAEMON_OPS = frozenset({Op.REGISTER, Op.HEARTBEAT, Op.JOB_STARTED, Op.JOB_FINISHED, Op.PLACE})
+# What the request log records (the ZeroMQ door's audit trail): every state-changing request.
+AUDITED_OPS = frozenset({Op.SUBMIT, Op.KILL, Op.MODIFY, Op.HOST_ADMIN})
 DAEMON_GRANT_TTL = 5.0  # seconds a verified daemon grant is reused: bounds how late a key-ring revocation bites
 
 
@@ -54,7 +56,7 @@ class Access:
         grant = (token, op)
         if op in DAEMON_OPS and self.daemon_grants.get(grant, 0.0) > now:
             return body
-        principal = self.tokens.verify(token)
+        principal = self.principal = self.tokens.verify(token)
         with self.raft.lock:
             jobs = self.state.jobs
             body = authorize(self.policy, principal, op, body,
@@ -64,3 +66,27 @@ class Access:
                 self.daemon_grants.clear()
             self.daemon_grants[grant] = now + DAEMON_GRANT_TTL
         return body
+
+    def log_request(self: Controller, op: Op, body: Any, frame: zmq.Frame, result: str) -> None:
+        """One line in the request log: who (the token's user), what, from where, the answer."""
+        try:
+            client = frame.get("Peer-Address") or "local"
+        except zmq.ZMQError:
+            client = "local"  # the ipc door
+        p = self.principal
+        self.requests.record(user=p.user if p else None, roles=list(p.roles) if p else [], client=client,
+                             op=op.name, target=describe(op, body) if body is not None else "", result=result)
+
+
+def describe(op: Op, body: Any) -> str:
+    """The request's target in a few words (never its environment or command line)."""
+    if op == Op.SUBMIT:
+        queues = ", ".join(sorted({j.queue or "(default)" for j in body.jobs}))
+        return f"{len(body.jobs)} job(s) to {queues}" + (" (dry run)" if body.dry_run else "")
+    if op == Op.KILL:
+        return "jobs " + " ".join(map(str, body.ids))
+    if op == Op.MODIFY:
+        return f"job {body.id} mem_limit {body.mem_limit}"
+    if op == Op.HOST_ADMIN:
+        return f"hosts {' '.join(body.names)} {body.action}"
+    return ""

@@ -209,3 +209,8 @@ class ClientDoor:
         with self.raft.lock:
             problems, checked = audit(self.state, self.live)
         self.ok(ident, rid, S.AuditReply(problems=problems, checked=checked))
+
+    def h_request_log(self: Controller, ident: bytes, rid: int, body: S.RequestLogQuery) -> None:
+        records = self.requests.query(user=body.user, since=body.since, after=body.after,
+                                      limit=max(0, min(body.limit, 10_000)))
+        self.ok(ident, rid, S.RequestLogReply(records=records))

@@ -24,6 +24,7 @@ class Op(IntEnum):
     MODIFY = 17
     HOST_ADMIN = 18
     AUDIT = 19
+    REQUEST_LOG = 20  # the controller's log of state-changing requests (admins)
 
     # scheduler -> controller
     PLACE = 30

@@ -138,6 +138,30 @@ class AuditReply(msgspec.Struct):
     checked: dict[str, int]
 
 
+class RequestLogQuery(msgspec.Struct, kw_only=True):
+    user: str | None = None
+    since: float = 0.0   # Unix seconds
+    after: int = 0       # seq cursor: records after this one
+    limit: int = 1000
+
+
+class RequestRecord(msgspec.Struct, kw_only=True):
+    """One state-changing request at the ZeroMQ door: who, what, from where, and the answer."""
+
+    seq: int
+    time: float
+    user: str | None     # None: no valid token
+    roles: list[str]
+    client: str          # the peer's address ("local" for the ipc door)
+    op: str              # SUBMIT, KILL, MODIFY, HOST_ADMIN
+    target: str          # what it named: "2 job(s) to normal", "jobs 4 5", "host node1 close"
+    result: str          # "accepted", or "refused: <code>: <message>"
+
+
+class RequestLogReply(msgspec.Struct):
+    records: list[RequestRecord]
+
+
 class HostLive(msgspec.Struct, array_like=True):
     host: str
     os_available: int
@@ -325,7 +349,7 @@ REQUESTS: dict[Op, type] = {
     Op.PING: Empty, Op.SUBMIT: SubmitRequest, Op.JOBS: JobsRequest, Op.HOSTS: HostsRequest,
     Op.QUEUES: Empty, Op.KILL: KillRequest, Op.STATUS: Empty, Op.SNAPSHOT: Empty,
     Op.MODIFY: ModifyRequest, Op.HOST_ADMIN: HostAdminRequest, Op.AUDIT: Empty,
-    Op.PLACE: PlaceRequest, Op.REGISTER: RegisterRequest, Op.HEARTBEAT: Heartbeat,
+    Op.REQUEST_LOG: RequestLogQuery, Op.PLACE: PlaceRequest, Op.REGISTER: RegisterRequest, Op.HEARTBEAT: Heartbeat,
     Op.JOB_STARTED: JobStarted, Op.JOB_FINISHED: JobFinished,
     Op.RUN_JOB: RunJob, Op.KILL_JOB: KillJob, Op.EVENT: Event,
 }
@@ -333,7 +357,8 @@ REQUESTS: dict[Op, type] = {
 REPLIES: dict[Op, type] = {
     Op.PING: Empty, Op.SUBMIT: SubmitReply, Op.JOBS: JobsReply, Op.HOSTS: HostsReply,
     Op.QUEUES: QueuesReply, Op.KILL: KillReply, Op.STATUS: StatusReply, Op.SNAPSHOT: Snapshot,
-    Op.MODIFY: Ack, Op.HOST_ADMIN: Ack, Op.AUDIT: AuditReply, Op.PLACE: PlaceReply,
+    Op.MODIFY: Ack, Op.HOST_ADMIN: Ack, Op.AUDIT: AuditReply, Op.REQUEST_LOG: RequestLogReply,
+    Op.PLACE: PlaceReply,
     Op.REGISTER: RegisterReply, Op.HEARTBEAT: HeartbeatReply, Op.JOB_STARTED: Ack,
     Op.JOB_FINISHED: Ack, Op.RUN_JOB: Ack, Op.KILL_JOB: Ack,
 }

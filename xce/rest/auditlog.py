@@ -11,69 +11,15 @@ one-line ``req.context.audit_result`` ("job 12 submitted to normal").
 
 from __future__ import annotations
 
-import collections
 import itertools
-import os
 import secrets
-import threading
-import time
-from pathlib import Path
 from typing import Any
 
-import msgspec
 
 from xce.policy import ANONYMOUS
-from xce.rest.schema import AuditRecord
+from xce.auditlog import AuditLog  # noqa: F401 - the REST log is one of these
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-
-
-class AuditLog:
-    def __init__(self, path: Path | None, keep: int = 10000, max_bytes: int = 64 << 20) -> None:
-        self.path, self.max_bytes = path, max_bytes
-        self.tail: collections.deque[AuditRecord] = collections.deque(maxlen=keep)
-        self.seq = 0
-        self.lock = threading.Lock()
-        self._enc = msgspec.json.Encoder()
-        if path is not None and path.exists():
-            dec = msgspec.json.Decoder(AuditRecord)
-            with path.open("rb") as f:
-                for line in collections.deque(f, maxlen=keep):
-                    try:
-                        self.tail.append(dec.decode(line))
-                    except msgspec.DecodeError:
-                        continue  # a torn last line after a crash
-            self.seq = self.tail[-1].seq if self.tail else 0
-
-    def record(self, **fields: Any) -> AuditRecord:
-        with self.lock:
-            self.seq += 1
-            rec = AuditRecord(seq=self.seq, time=time.time(), **fields)
-            self.tail.append(rec)
-            if self.path is not None:
-                self._append(self._enc.encode(rec) + b"\n")
-        return rec
-
-    def _append(self, line: bytes) -> None:
-        assert self.path is not None
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        try:
-            if self.path.stat().st_size > self.max_bytes:
-                self.path.replace(self.path.with_name(self.path.name + ".1"))
-        except FileNotFoundError:
-            pass
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
-
-    def query(self, user: str | None = None, since: float = 0.0, after: int = 0,
-              limit: int = 1000) -> list[AuditRecord]:
-        with self.lock:
-            recs = list(self.tail)
-        out = [r for r in recs if r.seq > after and r.time >= since and (user is None or r.user == user)]
-        return out[:limit]
 
 
 class Audit:
