@@ -90,7 +90,9 @@ def controller_cpu(hosts: int, per_host: int, seconds: float, bare: bool) -> Non
     cfg = sd / "c.toml"
     cfg.write_text(f'state_dir = "{sd}"\n[controller]\naddress = "{router}"\npub_address = "{pub}"\n'
                    f'raft_address = "{raft}"\nheartbeat_misses = 30\n[worker]\nheartbeat = 1.0\n'
-                   f'[security]\ncurve = {"false" if bare else "true"}\n')
+                   f'[security]\ncurve = {"false" if bare else "true"}\n'
+                   # One socket plays 5,000 workers with one key, so the key cannot be bound to a host.
+                   f'bind_hosts = false\n')
     admin = daemon = ""
     worker_keys = client = None
     if not bare:

@@ -196,3 +196,39 @@ def test_state_changing_requests_at_the_zmq_door_are_logged_for_admins(cluster) 
     # kept in a file beside the controller's journal, so a restart keeps them
     (log,) = cluster.state_dir.glob("controller-1/**/requests.jsonl")
     assert b'"vera"' in log.read_bytes()
+
+
+def test_a_worker_key_speaks_only_for_its_own_host(cluster) -> None:
+    """security.bind_hosts: an allowed key named NAME cannot register or report as another host."""
+    from xce.auth import ensure_daemon_token
+
+    store = KeyStore(cluster.state_dir / "keys")
+    victim = ""
+    public = store.new_daemon("impostor")  # allowed, as `xce keys add impostor` would
+    try:
+        keys = ClientKeys(store.server_public(), public, store.daemon("impostor")[1])
+        s = zmq.Context.instance().socket(zmq.DEALER)
+        s.setsockopt(zmq.LINGER, 0)
+        use_curve(s, keys)
+        s.connect(cluster.client.cfg.controller.address)
+        token = ensure_daemon_token(cluster.state_dir)
+        victim = next(h.name for h in cluster.client.hosts() if h.state == "ok")
+        reg = S.RegisterRequest(host=victim, slots=1, ncpus=1, mem_total=2**30, os_available=2**30, version="x")
+        hb = S.Heartbeat(host=victim, time=1.0, os_available=1)
+        rids = iter(range(1, 1000))
+
+        def answer(op: Op, body: object) -> bytes:
+            s.send(encode(op, next(rids), body, token=token))
+            assert s.poll(5000)
+            env = decode_envelope(s.recv())
+            assert env.op == Op.ERROR
+            return bytes(env.body)
+
+        # The controller re-reads the allow-list within a second of a change.
+        wait_for(lambda: b"not in the allow-list" not in answer(Op.REGISTER, reg), 10, "the new key to be known")
+        for op, body in [(Op.REGISTER, reg), (Op.HEARTBEAT, hb)]:
+            assert b"speaks only for host 'impostor'" in answer(op, body)
+        s.close(0)
+    finally:
+        store.revoke("impostor")
+    assert next(h for h in cluster.client.hosts() if h.name == victim).state == "ok"  # never displaced

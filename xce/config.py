@@ -60,6 +60,7 @@ class SecurityConf(msgspec.Struct, forbid_unknown_fields=True):
     keys_dir: str = ""    # CURVE keys; "" is <state_dir>/keys
     key_name: str = ""    # this daemon's key pair NAME.key_secret; "" is the worker's host name or "scheduler"
     server_key: str = ""  # the controllers' public key (Z85), for a client without the keys directory
+    bind_hosts: bool = True  # a worker's key speaks only for the host of the same name
 
 
 class QueueConf(msgspec.Struct, forbid_unknown_fields=True):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import zmq
 
-from xce.errors import Unauthenticated
+from xce.errors import PermissionDenied, Unauthenticated
 from xce.policy import OP_PERMISSIONS, authorize
 from xce.proto.opcodes import Op
 
@@ -36,6 +36,9 @@ class Access:
         if name is None:
             raise Unauthenticated(f"{op.name} needs a daemon key: this connection's CURVE key "
                                   f"{user_id or '(none)'} is not in the allow-list (xce keys add)")
+        if op != Op.PLACE and self.cfg.security.bind_hosts and body.host != name:
+            raise PermissionDenied(f"{op.name} for host {body.host!r}: this connection's key {name!r} "
+                                   f"speaks only for host {name!r} (security.bind_hosts)")
         if op == Op.REGISTER:
             self.worker_keys[body.host] = name
 
