@@ -42,6 +42,7 @@ class LiveFeed:
         cfg = cluster_config(state_dir)
         self.model, self.sync, self.recorder, self.clock = model, Sync(model), recorder, clock
         model.cluster, model.heartbeat = cfg.cluster.name, cfg.worker.heartbeat
+        self.state_dir = state_dir
         self.client = Client(endpoint, state_dir=state_dir, timeout=5.0)
         self.default_events = self.client.events_endpoint
         self.silence = max(1.5, 3 * cfg.worker.heartbeat)
@@ -95,7 +96,8 @@ class LiveFeed:
     def _events_endpoint(self, leader: str | None) -> str:
         """The PUB endpoint of the leader (followers' streams carry other epochs)."""
         try:
-            c = self.client if leader is None else Client(leader, timeout=2.0)
+            # The same cluster's keys and token, asked at the leader's endpoint.
+            c = self.client if leader is None else Client(leader, state_dir=self.state_dir, timeout=2.0)
             try:
                 st = c.request(Op.STATUS, timeout=2.0)
             finally:
