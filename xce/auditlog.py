@@ -18,17 +18,11 @@ from typing import Any
 import msgspec
 
 
-def _rest_record() -> type[Any]:
-    from xce.rest.schema import AuditRecord
-
-    return AuditRecord
-
-
 class AuditLog:
     def __init__(self, path: Path | None, keep: int = 10000, max_bytes: int = 64 << 20,
-                 record_type: type[Any] | None = None) -> None:
+                 *, record_type: type[Any]) -> None:
         self.path, self.max_bytes = path, max_bytes
-        self.type: type[Any] = record_type or _rest_record()
+        self.type: type[Any] = record_type
         self.tail: collections.deque[Any] = collections.deque(maxlen=keep)
         self.seq = 0
         self.lock = threading.Lock()

@@ -15,7 +15,6 @@ import logging
 import signal
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -123,6 +122,8 @@ class Scheduler:
 
     def round(self, now: float) -> None:
         m = self.mirror
+        if not m.pending:
+            return
         t0 = time.perf_counter()
         caps = host_caps(m.hosts.values(), m.live.ledger, m.live.os_available)
         full = not any(h.schedulable is None and h.slots_free > 0 for h in caps.values())

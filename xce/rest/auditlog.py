@@ -16,10 +16,20 @@ import secrets
 from typing import Any
 
 
+from pathlib import Path
+
+from xce import auditlog
 from xce.policy import ANONYMOUS
-from xce.auditlog import AuditLog  # noqa: F401 - the REST log is one of these
+from xce.rest.schema import AuditRecord
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class AuditLog(auditlog.AuditLog):
+    """The REST door's log: AuditRecords (the controller's holds RequestRecords)."""
+
+    def __init__(self, path: Path | None, keep: int = 10000, max_bytes: int = 64 << 20) -> None:
+        super().__init__(path, keep, max_bytes, record_type=AuditRecord)
 
 
 class Audit:
