@@ -35,7 +35,7 @@ class ControllerConf(msgspec.Struct, forbid_unknown_fields=True):
     heartbeat_misses: int = 3
     keep_finished: int = 100_000
     append_period: float = 0.02
-    tick_period: float = 0.001
+    tick_period: float = 0.01
     election_timeout: tuple[float, float] = (0.3, 0.8)
 
 

@@ -185,7 +185,10 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
             self.done.put((token, res, err))
             self._wake()
 
-        self.raft.apply_batch(encode_batch(cmds), callback=done)
+        try:
+            self.raft.apply_batch(encode_batch(cmds), callback=done)
+        except BlockingIOError:
+            pass  # queued; pysyncobj's wake-up pipe is full, so a wake-up is already pending
 
     # ---- the loop -------------------------------------------------------------------------
 
