@@ -179,7 +179,7 @@ def measure_phase(w: zmq.Socket, pid: int, names: list[str], by_host: dict[str, 
     per = max(1, int(len(by_host[names[0]]) * share))
     rounds = [[encode(Op.HEARTBEAT, 2, S.Heartbeat(
         host=n, time=time.time(), os_available=40 * 1024 * MB, ack=k % ACK_EVERY == 0,
-        usage=usage_of(rnd.sample(by_host[n], per), k, rnd)), token=token) for n in names]
+        usage=usage_of(sorted(rnd.sample(by_host[n], per)), k, rnd)), token=token) for n in names]
         for k in range(ACK_EVERY)]
     p = psutil.Process(pid)
     print(f"controller pid {pid}: measuring", flush=True)
@@ -229,7 +229,10 @@ def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
 
 
 def usage_of(jobs: list[int], k: int, rnd: random.Random) -> S.UsageColumns:
-    """What a worker sends: every listed job's figures moved since the last heartbeat."""
+    """What a worker sends: every listed job's figures moved since the last heartbeat.
+
+    In the worker's order, as it lists its tasks (start order: here, job id order).
+    """
     return S.UsageColumns(job_id=jobs, attempt=[1] * len(jobs),
                           memory_rss=[(64 + 7 * k + rnd.randrange(0, 900)) * MB for _ in jobs],
                           memory_peak=[2048 * MB] * len(jobs), cpu_time=[1.0 + k] * len(jobs))

@@ -206,6 +206,38 @@ def test_close_releases_everything() -> None:
     assert led.audit() == []
 
 
+def test_a_heartbeat_batch_in_the_hosts_order_or_any_order_gives_the_same_totals() -> None:
+    """observe_host's two paths: the host's own order (no gathering) and any other."""
+    a, b_ = Ledger(), Ledger()
+    for led in (a, b_):
+        for j, r in ((1, G), (2, 0), (3, 2 * G)):
+            led.open(j, "n1", r, {"slots": 1}, attempt=1)
+    moved = a.observe_host("n1", [1, 2, 3], [1, 1, 1], [300 * M, G, 3 * G], [0, 0, 0], [1.0, 2.0, 3.0])
+    b_.observe_host("n1", [3, 1, 2], [1, 1, 1], [3 * G, 300 * M, G], [0, 0, 0], [3.0, 1.0, 2.0])
+    assert moved == ([1, 2, 3], [300 * M, G, 3 * G], [300 * M, G, 3 * G], [1.0, 2.0, 3.0])
+    assert totals(a, "n1") == totals(b_, "n1") == (3 * G, 300 * M + 4 * G, 724 * M, G, (("slots", 3),))
+    assert b_.books["n1"].ids == [3, 1, 2]  # the worker's order is the book's from now on
+    assert [b_.accounts[(j, "n1")].actual for j in (1, 2, 3)] == [300 * M, G, 3 * G]
+    assert [a.accounts[(j, "n1")].cpu_time for j in (1, 2, 3)] == [1.0, 2.0, 3.0]
+    assert a.audit() == b_.audit() == []
+    # Nothing moved: nothing to publish, but the CPU figures still land.
+    assert a.observe_host("n1", [1, 2, 3], [1, 1, 1], [300 * M, G, 3 * G], [0, 0, 0], [4.0, 5.0, 6.0]) is None
+    assert a.accounts[(3, "n1")].cpu_time == 6.0
+
+
+def test_a_heartbeat_batch_drops_unknown_jobs_other_attempts_and_repeats() -> None:
+    led = Ledger()
+    led.open(1, "n1", G, {"slots": 1}, attempt=2)
+    led.open(2, "n1", G, {"slots": 1}, attempt=1)
+    moved = led.observe_host("n1", [9, 1, 2, 2], [1, 1, 1, 1], [G, 5 * G, 100 * M, 200 * M], [0] * 4, [0.0] * 4)
+    # job 9 is unknown, job 1's report is for attempt 1 (it runs attempt 2): only job 2's count, in turn.
+    assert moved == ([2, 2], [100 * M, 200 * M], [100 * M, 200 * M], [0.0, 0.0])
+    assert led.accounts[(1, "n1")].actual is None and led.accounts[(2, "n1")].actual == 200 * M
+    assert led.audit() == []
+    assert led.observe_host("n9", [1], None, [G], [G], [0.0]) is None
+    assert led.observe_host("n1", [9], None, [G], [G], [0.0]) is None
+
+
 def test_open_twice_keeps_the_first_account() -> None:
     led = Ledger()
     first = led.open(1, "n1", G, {"slots": 1})
@@ -225,7 +257,7 @@ def test_audit_reports_a_drifted_total() -> None:
 
 def test_derive_sums_accounts_per_host() -> None:
     accs = [Account(1, "a", reserved=G, actual=None, allocated={"slots": 1}),
-            Account(2, "a", reserved=G, actual=2 * G, used=G, allocated={"slots": 2}),
+            Account(2, "a", reserved=G, actual=2 * G, allocated={"slots": 2}),
             Account(3, "b", reserved=0, actual=G, allocated={})]
     out = derive(accs)
     assert out["a"].as_tuple() == (2 * G, 2 * G, G, G, (("slots", 3),))
@@ -239,22 +271,45 @@ def test_derive_sums_accounts_per_host() -> None:
 HOSTS = ["n1", "n2", "n3"]
 op = st.one_of(
     st.tuples(st.just("open"), st.integers(1, 6), st.sampled_from(HOSTS), st.integers(0, 4 * G),
-              st.dictionaries(st.sampled_from(["slots", "lic"]), st.integers(0, 4), max_size=2)),
+              st.dictionaries(st.sampled_from(["slots", "lic"]), st.integers(0, 4), max_size=2),
+              st.integers(0, 1)),
     st.tuples(st.just("report"), st.integers(1, 6), st.sampled_from(HOSTS), st.integers(0, 4 * G),
               st.none() | st.integers(0, 5 * G)),
     st.tuples(st.just("set_reserved"), st.integers(1, 6), st.sampled_from(HOSTS), st.integers(0, 4 * G)),
     st.tuples(st.just("close"), st.integers(1, 6)),
     st.tuples(st.just("rederive"),),
+    # A heartbeat's batch: unknown jobs, other attempts and repeats included.
+    st.tuples(st.just("observe_host"), st.sampled_from(HOSTS),
+              st.lists(st.tuples(st.integers(1, 4), st.integers(0, 1), st.integers(0, 4 * G), st.integers(0, 5 * G)),
+                       max_size=6),
+              st.booleans()),
 )
 
 
-@settings(max_examples=150, deadline=None)
+def apply_op(led: Ledger, name: str, args: tuple) -> None:
+    if name != "observe_host":
+        getattr(led, name)(*args)
+        return
+    host, reports, check = args
+    before = {j: (a.actual, a.peak) for (j, h), a in led.accounts.items() if h == host}
+    led.observe_host(host, [r[0] for r in reports], [r[1] for r in reports] if check else None,
+                     [r[2] for r in reports], [r[3] for r in reports], [1.0] * len(reports))
+    last = {r[0]: r for r in reports if r[0] in before
+            and (not check or r[1] == led.accounts[(r[0], host)].attempt)}
+    for j, acc in ((j, led.accounts[(j, host)]) for j in before):
+        if j in last:  # the job's last report in the batch is its figure now
+            assert acc.actual == last[j][2] and acc.peak >= max(last[j][2], before[j][1])
+        else:
+            assert (acc.actual, acc.peak) == before[j]
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.lists(op, max_size=40))
 def test_any_sequence_keeps_totals_equal_to_derivation(ops: list[tuple]) -> None:
     led = Ledger()
     for o in ops:
         name, args = o[0], o[1:]
-        getattr(led, name)(*args)
+        apply_op(led, name, args)
         assert led.audit() == [], (name, args)
         fresh = derive(led.accounts.values())
         for h in set(fresh) | set(led.totals):

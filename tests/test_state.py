@@ -553,6 +553,20 @@ def test_mirror_applies_events_in_order() -> None:
     assert (m.seq, m.time) == (13, T0 + 13) and m.live.ledger.audit() == []
 
 
+def test_a_scheduling_round_works_from_totals_re_derived_from_the_accounts() -> None:
+    """Whatever the delta-kept totals say, a round sees the accounts' truth (issue 3: a round
+    boundary loses nothing, and a drift does not outlive one)."""
+    from xce.daemons.scheduler import round_caps
+
+    m, _ = mirror_at()
+    truth = round_caps(m)["n1"]
+    m.live.ledger.totals["n1"].mem_slack += 3 * G        # a drifted delta ...
+    m.live.ledger.totals["n1"].allocated["slots"] = 99
+    caps = round_caps(m)["n1"]
+    assert (caps.slack, caps.slots_free) == (truth.slack, truth.slots_free)  # ... is gone at the round
+    assert m.live.ledger.audit() == []
+
+
 def test_mirror_takes_columnar_samples_as_it_takes_legacy_ones() -> None:
     """The controller publishes HostSamples; recordings of older streams carry JobSamples."""
     from xce.proto.schema import HostSamples

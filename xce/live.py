@@ -98,16 +98,15 @@ class Live:
         acc = self.ledger.accounts.get((s.job_id, s.host))
         if acc is None:
             return False
-        self.ledger.observe(acc, s.actual, s.peak)
-        acc.cpu_time = s.cpu_time
+        self.ledger.observe(acc, s.actual, s.peak, s.cpu_time)
         return True
 
     def apply_samples(self, samples: Sequence[JobSample]) -> int:
         """``apply_sample`` for many; returns how many found an account."""
         n = 0
         for hs in columns(samples):
-            accs = self.ledger.by_host.get(hs.host, {})
-            n += sum(map(accs.__contains__, hs.job_id))
+            book = self.ledger.books.get(hs.host)
+            n += sum(map(book.index.__contains__, hs.job_id)) if book else 0
             self.apply_host_samples(hs)
         return n
 

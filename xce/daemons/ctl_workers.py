@@ -178,10 +178,8 @@ class WorkerDoor:
             return
         moved = self.live.ledger.observe_host(host, u.job_id, u.attempt, getattr(u, MEM_WIRE), u.memory_peak,
                                               u.cpu_time)
-        if moved:
-            self.pending_soft["samples"].append(S.HostSamples(
-                host, [a.job_id for a in moved], [a.actual for a in moved], [a.peak for a in moved],
-                [a.cpu_time for a in moved]))
+        if moved is not None:
+            self.pending_soft["samples"].append(S.HostSamples(host, *moved))
 
     def h_job_started(self: Controller, ident: bytes, rid: int, body: S.JobStarted) -> None:
         key = (body.job_id, body.host)

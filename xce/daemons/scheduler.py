@@ -24,7 +24,7 @@ from xce.config import Config, load
 from xce.errors import XceError
 from xce.mirror import Mirror
 from xce.model import JobState
-from xce.placement import host_caps, pending_order, schedule
+from xce.placement import HostCap, host_caps, pending_order, schedule
 from xce.proto import schema as S
 from xce.proto.codec import decode_envelope
 from xce.proto.opcodes import Op
@@ -45,6 +45,13 @@ def daemon_token(cfg: Config) -> str:
         return (auth_dir(cfg.state_dir) / DAEMON_TOKEN).read_text().strip() if cfg.state_dir else ""
     except OSError:
         return ""
+
+
+def round_caps(m: Mirror) -> dict[str, HostCap]:
+    """What a round places against: host totals re-derived from the job accounts (where
+    each reconciled figure lives), not deltas carried over from earlier rounds."""
+    m.live.ledger.rederive()
+    return host_caps(m.hosts.values(), m.live.ledger, m.live.os_available)
 
 
 class Scheduler:
@@ -125,7 +132,7 @@ class Scheduler:
         if not m.pending:
             return
         t0 = time.perf_counter()
-        caps = host_caps(m.hosts.values(), m.live.ledger, m.live.os_available)
+        caps = round_caps(m)
         full = not any(h.schedulable is None and h.slots_free > 0 for h in caps.values())
         if full and self.waiting_when_full.issuperset(m.pending):
             # Every slot is taken and every pending job already got its reason in a full
