@@ -44,6 +44,7 @@ from xce.config import Config, load
 from xce.curve import AllowList, KeyStore, keys_root, server_keys, start_authenticator
 from xce.errors import NotLeader, ProtocolError, XceError
 from xce.auth import KEYS_FILE, TokenService, auth_dir
+from xce.heap import HeapUpkeep
 from xce.live import Live
 from xce.policy import Principal, load_policy
 from xce.proto import schema as S
@@ -106,6 +107,7 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
         self.batch: list[tuple[Cmd, Reply]] = []
         self.batch_no = 0
         self.live = Live()
+        self.heap = HeapUpkeep()
         self.resources = catalog(cfg.site_resources())
         # Access control is on when the cluster has a token key ring (`xce up` makes one).
         self.policy = load_policy()
@@ -302,6 +304,7 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
     # ---- timers ---------------------------------------------------------------------------
 
     def timers(self, now: float) -> None:
+        self.heap.tick(now)
         if self.allow is not None:
             self.refresh_allow_list(now)
         if now < self.next_check or not self.raft.is_leader():

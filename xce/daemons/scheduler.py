@@ -22,6 +22,7 @@ import zmq
 
 from xce.config import Config, load
 from xce.errors import XceError
+from xce.heap import HeapUpkeep
 from xce.mirror import Mirror
 from xce.model import JobState
 from xce.placement import HostCap, host_caps, pending_order, schedule
@@ -70,6 +71,7 @@ class Scheduler:
         self.sub_endpoint = cfg.controller.pub_address
         self.dec = msgspec.msgpack.Decoder(S.Event)
         self.mirror = Mirror()
+        self.heap = HeapUpkeep()
         self.dirty = True
         self.next_round = 0.0
         self.stopping = False
@@ -193,6 +195,7 @@ class Scheduler:
                 self.drain(int(max(0.0, min(interval, self.next_round - time.time())) * 1000) + 1
                            if not self.dirty else 0)
                 now = time.time()
+                self.heap.tick(now)
                 if self.dirty or now >= self.next_round:
                     if self.dirty:
                         time.sleep(self.cfg.scheduler.debounce)  # coalesce a burst of submits
