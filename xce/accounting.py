@@ -344,7 +344,8 @@ class Ledger:
             c_col[i] = cpu
             old = a_col[i]  # 0 while unreported, which the formulas read as "whole reservation is slack"
             old_peak = p_col[i]
-            if actual == old and peak <= old_peak and not (unreported and jid in unreported):
+            first = unreported and jid in unreported
+            if actual == old and peak <= old_peak and not first:
                 continue
             # ``column_sums`` for one account, inline (a call per report costs as much as the
             # rest): overage past the base; slack - overage = reserved - actual if reserved.
@@ -360,7 +361,8 @@ class Ledger:
             if old_peak > peak:
                 peak = old_peak
             p_col[i] = peak
-            unreported.discard(jid)
+            if first:
+                unreported.discard(jid)
             out[0].append(jid)
             out[1].append(actual)
             out[2].append(peak)
