@@ -103,6 +103,10 @@ def test_unknown_top_level_key_names_file_key_and_reason(tmp_path):
     _fails(_write(tmp_path, 'stat_dir = "/var/lib/xce"\n' + FILE.read_text()), "stat_dir", "unknown field")
 
 
+def test_the_internal_source_field_is_not_a_key(tmp_path):
+    _fails(_write(tmp_path, 'source = "/elsewhere.toml"\n' + FILE.read_text()), "key source", "unknown field")
+
+
 def test_wrongly_typed_value_names_file_key_and_reason(tmp_path):
     text = FILE.read_text().replace("heartbeat = 1.0", 'heartbeat = "fast"', 1)
     _fails(_write(tmp_path, text), "key worker.heartbeat", "Expected `float`, got `str`")

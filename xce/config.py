@@ -120,6 +120,8 @@ def read_toml(p: Path) -> dict:
 
 
 def from_dict(data: dict, source: str = "<config>") -> Config:
+    if "source" in data:  # where the config came from is set here, never by the file
+        raise ConfigError(f"{source}: key source: unknown field (where the config came from is not configurable)")
     try:
         cfg = msgspec.convert(data, Config)
     except msgspec.ValidationError as e:
