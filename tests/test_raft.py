@@ -52,3 +52,26 @@ def test_journal_is_compacted_and_a_restart_recovers_every_entry(tmp_path: Path)
         assert len(again.state.jobs) == 400
     finally:
         again.destroy()
+
+
+def test_fsync_durability_syncs_the_term_and_vote_file_too(tmp_path: Path, monkeypatch) -> None:
+    import os
+
+    from xce.raft import fsync_journal
+
+    port = free_port()
+    r = node(tmp_path, port)
+    try:
+        fsync_journal(r, str(tmp_path / "raft.journal"))
+        synced: list[int] = []
+        real = os.fsync
+        monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+        journal = getattr(r, "_SyncObj__raftLog")
+        journal.setCurrentTerm(7, None)
+        assert len(synced) >= 2  # the file and its directory (the rename)
+        from pysyncobj.journal import loads
+
+        meta = loads((tmp_path / "raft.journal.meta").read_bytes())
+        assert meta["currentTerm"] == 7
+    finally:
+        r.destroy()

@@ -111,9 +111,10 @@ def fsync_journal(obj: SyncObj, path: str) -> None:
 
     pysyncobj's journal is an mmap it never syncs.  Wrapping its ``add`` makes a
     follower fsync before it answers append-entries and the leader before it
-    counts itself, so a committed entry is on the disks of a majority.  This
-    reaches into pysyncobj's private journal attribute, pinned by the version
-    range in pyproject.toml; the Raft term/vote metadata file is not synced.
+    counts itself, so a committed entry is on the disks of a majority; the Raft
+    term/vote file is synced too (``store_meta_durably``).  This reaches into
+    pysyncobj's private journal attributes, pinned by the version range in
+    pyproject.toml.
     """
     journal = getattr(obj, "_SyncObj__raftLog")
     fd = os.open(path, os.O_RDWR)
@@ -124,3 +125,28 @@ def fsync_journal(obj: SyncObj, path: str) -> None:
         os.fsync(fd)
 
     journal.add = add
+    storer = getattr(journal, "_FileJournal__metaStorer", None)
+    if storer is not None:
+        storer.storeMeta = lambda meta: store_meta_durably(storer.getPath(), meta)
+
+
+def store_meta_durably(path: str, meta: dict) -> None:
+    """pysyncobj's term/vote file, written as it does (temporary file, rename) but synced.
+
+    Raft's safety needs the current term and the vote on disk before any message that
+    shows them leaves; pysyncobj only flushes Python's buffer, so after a power cut a
+    node could vote twice in one term.
+    """
+    from pysyncobj.journal import dumps
+
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(dumps(meta))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(dfd)  # the rename itself
+    finally:
+        os.close(dfd)
