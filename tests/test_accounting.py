@@ -220,8 +220,13 @@ def test_a_heartbeat_batch_in_the_hosts_order_or_any_order_gives_the_same_totals
     assert [b_.accounts[(j, "n1")].actual for j in (1, 2, 3)] == [300 * M, G, 3 * G]
     assert [a.accounts[(j, "n1")].cpu_time for j in (1, 2, 3)] == [1.0, 2.0, 3.0]
     assert a.audit() == b_.audit() == []
+    # What was returned for publishing is not the book's own: the next batch leaves it alone.
+    moved = a.observe_host("n1", [1, 2, 3], [1, 1, 1], [200 * M, G, 3 * G], [0, 0, 0], [1.0, 2.0, 3.0])
+    assert moved is not None and moved[2] == [300 * M, G, 3 * G]
+    a.observe_host("n1", [1, 2, 3], [1, 1, 1], [300 * M, G, 4 * G], [0, 0, 0], [1.0, 2.0, 3.0])
+    assert moved[2] == [300 * M, G, 3 * G] and moved[1] == [200 * M, G, 3 * G]
     # Nothing moved: nothing to publish, but the CPU figures still land.
-    assert a.observe_host("n1", [1, 2, 3], [1, 1, 1], [300 * M, G, 3 * G], [0, 0, 0], [4.0, 5.0, 6.0]) is None
+    assert a.observe_host("n1", [1, 2, 3], [1, 1, 1], [300 * M, G, 4 * G], [0, 0, 0], [4.0, 5.0, 6.0]) is None
     assert a.accounts[(3, "n1")].cpu_time == 6.0
 
 

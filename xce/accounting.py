@@ -396,7 +396,9 @@ class Ledger:
         t.mem_slack += s1 - t.mem_slack
         t.mem_overage += o1 - t.mem_overage
         b.actual[:] = actuals
-        if new_peak is not b.peak:
+        if new_peak is b.peak:
+            new_peak = b.peak.copy()  # published: the next heartbeat's update must not reach it
+        else:
             b.peak[:] = new_peak
         b.unreported.clear()
         return b.ids.copy(), actuals, new_peak, cpu_times
