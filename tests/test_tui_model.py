@@ -188,3 +188,45 @@ def test_kill_outcomes() -> None:
     assert not ok and "already ended: DONE" in msg
     ok, msg = kill_outcome(3, Fake(PermissionDenied("user bob may not kill job 3")))
     assert not ok and "permission denied" in msg and "bob" in msg
+
+
+# ---- histories -----------------------------------------------------------------------------------
+
+def test_host_history_keeps_exactly_the_last_batches_and_follows_changing_jobs() -> None:
+    from xce.tui.history import HostHistory
+
+    h = HostHistory("n1", cap=8)
+    for k in range(40):
+        ids = [1, 2] if k < 20 else ([2, 3] if k % 2 else [3])  # job 1 ends, 3 starts; batches go partial
+        h.add_samples(float(k), ids, [100 * k + j for j in ids])
+        t, v = h.job(3)
+        assert len(t) == len(v) and t == sorted(t)
+        assert sum(len(b.t) for b in h.blocks) <= 8 + 8 // 8  # trimmed in bulk, never far past cap
+    assert h.job(1) == ([], [])                                # its batches rolled out of the last 8
+    assert h.job(2) == ([33.0, 35.0, 37.0, 39.0], [3302, 3502, 3702, 3902])
+    assert h.job(3)[0] == [float(k) for k in range(32, 40)]
+    assert h.oldest_batch() == 32.0
+    h.add_samples(30.0, [3], [1])                              # late: kept in order, at the last time
+    assert h.job(3) == ([float(k) for k in range(33, 40)] + [39.0], [100 * k + 3 for k in range(33, 40)] + [1])
+
+
+def test_host_history_shares_the_ids_of_consecutive_equal_batches() -> None:
+    from xce.tui.history import HostHistory
+
+    h = HostHistory("n1", cap=240)
+    for k in range(5):
+        h.add_samples(float(k), [7, 8, 9], [k, k + 1, k + 2])
+    assert len(h.blocks) == 1 and h.job(8) == ([0.0, 1.0, 2.0, 3.0, 4.0], [1, 2, 3, 4, 5])
+
+
+def test_host_history_figures_same_instant_keeps_the_latest_and_trims_by_half() -> None:
+    from xce.tui.history import HostHistory
+
+    h = HostHistory("n1", cap=4)
+    h.add_figures(1.0, 10, 20, 30)
+    h.add_figures(1.0, 11, 21, 31)
+    assert h.figure_series() == ([1.0], [11], [21], [31])
+    for k in range(2, 9):
+        h.add_figures(float(k), k, 2 * k, 3 * k)
+    times, actual, reserved, osa = h.figure_series()
+    assert times == [5.0, 6.0, 7.0, 8.0] and actual == [5, 6, 7, 8] and osa[-1] == 24
