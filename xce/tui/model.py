@@ -23,7 +23,7 @@ from xce.model import Job, JobState
 from xce.proto import schema as S
 from xce.proto.schema import Event, Snapshot
 from xce.tui.history import HostHistory, summed
-from xce.tui.totals import Row, Totals
+from xce.tui.totals import Totals
 from xce.views import HostView, JobView, host_state
 
 HOST_STATES = ("ok", "full", "closed", "unavail")
@@ -48,6 +48,7 @@ class Changes:
     jobs: set[int] = field(default_factory=set)    # hard changes and moved reservations
     hard: set[int] = field(default_factory=set)    # state/placement/reason changes, new, forgotten
     hosts: set[str] = field(default_factory=set)   # host rows that changed (samples included)
+    placed: set[str] = field(default_factory=set)  # hosts whose admin state or placements changed
     sampled: set[str] = field(default_factory=set)  # hosts whose jobs' usage was reported
     reset: bool = False                            # a snapshot replaced everything
 
@@ -158,9 +159,11 @@ class ConsoleModel:
         for j in ev.jobs:
             for a in j.allocs:
                 ch.hosts.add(a.host)
+                ch.placed.add(a.host)
                 hv.pop(a.host, None)
         for h in ev.hosts:
             ch.hosts.add(h.name)
+            ch.placed.add(h.name)
             hv.pop(h.name, None)
 
     def _take_samples(self, samples: Sequence[S.HostSamples], t: float, *, applied: bool = False) -> None:
@@ -239,7 +242,8 @@ class ConsoleModel:
         else:
             for jid in ch.jobs:
                 jv.pop(jid, None)
-        self.totals.dirty |= ch.hosts
+        self.totals.dirty |= ch.placed
+        self.totals.mem_dirty |= bool(ch.hosts)
         return ch
 
     # ---- reading ----------------------------------------------------------------------------
@@ -268,8 +272,13 @@ class ConsoleModel:
     def summary(self) -> Summary:
         t = self.totals
         if t.dirty:
-            t.refresh(t.dirty, self._totals_row)
+            t.refresh_states(t.dirty, self._host_state)
             t.dirty = set()
+        if t.mem_dirty:
+            hosts, figures = self.mirror.hosts, self.mirror.live.ledger.totals
+            known = figures.values() if figures.keys() <= hosts.keys() else \
+                [f for h, f in figures.items() if h in hosts]
+            t.sum_mem((h.mem_total for h in hosts.values()), known)
         return Summary(dict(t.hosts), dict(t.jobs), t.mem_dict())
 
     def usage(self, jid: int) -> Usage:
@@ -300,14 +309,13 @@ class ConsoleModel:
             actual = sum(reported) if reported else None
         return reserved, actual, peak, charged, (peak / reserved) if reserved and peak else None
 
-    def _totals_row(self, name: str) -> Row | None:
-        """The header's figures of one host: its HostView's, read from the ledger without building one."""
+    def _host_state(self, name: str) -> str | None:
+        """The header's state of one host: its HostView's, read from the ledger without building one."""
         host = self.mirror.hosts.get(name)
         if host is None:
             return None
-        t = self.mirror.live.ledger.totals.get(name) or NO_TOTALS
         # a HostState is a str equal to (and hashing as) its value
-        return (host_state(host, t), host.mem_total, t.mem_reserved, t.mem_actual, t.mem_slack, t.mem_overage)
+        return host_state(host, self.mirror.live.ledger.totals.get(name) or NO_TOTALS)
 
     def job_series(self, jid: int) -> tuple[list[float], list[int]]:
         """The job's actual memory over time: per host as sampled, summed over its hosts."""
