@@ -230,3 +230,35 @@ def test_host_history_figures_same_instant_keeps_the_latest_and_trims_by_half() 
         h.add_figures(float(k), k, 2 * k, 3 * k)
     times, actual, reserved, osa = h.figure_series()
     assert times == [5.0, 6.0, 7.0, 8.0] and actual == [5, 6, 7, 8] and osa[-1] == 24
+
+
+# ---- sorted rows ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_sorted_rows_match_a_sorted_list_through_adds_and_removals(reverse: bool) -> None:
+    import random
+
+    from xce.tui import ordered
+    from xce.tui.ordered import SortedRows
+
+    rnd = random.Random(7)
+    keys = {r: (rnd.randrange(5), r) for r in range(3 * ordered.LOAD)}  # many ties: the row breaks them
+    rows = SortedRows(keys.values(), reverse)
+    for step in range(4000):
+        r = rnd.randrange(4 * ordered.LOAD)
+        if r in keys and rnd.random() < 0.5:
+            assert rows.discard(r)
+            del keys[r]
+        elif r not in keys:
+            keys[r] = (rnd.randrange(5), r)
+            rows.add(keys[r])
+        if step % 97 == 0:
+            want = [sk[1] for sk in sorted(keys.values(), reverse=reverse)]
+            assert rows == want and len(rows) == len(want)
+            i, j = sorted((rnd.randrange(len(want) + 1), rnd.randrange(len(want) + 1)))
+            assert rows[i:j] == want[i:j] and rows[-1] == want[-1] and rows[i % len(want)] == want[i % len(want)]
+            probe = want[j % len(want)]
+            assert probe in rows and rows.index(probe) == want.index(probe)
+    assert not rows.discard(10**9) and 10**9 not in rows
+    with pytest.raises(ValueError):
+        rows.index(10**9)

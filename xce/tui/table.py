@@ -11,7 +11,7 @@ double click or Enter opens it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.cells import cell_len, set_cell_size
@@ -60,7 +60,11 @@ class RowTable(ScrollView, can_focus=True):
         self.render_row = render_row
         self.cursor = 0
         self.greyed = False
-        self._keys: list[Any] = []
+        self._keys: Sequence[Any] = []   # the RowSet's keys (changed in place by its updates)
+        self._shown: list[Any] = []      # the rows on screen when last synced
+        self._shown_top = -1             # ... and the first one's position
+        self._view_width = 0
+        self._cursor_row: Any = None     # the row under the cursor when last synced or moved
         self._cache: dict[Any, Strip] = {}
         self._layout(0)
 
@@ -76,7 +80,8 @@ class RowTable(ScrollView, can_focus=True):
         self.row_width = self._x[-1]
 
     def on_resize(self) -> None:
-        self._layout(self.size.width)
+        self._view_width = self.size.width
+        self._layout(self._view_width)
         self._cache.clear()
         self.virtual_size = Size(self.row_width, len(self._keys) + 1)
         self.refresh()
@@ -99,9 +104,10 @@ class RowTable(ScrollView, can_focus=True):
         if greyed != self.greyed:
             self.greyed, changed = greyed, None
         top, page = int(self.scroll_offset.y), max(0, self.size.height - 1)
-        shown = self._keys[top: top + page]
+        # The RowSet changes its keys in place: what was on screen is what was kept, not a re-read.
+        shown = self._shown
         if order_changed:
-            old = self.cursor_key
+            old = self._cursor_row
             self._keys = self.rows.keys
             self.virtual_size = Size(self.row_width, len(self._keys) + 1)
             if old is not None:
@@ -111,14 +117,16 @@ class RowTable(ScrollView, can_focus=True):
                     pass
             self.cursor = max(0, min(self.cursor, len(self._keys) - 1))
             top = int(self.scroll_offset.y)
+        self._cursor_row = self.cursor_key
+        visible = self._shown = self._keys[top: top + page]
+        self._shown_top = top
         if changed is None:
             self._cache.clear()
             self.refresh()
             return
         cache = self._cache
         kept: dict[Any, Strip] = {}
-        visible = self._keys[top: top + page]
-        if visible != shown:  # rows moved on screen: repaint it all, reusing unchanged rows
+        if visible != shown:  # rows moved on screen (or scrolled): repaint it all, reusing unchanged rows
             for key in visible:
                 strip = cache.get(key)
                 if strip is not None and not changed(key):
@@ -143,15 +151,20 @@ class RowTable(ScrollView, can_focus=True):
     # ---- rendering --------------------------------------------------------------------------
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        sx = int(self.scroll_offset.x)
+        # Called for every line of every repaint: the widget's size and offsets are read
+        # once each (they are computed properties), and the row from the synced page.
+        width = self._view_width or self.size.width
+        off = self.scroll_offset
+        sx = off.x
         if y == 0:
             strip = self._header()
         else:
-            idx = int(self.scroll_offset.y) + y - 1
+            top = off.y
+            idx = top + y - 1
             if idx >= len(self._keys):
                 return Strip.blank(width)
-            key = self._keys[idx]
+            shown = self._shown
+            key = shown[y - 1] if top == self._shown_top and y <= len(shown) else self._keys[idx]
             strip = self._cache.get(key)
             if strip is None:
                 if len(self._cache) > 4000:  # scrolled far: keep the cache to a few pages
@@ -161,7 +174,8 @@ class RowTable(ScrollView, can_focus=True):
                 strip = strip.apply_style(CURSOR)
             elif idx == self.cursor:
                 strip = strip.apply_style(Style(bgcolor="grey30"))
-        strip = strip.crop_extend(sx, sx + width, None)
+        if sx or strip.cell_length != width:
+            strip = strip.crop_extend(sx, sx + width, None)
         return strip.apply_style(GREY) if self.greyed and y else strip
 
     def _header(self) -> Strip:
@@ -229,6 +243,7 @@ class RowTable(ScrollView, can_focus=True):
     def move_to(self, idx: int) -> None:
         old = self.cursor
         self.cursor = max(0, min(idx, len(self._keys) - 1))
+        self._cursor_row = self.cursor_key
         page = max(1, self.size.height - 1)
         top = int(self.scroll_offset.y)
         if self.cursor < top:
