@@ -85,22 +85,19 @@ class HostHistory:
 
     def add_samples(self, t: float, ids: Sequence[int], vals: Sequence[int]) -> None:
         """One batch: ``vals[i]`` is job ``ids[i]``'s actual memory at ``t``."""
-        n = len(ids)
-        pack = packer(n)
+        pack = packer(len(ids))
         col = pack(*ids)
-        blocks = self.blocks
-        if blocks and blocks[-1].ids == col:  # the same jobs as the last batch (one memcmp)
-            block = blocks[-1]
-        else:
-            block = Block(col, n)
-            blocks.append(block)
+        block = self.blocks[-1] if self.blocks else None
+        if block is None or block.ids != col:  # not the same jobs as the last batch (one memcmp)
+            block = Block(col, len(ids))
+            self.blocks.append(block)
         if t < self._batch_t:
             t = self._batch_t  # a batch never goes back in time: the plot's steps stay ordered
         self._batch_t = t
         block.t.append(t)
         block.vals += pack(*vals)
         self.batches += 1
-        if self.batches >= self.cap + max(1, self.cap // 8):
+        if self.batches >= self.cap + self.cap // 8 + 1:
             self._trim()
 
     def _trim(self) -> None:

@@ -53,6 +53,10 @@ class RowSet:
         self.filter = parse(text)
         self._full = True
 
+    def invalidate(self) -> None:
+        """Changes are not being followed: re-read every row at the next update."""
+        self._full = True
+
     def update(self, m: ConsoleModel, ch: Changes, now: float) -> bool:
         """Apply one frame's changes; True if ``keys`` (order or membership) changed."""
         entities = m.mirror.jobs if self.kind == "jobs" else m.mirror.hosts

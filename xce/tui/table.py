@@ -134,6 +134,7 @@ class RowTable(ScrollView, can_focus=True):
             self._cache = kept
             self.refresh()
             return
+        moved_lines: list[int] = []
         for i, key in enumerate(visible, top):
             old_strip = cache.get(key)
             if old_strip is not None and not changed(key):
@@ -141,8 +142,15 @@ class RowTable(ScrollView, can_focus=True):
                 continue
             strip = kept[key] = self._row(key)
             if old_strip is None or strip._segments != old_strip._segments:
-                self.refresh_line(i + 1)
+                moved_lines.append(i + 1)
         self._cache = kept
+        if len(moved_lines) > max(4, page // 4):
+            # Many lines: one refresh of the widget. Each refresh_line is a region of its
+            # own, and the compositor renders and composes every region separately.
+            self.refresh()
+        else:
+            for y in moved_lines:
+                self.refresh_line(y)
 
     def visible_keys(self) -> list[Any]:
         top = int(self.scroll_offset.y)
