@@ -6,7 +6,7 @@ Measures (median over ``--seconds`` synthetic seconds; CPU time of the process,
 so other load on the machine does not count; the frame's wall time is printed too):
   apply   one second of updates (a heartbeat event from every host carrying all
           20,000 samples, plus ``--changes`` jobs that end) through Sync into the
-          model: the receiver thread's work; "of which mirror" is the same events
+          model, in LiveFeed's chunks: the receiver thread's work; "of which mirror" is the same events
           through a bare xce.mirror.Mirror (the shared Live/Ledger path);
           "console own" is the median of each second's apply minus its mirror part;
   redraw  one frame in a headless App (take the changes, update row sets and the
@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from xce.mirror import Mirror  # noqa: E402
 from xce.tui import synth  # noqa: E402
 from xce.tui.app import XceTop, tune_gc  # noqa: E402
+from xce.tui.live import CHUNK  # noqa: E402
 from xce.tui.model import ConsoleModel  # noqa: E402
 from xce.tui.sync import Sync  # noqa: E402
 
@@ -80,8 +81,8 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int) ->
                 bare.apply_event(ev)
             bare_applies.append(time.process_time() - t)
             t = time.process_time()
-            for ev in evs:
-                sync.on_event(ev, now[0])
+            for i in range(0, len(evs), CHUNK):  # as LiveFeed hands them over
+                sync.on_events([(ev, now[0], 0) for ev in evs[i:i + CHUNK]])
             applies.append(time.process_time() - t)
             assert sync.state == "LIVE", "the synthetic second did not follow"
             t, w = time.process_time(), time.perf_counter()
