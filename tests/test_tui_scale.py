@@ -250,3 +250,25 @@ def test_usage_keys_follow_jobs_that_end_later() -> None:
         for jid in m.mirror.jobs:
             v = m.job_view(jid)
             assert m.usage(jid) == (v.mem_reserved, v.mem_actual, v.mem_peak, v.mem_charged, v.efficiency), jid
+
+
+def test_a_heartbeat_event_takes_the_same_path_as_samples_then_lives() -> None:
+    """The fused heartbeat path leaves the same histories and marks as the general one."""
+    fast, _ = small_cluster(0)
+    plain, _ = small_cluster(0)
+    plain._take_heartbeat = lambda hs, hl, t: (plain._take_samples([hs], t),  # type: ignore[method-assign]
+                                               plain._take_lives([hl], t))
+    snap = synth.big_snapshot(20, 300)
+    seq = 0
+    for k in range(1, 4):
+        evs = synth.one_second(snap, seq, synth.T0 + k, 15)
+        seq += len(evs)
+        for m in (fast, plain):
+            for ev in evs:
+                assert m.apply_event(ev, synth.T0 + k)
+        a, b = fast.take_changes(), plain.take_changes()
+        assert (a.sampled, a.hosts, a.placed, a.hard) == (b.sampled, b.hosts, b.placed, b.hard)
+    for h in fast.mirror.hosts:
+        assert fast.host_series(h) == plain.host_series(h) and fast.host_series(h)[0]
+    for jid in fast.mirror.jobs:
+        assert fast.job_series(jid) == plain.job_series(jid)
