@@ -262,3 +262,25 @@ def test_sorted_rows_match_a_sorted_list_through_adds_and_removals(reverse: bool
     assert not rows.discard(10**9) and 10**9 not in rows
     with pytest.raises(ValueError):
         rows.index(10**9)
+
+
+def test_span_runs_cut_a_bar_as_rich_renders_it() -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    from xce.tui import fmt
+    from xce.tui.table import _span_runs
+    from xce.views import HostView
+
+    v = HostView(name="n", state="ok", slots_total=8, slots_used=2, mem_total=16 * 2**30, mem_os_available=0,
+                 mem_reserved=6 * 2**30, mem_actual=7 * 2**30, mem_slack=2**30, mem_overage=2 * 2**30,
+                 mem_charged=8 * 2**30, mem_available=0)
+    bar = fmt.mem_bar(v, 30)
+    want = bar.copy()
+    want.truncate(34, overflow="ellipsis", pad=True)
+    rich_runs = [(s.text, s.style) for s in want.render(Console())]
+    runs = _span_runs(bar, 34)
+    assert runs is not None and "".join(t for t, _ in runs) == "".join(t for t, _ in rich_runs)
+    styled = [(ch, st) for t, st in runs for ch in t]
+    assert styled == [(ch, st or None) for t, st in rich_runs for ch in t]
+    assert _span_runs(Text("x" * 40), 34) is None  # too long: Rich cuts it with an ellipsis
