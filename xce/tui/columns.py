@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rich.style import Style
 from rich.text import Text
 
 from xce.tui import fmt
