@@ -188,3 +188,99 @@ def test_kill_outcomes() -> None:
     assert not ok and "already ended: DONE" in msg
     ok, msg = kill_outcome(3, Fake(PermissionDenied("user bob may not kill job 3")))
     assert not ok and "permission denied" in msg and "bob" in msg
+
+
+# ---- histories -----------------------------------------------------------------------------------
+
+def test_host_history_keeps_exactly_the_last_batches_and_follows_changing_jobs() -> None:
+    from xce.tui.history import HostHistory
+
+    h = HostHistory("n1", cap=8)
+    for k in range(40):
+        ids = [1, 2] if k < 20 else ([2, 3] if k % 2 else [3])  # job 1 ends, 3 starts; batches go partial
+        h.add_samples(float(k), ids, [100 * k + j for j in ids])
+        t, v = h.job(3)
+        assert len(t) == len(v) and t == sorted(t)
+        assert sum(len(b.t) for b in h.blocks) <= 8 + 8 // 8  # trimmed in bulk, never far past cap
+    assert h.job(1) == ([], [])                                # its batches rolled out of the last 8
+    assert h.job(2) == ([33.0, 35.0, 37.0, 39.0], [3302, 3502, 3702, 3902])
+    assert h.job(3)[0] == [float(k) for k in range(32, 40)]
+    assert h.oldest_batch() == 32.0
+    h.add_samples(30.0, [3], [1])                              # late: kept in order, at the last time
+    assert h.job(3) == ([float(k) for k in range(33, 40)] + [39.0], [100 * k + 3 for k in range(33, 40)] + [1])
+
+
+def test_host_history_shares_the_ids_of_consecutive_equal_batches() -> None:
+    from xce.tui.history import HostHistory
+
+    h = HostHistory("n1", cap=240)
+    for k in range(5):
+        h.add_samples(float(k), [7, 8, 9], [k, k + 1, k + 2])
+    assert len(h.blocks) == 1 and h.job(8) == ([0.0, 1.0, 2.0, 3.0, 4.0], [1, 2, 3, 4, 5])
+
+
+def test_host_history_figures_same_instant_keeps_the_latest_and_trims_by_half() -> None:
+    from xce.tui.history import HostHistory
+
+    h = HostHistory("n1", cap=4)
+    h.add_figures(1.0, 10, 20, 30)
+    h.add_figures(1.0, 11, 21, 31)
+    assert h.figure_series() == ([1.0], [11], [21], [31])
+    for k in range(2, 9):
+        h.add_figures(float(k), k, 2 * k, 3 * k)
+    times, actual, reserved, osa = h.figure_series()
+    assert times == [5.0, 6.0, 7.0, 8.0] and actual == [5, 6, 7, 8] and osa[-1] == 24
+
+
+# ---- sorted rows ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_sorted_rows_match_a_sorted_list_through_adds_and_removals(reverse: bool) -> None:
+    import random
+
+    from xce.tui import ordered
+    from xce.tui.ordered import SortedRows
+
+    rnd = random.Random(7)
+    keys = {r: (rnd.randrange(5), r) for r in range(3 * ordered.LOAD)}  # many ties: the row breaks them
+    rows = SortedRows(keys.values(), reverse)
+    for step in range(4000):
+        r = rnd.randrange(4 * ordered.LOAD)
+        if r in keys and rnd.random() < 0.5:
+            assert rows.discard(r)
+            del keys[r]
+        elif r not in keys:
+            keys[r] = (rnd.randrange(5), r)
+            rows.add(keys[r])
+        if step % 97 == 0:
+            want = [sk[1] for sk in sorted(keys.values(), reverse=reverse)]
+            assert rows == want and len(rows) == len(want)
+            i, j = sorted((rnd.randrange(len(want) + 1), rnd.randrange(len(want) + 1)))
+            assert rows[i:j] == want[i:j] and rows[-1] == want[-1] and rows[i % len(want)] == want[i % len(want)]
+            probe = want[j % len(want)]
+            assert probe in rows and rows.index(probe) == want.index(probe)
+    assert not rows.discard(10**9) and 10**9 not in rows
+    with pytest.raises(ValueError):
+        rows.index(10**9)
+
+
+def test_span_runs_cut_a_bar_as_rich_renders_it() -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    from xce.tui import fmt
+    from xce.tui.table import _span_runs
+    from xce.views import HostView
+
+    v = HostView(name="n", state="ok", slots_total=8, slots_used=2, mem_total=16 * 2**30, mem_os_available=0,
+                 mem_reserved=6 * 2**30, mem_actual=7 * 2**30, mem_slack=2**30, mem_overage=2 * 2**30,
+                 mem_charged=8 * 2**30, mem_available=0)
+    bar = fmt.mem_bar(v, 30)
+    want = bar.copy()
+    want.truncate(34, overflow="ellipsis", pad=True)
+    rich_runs = [(s.text, s.style) for s in want.render(Console())]
+    runs = _span_runs(bar, 34)
+    assert runs is not None and "".join(t for t, _ in runs) == "".join(t for t, _ in rich_runs)
+    styled = [(ch, st) for t, st in runs for ch in t]
+    assert styled == [(ch, st or None) for t, st in rich_runs for ch in t]
+    assert _span_runs(Text("x" * 40), 34) is None  # too long: Rich cuts it with an ellipsis

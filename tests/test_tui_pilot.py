@@ -219,3 +219,35 @@ def test_live_feed_resnapshots_on_a_gap(tmp_path) -> None:
         feed.stop()
         pub.close(0)
         ctx.term()
+
+
+def test_hidden_tables_catch_up_when_shown() -> None:
+    """The table not on screen (the other view, or under a detail) stops following; shown again, it is current."""
+    from xce.tui.model import Changes
+    from xce.tui.rows import RowSet
+
+    def fresh(app, kind: str, sort: str) -> list:  # noqa: ANN001
+        rs = RowSet(kind, sort)
+        rs.update(app.model, Changes(reset=True), app.now())
+        return list(rs.keys)
+
+    async def go() -> None:
+        app = replay_app(view="jobs", to_end=False)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(pilot, app)
+            app.player.speed = 10
+            main = app.main_screen()
+            hosts = main.query_one("#hosts")
+            hosts.rows.set_sort("mem_actual")                    # a usage column: moves with samples
+            start = app.player.i
+            await until(pilot, lambda: app.player.i > start + 20, what="the replay to go on")
+            await pilot.press("tab")                             # to hosts: re-read at once
+            assert main.table() is hosts and list(hosts.rows.keys) == fresh(app, "hosts", "mem_actual")
+            await pilot.press("tab", "enter")                    # a job's detail over the jobs table
+            assert type(app.screen).__name__ == "JobDetailScreen"
+            mark = app.player.i
+            await until(pilot, lambda: app.player.i > mark + 20, what="the replay to go on")
+            await pilot.press("escape")
+            jobs = main.query_one("#jobs")
+            await until(pilot, lambda: list(jobs.rows.keys) == fresh(app, "jobs", "state"), what="the jobs table")
+    run(go())

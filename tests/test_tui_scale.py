@@ -73,6 +73,34 @@ def test_header_totals_are_the_sums_of_the_host_views(m: ConsoleModel) -> None:
     assert s.jobs_by_state == Counter(j.state.value for j in m.mirror.jobs.values())
 
 
+def test_header_totals_follow_frame_by_frame() -> None:
+    """States move by deltas (hosts fill, free up, close), memory sums afresh: both equal the views'."""
+    snap = synth.big_snapshot(10, 320)  # 32 one-slot jobs on each 32-slot host: every host full
+    m = ConsoleModel()
+    s = Sync(m)
+    s.requested()
+    s.on_snapshot(snap, synth.T0)
+    seq = 0
+    seen: set[str] = set()
+    for k in range(1, 6):
+        evs = synth.one_second(snap, seq, synth.T0 + k, 3)
+        seq += len(evs)
+        if k == 3:
+            closed = msgspec.structs.replace(m.mirror.hosts["n0002"], closed=True)
+            seq += 1
+            evs.append(Event(seq=seq, epoch=snap.epoch, time=synth.T0 + k, hosts=[closed]))
+        for ev in evs:
+            s.on_event(ev, synth.T0 + k)
+        m.take_changes()
+        got = m.summary()
+        views = [m.host_view(h) for h in m.mirror.hosts]
+        assert got.hosts_by_state == Counter(v.state for v in views), k
+        assert got.mem["slack"] == sum(v.mem_slack for v in views) and \
+            got.mem["actual"] == sum(v.mem_actual for v in views), k
+        seen |= set(got.hosts_by_state)
+    assert {"ok", "full", "closed"} <= seen
+
+
 def test_live_batches_match_one_sample_at_a_time() -> None:
     """Account plans stay right while jobs start, end, requeue and drop a host's share."""
     m = replayed()
@@ -222,3 +250,25 @@ def test_usage_keys_follow_jobs_that_end_later() -> None:
         for jid in m.mirror.jobs:
             v = m.job_view(jid)
             assert m.usage(jid) == (v.mem_reserved, v.mem_actual, v.mem_peak, v.mem_charged, v.efficiency), jid
+
+
+def test_a_heartbeat_event_takes_the_same_path_as_samples_then_lives() -> None:
+    """The fused heartbeat path leaves the same histories and marks as the general one."""
+    fast, _ = small_cluster(0)
+    plain, _ = small_cluster(0)
+    plain._take_heartbeat = lambda hs, hl, t: (plain._take_samples([hs], t),  # type: ignore[method-assign]
+                                               plain._take_lives([hl], t))
+    snap = synth.big_snapshot(20, 300)
+    seq = 0
+    for k in range(1, 4):
+        evs = synth.one_second(snap, seq, synth.T0 + k, 15)
+        seq += len(evs)
+        for m in (fast, plain):
+            for ev in evs:
+                assert m.apply_event(ev, synth.T0 + k)
+        a, b = fast.take_changes(), plain.take_changes()
+        assert (a.sampled, a.hosts, a.placed, a.hard) == (b.sampled, b.hosts, b.placed, b.hard)
+    for h in fast.mirror.hosts:
+        assert fast.host_series(h) == plain.host_series(h) and fast.host_series(h)[0]
+    for jid in fast.mirror.jobs:
+        assert fast.job_series(jid) == plain.job_series(jid)

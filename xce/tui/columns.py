@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rich.style import Style
 from rich.text import Text
 
 from xce.tui import fmt
@@ -52,8 +51,13 @@ def _eff_cell(v: Any, now: float) -> Cell:
     return Text(s, st) if st in (fmt.LOW, fmt.OVER) else s
 
 
+_STATE_CELLS: dict[str, Text] = {st: Text(st, style) for st, style in fmt.STATE_STYLES.items()}
+
+
 def _state_cell(state: str) -> Cell:
-    return Text(state, fmt.STATE_STYLES.get(state, Style()))
+    # The same few states on every row: one Text each (the table reads cells, never changes them).
+    cell = _STATE_CELLS.get(state)
+    return cell if cell is not None else Text(state)
 
 
 JOB_COLUMNS: tuple[Column, ...] = (

@@ -120,10 +120,9 @@ class JobDetailScreen(Screen[None]):
 
 def host_plot(m: ConsoleModel, name: str, now: float, width: int, height: int) -> Text:
     v = m.host_view(name)
-    hist = m.host_hist.get(name)
-    if v is None or not hist:
+    times, actual, reserved = m.host_series(name)
+    if v is None or not times:
         return Text("no history yet", "dim")
-    times, (actual, reserved, _osa) = hist.last(len(hist))
     t0 = max(times[0], now - WINDOW)
     title = Text("memory ", "bold")
     title.append("█ actual", fmt.WITHIN)

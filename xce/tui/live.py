@@ -32,6 +32,7 @@ from xce.tui.sync import Sync
 from xce.zmqutil import subscriber
 
 _ev = msgspec.msgpack.Decoder(Event)
+CHUNK = 64  # events applied per hold of the model's lock (~3 ms at most: frames wait no longer)
 _enc = msgspec.msgpack.Encoder()
 
 
@@ -109,6 +110,7 @@ class LiveFeed:
 
     def _drain(self) -> None:
         assert self.sub is not None
+        chunk: list[tuple[Event, float, int]] = []
         for _ in range(20_000):
             try:
                 _, data = self.sub.recv_multipart(zmq.NOBLOCK)
@@ -123,7 +125,12 @@ class LiveFeed:
                 continue  # a bad frame is dropped; the next event's seq shows any gap
             if self.recorder:
                 self.recorder.write(t, "event", bytes(env.body), env.term)
-            self.sync.on_event(ev, t, env.term)
+            chunk.append((ev, t, env.term))
+            if len(chunk) >= CHUNK:
+                self.sync.on_events(chunk)
+                chunk = []
+        if chunk:
+            self.sync.on_events(chunk)
 
     def _snapshot(self) -> None:
         self.sync.requested()

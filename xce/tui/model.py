@@ -13,7 +13,6 @@ parameters).  Every feed (live receiver, replay) goes through ``Sync`` into
 from __future__ import annotations
 
 import threading
-from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -23,8 +22,8 @@ from xce.mirror import Mirror
 from xce.model import Job, JobState
 from xce.proto import schema as S
 from xce.proto.schema import Event, Snapshot
-from xce.tui.history import HostSamples, Series, summed
-from xce.tui.totals import Row, Totals
+from xce.tui.history import HostHistory, summed
+from xce.tui.totals import Totals
 from xce.views import HostView, JobView, host_state
 
 HOST_STATES = ("ok", "full", "closed", "unavail")
@@ -49,6 +48,7 @@ class Changes:
     jobs: set[int] = field(default_factory=set)    # hard changes and moved reservations
     hard: set[int] = field(default_factory=set)    # state/placement/reason changes, new, forgotten
     hosts: set[str] = field(default_factory=set)   # host rows that changed (samples included)
+    placed: set[str] = field(default_factory=set)  # hosts whose admin state or placements changed
     sampled: set[str] = field(default_factory=set)  # hosts whose jobs' usage was reported
     reset: bool = False                            # a snapshot replaced everything
 
@@ -89,8 +89,7 @@ class ConsoleModel:
         self.snapshots = 0
         self.gaps = 0
         self.history = history
-        self.job_hist: dict[str, HostSamples] = {}  # per host: its jobs' actual memory
-        self.host_hist: dict[str, Series] = {}
+        self.hist: dict[str, HostHistory] = {}  # per host: its figures and its jobs' actual memory
         self._jv: dict[int, JobView] = {}
         self._hv: dict[str, HostView] = {}
         self._fixed_usage: dict[int, Usage] = {}  # jobs without live accounts (see usage)
@@ -113,92 +112,136 @@ class ConsoleModel:
         self.totals.reset_hosts()
         self.totals.dirty = set(self.mirror.hosts)
         self._ch = Changes(reset=True)
-        self.job_hist = {h: s for h, s in self.job_hist.items() if h in self.mirror.hosts}
+        self.hist = {h: s for h, s in self.hist.items() if h in self.mirror.hosts}
         if snap.samples:
             self._take_samples(columns(snap.samples), snap.time, applied=True)
-        for hl in snap.live:
-            self._record_host(hl.host, snap.time)
+        self._take_lives(snap.live, snap.time)
         self.snapshots += 1
         self.last_update = received
         self.link, self.problem = "live", ""
 
     def apply_event(self, ev: Event, received: float, term: int = 0) -> bool:
         """Apply one event; False on a gap or epoch change (the caller resnapshots)."""
-        if ev.epoch == self.mirror.epoch and ev.seq <= self.mirror.seq:
+        mirror = self.mirror
+        if ev.epoch == mirror.epoch and ev.seq <= mirror.seq:
             return True  # already applied (or in the snapshot): its samples must not land again
-        moves: list[tuple[str | None, str | None]] = []
-        if ev.jobs or ev.forget:
-            jobs = self.mirror.jobs
-            moves = [(jobs[j.id].state.value if j.id in jobs else None, j.state.value) for j in ev.jobs]
-            moves += [(jobs[jid].state.value, None) for jid in ev.forget if jid in jobs]
-        if not self.mirror.apply_event(ev, samples=False):
+        hard = bool(ev.jobs or ev.forget or ev.reasons or ev.hosts)
+        moves = self._moves(ev) if ev.jobs or ev.forget else ()
+        if not mirror.apply_event(ev, samples=False):
             return False
-        ch, jv, hv = self._ch, self._jv, self._hv
-        if term:
-            self.term = max(self.term, term)
-        for old, new in moves:
-            self.totals.job_moved(old, new)
-        if ev.jobs or ev.forget or ev.reasons:
-            for j in ev.jobs:
-                ch.hard.add(j.id)
-                jv.pop(j.id, None)
-                self._fixed_usage.pop(j.id, None)
-                for a in j.allocs:
-                    ch.hosts.add(a.host)
-                    hv.pop(a.host, None)
-            for jid in ev.forget:
-                ch.hard.add(jid)
-                jv.pop(jid, None)
-                self._fixed_usage.pop(jid, None)
-            for jid in ev.reasons:
-                ch.hard.add(jid)
-                jv.pop(jid, None)
-            ch.jobs |= ch.hard
-        for h in ev.hosts:
-            ch.hosts.add(h.name)
-            hv.pop(h.name, None)
-        if ev.host_samples or ev.samples:
-            self._take_samples(event_samples(ev), ev.time)
-        for hl in ev.live:  # a heartbeat: the host's figures at that moment, for its history
-            ch.hosts.add(hl.host)
-            self._record_host(hl.host, ev.time)
+        if term > self.term:
+            self.term = term
+        if hard:
+            self._hard_changes(ev, moves)
+        hs, lives = ev.host_samples, ev.live
+        if len(hs) == 1 and len(lives) == 1 and not ev.samples and hs[0].host == lives[0].host:
+            self._take_heartbeat(hs[0], lives[0], ev.time)
+        else:
+            if hs or ev.samples:
+                self._take_samples(event_samples(ev), ev.time)
+            if lives:  # a heartbeat: the host's figures at that moment, for its history
+                self._take_lives(lives, ev.time)
         self.last_update = received
         return True
+
+    def _take_heartbeat(self, hs: S.HostSamples, hl: S.HostLive, t: float) -> None:
+        """``_take_samples`` then ``_take_lives`` for the usual event: one host's heartbeat with its samples.
+
+        A thousand of these a second at scale: the host's history is found once.
+        """
+        self.mirror.live.apply_host_samples(hs)
+        log = self.hist.get(hs.host) or self._new_history(hs.host)
+        name, ch = hs.host if log is None else log.name, self._ch
+        ch.sampled.add(name)
+        ch.hosts.add(name)
+        if log is None:  # a host the Mirror does not hold: marked, nothing logged
+            self._hv.pop(name, None)
+            return
+        if self._hv:
+            self._hv.pop(name, None)
+        log.add_samples(t, hs.job_id, hs.actual)
+        live = self.mirror.live
+        tot = live.ledger.totals.get(name) or NO_TOTALS
+        os_available = live.os_available.get(name)
+        if os_available is None:
+            os_available = self.mirror.hosts[name].mem_total
+        log.add_figures(t, tot.mem_actual, tot.mem_reserved, os_available)
+
+    def _moves(self, ev: Event) -> list[tuple[str | None, str | None]]:
+        """Each changed job's (old state, new state), read before the Mirror applies the event."""
+        jobs = self.mirror.jobs
+        moves = [(jobs[j.id].state.value if j.id in jobs else None, j.state.value) for j in ev.jobs]
+        return moves + [(jobs[jid].state.value, None) for jid in ev.forget if jid in jobs]
+
+    def _hard_changes(self, ev: Event, moves: Sequence[tuple[str | None, str | None]]) -> None:
+        ch, jv, hv, fixed = self._ch, self._jv, self._hv, self._fixed_usage
+        for old, new in moves:
+            self.totals.job_moved(old, new)
+        for jid in [*(j.id for j in ev.jobs), *ev.forget, *ev.reasons]:
+            ch.hard.add(jid)
+            ch.jobs.add(jid)
+            jv.pop(jid, None)
+        for jid in [*(j.id for j in ev.jobs), *ev.forget]:
+            fixed.pop(jid, None)
+        for j in ev.jobs:
+            for a in j.allocs:
+                ch.hosts.add(a.host)
+                ch.placed.add(a.host)
+                hv.pop(a.host, None)
+        for h in ev.hosts:
+            ch.hosts.add(h.name)
+            ch.placed.add(h.name)
+            hv.pop(h.name, None)
 
     def _take_samples(self, samples: Sequence[S.HostSamples], t: float, *, applied: bool = False) -> None:
         """Everything the console does with a batch of samples, in one place.
 
         The hot path (20,000 samples a second at scale), so the work per job is the
-        ledger's delta (``Live.apply_host_samples``) and an array copy; the rest is per
-        host: the host is marked (rows ask ``Changes.job_changed``) and its batch logged
-        for the detail plots.  ``applied``: the Mirror has already applied them (a
-        snapshot's).
+        ledger's delta (``Live.apply_host_samples``) and packing the values for the log
+        right after the ledger read them; the rest is per host: the host is marked (rows
+        ask ``Changes.job_changed``) and its batch logged for the detail plots.
+        ``applied``: the Mirror has already applied them (a snapshot's).
         """
-        live, ch, hv, logs = self.mirror.live, self._ch, self._hv, self.job_hist
+        live, ch, hv, hist = self.mirror.live, self._ch, self._hv, self.hist
+        sampled, hosts = ch.sampled, ch.hosts
         for hs in samples:
-            host = hs.host
             if not applied:
                 live.apply_host_samples(hs)
-            ch.sampled.add(host)
-            ch.hosts.add(host)
-            hv.pop(host, None)
-            log = logs.get(host)
-            if log is None:
-                log = logs[host] = HostSamples(self.history)
-            log.add(t, hs.job_id, array("q", hs.actual))
+            log = hist.get(hs.host) or self._new_history(hs.host)
+            host = hs.host if log is None else log.name
+            sampled.add(host)
+            hosts.add(host)
+            if hv:
+                hv.pop(host, None)
+            if log is not None:
+                log.add_samples(t, hs.job_id, hs.actual)
 
-    def _record_host(self, name: str, t: float) -> None:
-        """Append the host's actual and reserved memory: the HostView figures, read from the ledger."""
-        self._hv.pop(name, None)
-        host = self.mirror.hosts.get(name)
-        if host is None:
-            return
-        live = self.mirror.live
-        tot = live.ledger.host_totals(name)
-        s = self.host_hist.get(name)
-        if s is None:
-            s = self.host_hist[name] = Series(3, self.history)
-        s.add(t, tot.mem_actual, tot.mem_reserved, live.os_available.get(name, host.mem_total))
+    def _take_lives(self, lives: Sequence[S.HostLive], t: float) -> None:
+        """Append each host's actual and reserved memory and OS figure: its HostView's, read from the ledger."""
+        hv, ch_hosts, hist = self._hv, self._ch.hosts, self.hist
+        totals, osa = self.mirror.live.ledger.totals, self.mirror.live.os_available
+        for hl in lives:
+            log = hist.get(hl.host) or self._new_history(hl.host)
+            if log is None:
+                ch_hosts.add(hl.host)
+                hv.pop(hl.host, None)
+                continue
+            name = log.name
+            ch_hosts.add(name)
+            if hv:
+                hv.pop(name, None)
+            tot = totals.get(name) or NO_TOTALS
+            os_available = osa.get(name)
+            if os_available is None:
+                os_available = self.mirror.hosts[name].mem_total
+            log.add_figures(t, tot.mem_actual, tot.mem_reserved, os_available)
+
+    def _new_history(self, name: str) -> HostHistory | None:
+        """A known host's first history (None for a host the Mirror does not hold)."""
+        if name not in self.mirror.hosts:
+            return None
+        log = self.hist[name] = HostHistory(name, self.history)
+        return log
 
     def tick(self, now: float) -> None:
         """Move decaying reservations to ``now`` (Live does the arithmetic)."""
@@ -226,7 +269,8 @@ class ConsoleModel:
         else:
             for jid in ch.jobs:
                 jv.pop(jid, None)
-        self.totals.dirty |= ch.hosts
+        self.totals.dirty |= ch.placed
+        self.totals.mem_dirty |= bool(ch.hosts)
         return ch
 
     # ---- reading ----------------------------------------------------------------------------
@@ -255,8 +299,13 @@ class ConsoleModel:
     def summary(self) -> Summary:
         t = self.totals
         if t.dirty:
-            t.refresh(t.dirty, self._totals_row)
+            t.refresh_states(t.dirty, self._host_state)
             t.dirty = set()
+        if t.mem_dirty:
+            hosts, figures = self.mirror.hosts, self.mirror.live.ledger.totals
+            known = figures.values() if figures.keys() <= hosts.keys() else \
+                [f for h, f in figures.items() if h in hosts]
+            t.sum_mem((h.mem_total for h in hosts.values()), known)
         return Summary(dict(t.hosts), dict(t.jobs), t.mem_dict())
 
     def usage(self, jid: int) -> Usage:
@@ -287,29 +336,37 @@ class ConsoleModel:
             actual = sum(reported) if reported else None
         return reserved, actual, peak, charged, (peak / reserved) if reserved and peak else None
 
-    def _totals_row(self, name: str) -> Row | None:
-        """The header's figures of one host: its HostView's, read from the ledger without building one."""
+    def _host_state(self, name: str) -> str | None:
+        """The header's state of one host: its HostView's, read from the ledger without building one."""
         host = self.mirror.hosts.get(name)
         if host is None:
             return None
-        t = self.mirror.live.ledger.totals.get(name) or NO_TOTALS
         # a HostState is a str equal to (and hashing as) its value
-        return (host_state(host, t), host.mem_total, t.mem_reserved, t.mem_actual, t.mem_slack, t.mem_overage)
+        return host_state(host, self.mirror.live.ledger.totals.get(name) or NO_TOTALS)
 
     def job_series(self, jid: int) -> tuple[list[float], list[int]]:
         """The job's actual memory over time: per host as sampled, summed over its hosts."""
         job = self.mirror.jobs.get(jid)
         if job is None:
             return [], []
-        per_host = [s for s in (self.job_hist[h].job(jid) for h in job.hosts if h in self.job_hist) if s[0]]
+        logs = [self.hist[h] for h in job.hosts if h in self.hist]
+        per_host = [s for s in (log.job(jid) for log in logs) if s[0]]
         if not per_host:
             v = self.job_view(jid)
-            logs = [self.job_hist[h] for h in job.hosts if self.job_hist.get(h)]
-            if v is None or v.mem_actual is None or not logs:
+            oldest = [t for t in (log.oldest_batch() for log in logs) if t is not None]
+            if v is None or v.mem_actual is None or not oldest:
                 return [], []
             # no report in the kept batches: its figure has not moved since before the oldest
-            return [min(log.t[0] for log in logs)], [v.mem_actual]
+            return [min(oldest)], [v.mem_actual]
         return summed(per_host)
+
+    def host_series(self, name: str) -> tuple[list[float], list[int], list[int]]:
+        """The host's actual and reserved memory at each heartbeat kept (its HostView's figures then)."""
+        log = self.hist.get(name)
+        if log is None:
+            return [], [], []
+        times, actual, reserved, _ = log.figure_series()
+        return times, actual, reserved
 
     def reason(self, jid: int) -> str:
         v = self.job_view(jid)

@@ -2,20 +2,22 @@
 
 A ``RowSet`` holds which jobs (or hosts) pass the filter and in what order.
 Per frame it takes the model's Changes: only changed rows are re-filtered, and
-rows that joined, left or moved are placed by bisection against the sort keys
-the list was sorted by; the whole list is re-sorted when many rows moved, when
-the sort column changed, or (for usage columns) at most every ``resort_every``
-seconds, so 20,000 jobs re-sort at a steady pace rather than on every sample.
+rows that joined, left or moved are taken out and placed again by their new
+sort keys in a ``SortedRows`` (blocks: a move costs a block, not the table);
+the others keep the keys they were sorted by.  The whole set is re-sorted when
+many rows moved, when the sort column changed, or (for usage columns) at most
+every ``resort_every`` seconds, so 20,000 jobs re-sort at a steady pace rather
+than on every sample.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from typing import Any
 
 from xce.tui.columns import HOST_COLUMNS, JOB_COLUMNS, Column
 from xce.tui.filters import Filter, parse
 from xce.tui.model import Changes, ConsoleModel
+from xce.tui.ordered import SortedRows
 
 FIXED = frozenset({"id", "name", "user", "queue", "slots"})  # never change once a job exists
 
@@ -30,9 +32,7 @@ class RowSet:
         self.base = parse(base)
         self.filter = Filter()
         self.resort_every = resort_every
-        self.keys: list[Any] = []     # shown order
-        self._asc: list[Any] = []     # ascending order (keys is its reverse when reversed)
-        self._sk: dict[Any, tuple[Any, Any]] = {}  # each row's sort key as last sorted
+        self.keys = SortedRows(reverse=reverse)  # shown order (changed in place between sorts)
         self.matches: set[Any] = set()
         self.total = 0
         self._full = True
@@ -51,6 +51,10 @@ class RowSet:
 
     def set_filter(self, text: str) -> None:
         self.filter = parse(text)
+        self._full = True
+
+    def invalidate(self) -> None:
+        """Changes are not being followed: re-read every row at the next update."""
         self._full = True
 
     def update(self, m: ConsoleModel, ch: Changes, now: float) -> bool:
@@ -88,9 +92,7 @@ class RowSet:
 
     def _sort(self, m: ConsoleModel, now: float) -> bool:
         key = self.sort_col.sort
-        self._sk = {k: (key(m, k), k) for k in self.matches}
-        self._asc = sorted(self.matches, key=self._sk.__getitem__)
-        self.keys = self._asc[::-1] if self.reverse else self._asc
+        self.keys = SortedRows(((key(m, k), k) for k in self.matches), self.reverse)
         self._last_sort, self._stale_order = now, False
         return True
 
@@ -98,31 +100,13 @@ class RowSet:
         """Take out the rows that joined, left or moved, and put back those that match where they sort.
 
         The others keep the keys they were sorted by (a usage column's move on at its
-        own pace), so the list stays ordered for the bisection; the copy is by slices.
+        own pace), so the order stays consistent for the bisection.
         """
-        sk, key, asc = self._sk, self.sort_col.sort, self._asc
-        at_key = sk.__getitem__
-        gone = sorted(bisect_left(asc, sk[k], key=at_key) for k in moved if k in sk)
-        rest: list[Any] = []
-        start = 0
-        for i in gone:
-            rest += asc[start:i]
-            start = i + 1
-        rest += asc[start:]
+        key, keys = self.sort_col.sort, self.keys
         for k in moved:
-            sk.pop(k, None)
-        add = sorted((key(m, k), k) for k in moved if k in self.matches)
-        out: list[Any] = []
-        start = 0
-        for sort_key in add:
-            at = bisect_left(rest, sort_key, lo=start, key=at_key)
-            out += rest[start:at]
-            out.append(sort_key[1])
-            sk[sort_key[1]] = sort_key
-            start = at
-        out += rest[start:]
-        self._asc = out
-        self.keys = out[::-1] if self.reverse else out
+            keys.discard(k)
+            if k in self.matches:
+                keys.add((key(m, k), k))
 
     def _match(self, m: ConsoleModel, k: Any) -> bool:
         if not (self.base.active or self.filter.active):

@@ -15,6 +15,8 @@ the machine back to WANT.  The owner asks ``wants_snapshot`` and fetches one.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from xce.proto.schema import Event, Snapshot
 from xce.tui.model import ConsoleModel
 
@@ -49,14 +51,23 @@ class Sync:
             self.state = "WANT"
 
     def on_event(self, ev: Event, received: float, term: int = 0) -> None:
-        with self.model.lock:
-            if self.state != "LIVE":
-                self.buffer.append((ev, received, term))
-                if len(self.buffer) > MAX_BUFFER:
-                    del self.buffer[: len(self.buffer) - MAX_BUFFER]
-                return
-            if not self.model.apply_event(ev, received, term):
-                self._gap(ev, received, term)
+        self.on_events(((ev, received, term),))
+
+    def on_events(self, events: Iterable[tuple[Event, float, int]]) -> None:
+        """(event, received, term) in order, under one hold of the model's lock.
+
+        The receiver hands over what it drained in chunks: at 1,000 events a second the
+        lock taken per event cost ~1 ms a second, and a chunk stays short for the frames.
+        """
+        model = self.model
+        with model.lock:
+            for ev, received, term in events:
+                if self.state != "LIVE":
+                    self.buffer.append((ev, received, term))
+                    if len(self.buffer) > MAX_BUFFER:
+                        del self.buffer[: len(self.buffer) - MAX_BUFFER]
+                elif not model.apply_event(ev, received, term):
+                    self._gap(ev, received, term)
 
     def on_snapshot(self, snap: Snapshot, received: float) -> None:
         with self.model.lock:

@@ -11,7 +11,7 @@ double click or Enter opens it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.cells import cell_len, set_cell_size
@@ -20,7 +20,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -56,11 +56,16 @@ class RowTable(ScrollView, can_focus=True):
 
     def __init__(self, rows: RowSet, render_row: RowRender, *, id: str | None = None) -> None:
         super().__init__(id=id)
+        self.auto_links = False  # rows carry no links (and render_lines goes straight without them)
         self.rows = rows
         self.render_row = render_row
         self.cursor = 0
         self.greyed = False
-        self._keys: list[Any] = []
+        self._keys: Sequence[Any] = []   # the RowSet's keys (changed in place by its updates)
+        self._shown: list[Any] = []      # the rows on screen when last synced
+        self._shown_top = -1             # ... and the first one's position
+        self._view_width = 0
+        self._cursor_row: Any = None     # the row under the cursor when last synced or moved
         self._cache: dict[Any, Strip] = {}
         self._layout(0)
 
@@ -76,7 +81,8 @@ class RowTable(ScrollView, can_focus=True):
         self.row_width = self._x[-1]
 
     def on_resize(self) -> None:
-        self._layout(self.size.width)
+        self._view_width = self.size.width
+        self._layout(self._view_width)
         self._cache.clear()
         self.virtual_size = Size(self.row_width, len(self._keys) + 1)
         self.refresh()
@@ -99,9 +105,10 @@ class RowTable(ScrollView, can_focus=True):
         if greyed != self.greyed:
             self.greyed, changed = greyed, None
         top, page = int(self.scroll_offset.y), max(0, self.size.height - 1)
-        shown = self._keys[top: top + page]
+        # The RowSet changes its keys in place: what was on screen is what was kept, not a re-read.
+        shown = self._shown
         if order_changed:
-            old = self.cursor_key
+            old = self._cursor_row
             self._keys = self.rows.keys
             self.virtual_size = Size(self.row_width, len(self._keys) + 1)
             if old is not None:
@@ -111,14 +118,16 @@ class RowTable(ScrollView, can_focus=True):
                     pass
             self.cursor = max(0, min(self.cursor, len(self._keys) - 1))
             top = int(self.scroll_offset.y)
+        self._cursor_row = self.cursor_key
+        visible = self._shown = self._keys[top: top + page]
+        self._shown_top = top
         if changed is None:
             self._cache.clear()
             self.refresh()
             return
         cache = self._cache
         kept: dict[Any, Strip] = {}
-        visible = self._keys[top: top + page]
-        if visible != shown:  # rows moved on screen: repaint it all, reusing unchanged rows
+        if visible != shown:  # rows moved on screen (or scrolled): repaint it all, reusing unchanged rows
             for key in visible:
                 strip = cache.get(key)
                 if strip is not None and not changed(key):
@@ -126,6 +135,7 @@ class RowTable(ScrollView, can_focus=True):
             self._cache = kept
             self.refresh()
             return
+        moved_lines: list[int] = []
         for i, key in enumerate(visible, top):
             old_strip = cache.get(key)
             if old_strip is not None and not changed(key):
@@ -133,8 +143,15 @@ class RowTable(ScrollView, can_focus=True):
                 continue
             strip = kept[key] = self._row(key)
             if old_strip is None or strip._segments != old_strip._segments:
-                self.refresh_line(i + 1)
+                moved_lines.append(i + 1)
         self._cache = kept
+        if len(moved_lines) > max(4, page // 4):
+            # Many lines: one refresh of the widget. Each refresh_line is a region of its
+            # own, and the compositor renders and composes every region separately.
+            self.refresh()
+        else:
+            for y in moved_lines:
+                self.refresh_line(y)
 
     def visible_keys(self) -> list[Any]:
         top = int(self.scroll_offset.y)
@@ -143,15 +160,20 @@ class RowTable(ScrollView, can_focus=True):
     # ---- rendering --------------------------------------------------------------------------
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        sx = int(self.scroll_offset.x)
+        # Called for every line of every repaint: the widget's size and offsets are read
+        # once each (they are computed properties), and the row from the synced page.
+        width = self._view_width or self.size.width
+        off = self.scroll_offset
+        sx = off.x
         if y == 0:
             strip = self._header()
         else:
-            idx = int(self.scroll_offset.y) + y - 1
+            top = off.y
+            idx = top + y - 1
             if idx >= len(self._keys):
                 return Strip.blank(width)
-            key = self._keys[idx]
+            shown = self._shown
+            key = shown[y - 1] if top == self._shown_top and y <= len(shown) else self._keys[idx]
             strip = self._cache.get(key)
             if strip is None:
                 if len(self._cache) > 4000:  # scrolled far: keep the cache to a few pages
@@ -161,8 +183,36 @@ class RowTable(ScrollView, can_focus=True):
                 strip = strip.apply_style(CURSOR)
             elif idx == self.cursor:
                 strip = strip.apply_style(Style(bgcolor="grey30"))
-        strip = strip.crop_extend(sx, sx + width, None)
+        if sx or strip.cell_length != width:
+            strip = strip.crop_extend(sx, sx + width, None)
         return strip.apply_style(GREY) if self.greyed and y else strip
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The lines of ``crop``: ``render_line``'s strips with the app's line filters.
+
+        Textual's styles cache would do this too, plus borders, padding, tint and
+        opacity, at ~50 µs a line: with every visible row changing each second that
+        was a tenth of a frame.  The table uses none of those, so it goes straight
+        (and falls back to Textual's path if a stylesheet ever gives it one).
+        """
+        styles = self.styles
+        if (self.BLANK or styles.has_rule("border") or styles.has_rule("outline") or styles.has_rule("padding")
+                or styles.has_rule("hatch") or styles.tint.a or self.opacity != 1.0 or styles.text_opacity != 1.0
+                or self.auto_links):
+            return super().render_lines(crop)
+        width = self.size.width
+        filters = self.get_line_filters()
+        _, background = self.background_colors
+        strips = []
+        for y in crop.line_range:
+            strip = self.render_line(y).adjust_cell_length(width)
+            for line_filter in filters:
+                strip = strip.apply_filter(line_filter, background)
+            strips.append(strip)
+        x1, x2 = crop.column_span
+        if (x1, x2) != (0, width):
+            strips = [strip.crop(x1, x2) for strip in strips]
+        return strips
 
     def _header(self) -> Strip:
         segs = []
@@ -197,10 +247,12 @@ class RowTable(ScrollView, can_focus=True):
                     if run:
                         segs.append(Segment(" ".join(run) + " ", base))
                         run = []
-                    t = cell.copy()
-                    t.truncate(w, overflow="ellipsis", pad=True)
-                    segs.extend(Segment(sg.text, base + sg.style if sg.style else base)
-                                for sg in t.render(self.app.console))
+                    runs = _span_runs(cell, w)
+                    if runs is None:  # overlapping spans, wide characters, too long: Rich does it
+                        t = cell.copy()
+                        t.truncate(w, overflow="ellipsis", pad=True)
+                        runs = [(sg.text, sg.style) for sg in t.render(self.app.console)]
+                    segs.extend(Segment(text, base + style if style else base) for text, style in runs)
                     segs.append(Segment(" ", base))
                     continue
                 text = cell.plain
@@ -229,6 +281,7 @@ class RowTable(ScrollView, can_focus=True):
     def move_to(self, idx: int) -> None:
         old = self.cursor
         self.cursor = max(0, min(idx, len(self._keys) - 1))
+        self._cursor_row = self.cursor_key
         page = max(1, self.size.height - 1)
         top = int(self.scroll_offset.y)
         if self.cursor < top:
@@ -268,3 +321,29 @@ class RowTable(ScrollView, can_focus=True):
 
     def on_blur(self) -> None:
         self.refresh_line(self.cursor + 1)
+
+
+def _span_runs(cell: Text, width: int) -> list[tuple[str, Style | None]] | None:
+    """A Text's (text, style) runs cut straight from its spans, padded to ``width``.
+
+    The hosts view's memory bar is one such cell on every row: rendering it through
+    Rich's console cost ~100 µs a row.  Only for the simple case (one cell a character
+    that fits, no base style, spans in order and not overlapping); None otherwise.
+    """
+    plain = cell.plain
+    if len(plain) > width or cell.style or cell_len(plain) != len(plain):
+        return None
+    runs: list[tuple[str, Style | None]] = []
+    at = 0
+    for span in cell.spans:
+        if span.start < at or isinstance(span.style, str):
+            return None
+        if span.start > at:
+            runs.append((plain[at:span.start], None))
+        runs.append((plain[span.start:span.end], span.style))
+        at = span.end
+    if at < len(plain):
+        runs.append((plain[at:], None))
+    if len(plain) < width:
+        runs.append((" " * (width - len(plain)), None))
+    return [r for r in runs if r[0]]

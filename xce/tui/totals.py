@@ -1,27 +1,35 @@
-"""The header's cluster-wide figures, kept by deltas so a frame costs what changed.
+"""The header's cluster-wide figures, so a frame costs what can have changed.
 
-Hosts by state and the memory sums (capacity, reserved, actual, slack,
-overage) are sums of the hosts' view figures (xce.views: state, capacity and
-the ledger's host totals), re-read only for hosts that changed since the last
-frame; jobs by state move with each job's transitions.
+Hosts by state are the hosts' view states (xce.views.host_state), and a state
+moves only with hard changes (a host's admin state, placements that fill or
+free its slots): they are kept by deltas over the hosts whose hard state
+changed.  The memory sums (capacity, reserved, actual, slack, overage) are sums
+of the hosts' view figures, which are the ledger's host totals: they move with
+every sample, so when any host changed they are summed afresh, which at 1,000
+hosts costs a tenth of re-reading and comparing each host's figures.  Jobs by
+state move with each job's transitions.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
+from operator import attrgetter
+
+from xce.accounting import HostTotals
 
 MEM_KEYS = ("capacity", "reserved", "actual", "slack", "overage")
-Row = tuple[str, int, int, int, int, int]  # a host's state, then MEM_KEYS
+_FIGURES = tuple(attrgetter(f"mem_{k}") for k in MEM_KEYS[1:])
 
 
 class Totals:
     def __init__(self) -> None:
         self.jobs: Counter[str] = Counter()
         self.hosts: Counter[str] = Counter()
+        self.states: dict[str, str] = {}
         self.mem = [0] * len(MEM_KEYS)
-        self.rows: dict[str, Row] = {}
-        self.dirty: set[str] = set()
+        self.dirty: set[str] = set()  # hosts whose state may have moved
+        self.mem_dirty = True         # any host's figures may have moved
 
     def reset_jobs(self, states: Iterable[str]) -> None:
         self.jobs = Counter(states)
@@ -35,40 +43,29 @@ class Totals:
             self.jobs[new] += 1
 
     def reset_hosts(self) -> None:
-        self.hosts, self.mem, self.rows = Counter(), [0] * len(MEM_KEYS), {}
+        self.hosts, self.states, self.mem, self.mem_dirty = Counter(), {}, [0] * len(MEM_KEYS), True
 
-    def refresh(self, names: Iterable[str], row: Callable[[str], Row | None]) -> None:
-        """Re-read the rows (state, capacity, reserved, actual, slack, overage) of ``names``.
-
-        A thousand hosts a second at scale: the differences are summed in locals and
-        moved into the totals once.
-        """
-        rows, hosts = self.rows, self.hosts
-        cap = res = act = sla = ove = 0
+    def refresh_states(self, names: Iterable[str], state: Callable[[str], str | None]) -> None:
+        """Re-read the state of ``names`` (None: the host is gone)."""
+        states, hosts = self.states, self.hosts
         for name in names:
-            old = rows.get(name)
-            new = row(name)
+            old, new = states.get(name), state(name)
             if old == new:
                 continue
             if old is not None:
-                hosts[old[0]] -= 1
-                cap, res, act, sla, ove = (cap - old[1], res - old[2], act - old[3], sla - old[4],
-                                           ove - old[5])
+                hosts[old] -= 1
+                if not hosts[old]:
+                    del hosts[old]
             if new is None:
-                del rows[name]
+                del states[name]
             else:
-                rows[name] = new
-                hosts[new[0]] += 1
-                cap, res, act, sla, ove = (cap + new[1], res + new[2], act + new[3], sla + new[4],
-                                           ove + new[5])
-        for st in [st for st, n in hosts.items() if not n]:
-            del hosts[st]
-        m = self.mem
-        m[0] += cap
-        m[1] += res
-        m[2] += act
-        m[3] += sla
-        m[4] += ove
+                states[name] = new
+                hosts[new] += 1
+
+    def sum_mem(self, capacities: Iterable[int], figures: Collection[HostTotals]) -> None:
+        """Capacity of every host, and the other sums over the hosts' ledger totals."""
+        self.mem = [sum(capacities), *(sum(map(get, figures)) for get in _FIGURES)]
+        self.mem_dirty = False
 
     def mem_dict(self) -> dict[str, int]:
         return dict(zip(MEM_KEYS, self.mem, strict=True))
