@@ -85,6 +85,11 @@ def test_header_totals_follow_frame_by_frame() -> None:
     for k in range(1, 6):
         evs = synth.one_second(snap, seq, synth.T0 + k, 3)
         seq += len(evs)
+        if k == 2:  # the synthetic cluster is steady (every ended job is replaced): free a slot
+            running = next(j for j in m.mirror.jobs.values() if j.state == JobState.RUN and "n0001" in j.hosts)
+            seq += 1
+            evs.append(Event(seq=seq, epoch=snap.epoch, time=synth.T0 + k,
+                             jobs=[msgspec.structs.replace(running, state=JobState.DONE, end_time=synth.T0 + k)]))
         if k == 3:
             closed = msgspec.structs.replace(m.mirror.hosts["n0002"], closed=True)
             seq += 1
@@ -208,15 +213,16 @@ def test_a_steady_job_older_than_the_log_plots_its_current_figure() -> None:
 def test_rows_change_only_where_their_hosts_reported() -> None:
     m, _ = small_cluster(1)
     m.take_changes()
+    jid = next(j.id for j in m.mirror.jobs.values() if j.state == JobState.RUN and "n0000" in j.hosts)
     ev = Event(seq=m.mirror.seq + 1, epoch=m.mirror.epoch, time=synth.T0 + 9,
-               samples=[JobSample(1, "n0000", 1 * G, 1 * G, 0.0)])
+               samples=[JobSample(jid, "n0000", 1 * G, 1 * G, 0.0)])
     assert m.apply_event(ev, synth.T0 + 9)
     ch = m.take_changes()
     on_n0 = [j for j in m.mirror.jobs.values() if "n0000" in j.hosts]
     elsewhere = [j for j in m.mirror.jobs.values() if "n0000" not in j.hosts]
     assert all(ch.job_changed(j, j.id) for j in on_n0)
     assert not any(ch.job_changed(j, j.id) for j in elsewhere)
-    assert m.job_view(1).mem_actual == 1 * G
+    assert m.job_view(jid).mem_actual == 1 * G
 
 
 def test_an_event_already_applied_changes_nothing() -> None:

@@ -141,17 +141,41 @@ def big_snapshot(hosts: int = 1000, jobs: int = 20000) -> Snapshot:
 
 
 def one_second(snap: Snapshot, seq: int, t: float, changes: int = 300) -> list[Event]:
-    """A heartbeat from every host (all samples) and ``changes`` jobs that end and start."""
-    by_host: dict[str, list[JobSample]] = {}
-    for j in snap.jobs:
-        a = j.allocs[0]
-        by_host.setdefault(a.host, []).append(JobSample(j.id, a.host, (3 + (j.id + int(t)) % 3) * G, 5 * G, 2.0))
-    evs = [Event(seq=seq + i + 1, epoch=snap.epoch, time=t, live=[HostLive(h, 100 * G, t)],
-                 host_samples=columns(s)) for i, (h, s) in enumerate(by_host.items())]
-    ended = [msgspec.structs.replace(j, state=JobState.DONE, end_time=t, exit_code=0)
-             for j in snap.jobs[int(t) % 50::max(1, len(snap.jobs) // changes)][:changes]]
-    evs.append(Event(seq=seq + len(evs) + 1, epoch=snap.epoch, time=t, jobs=ended))
+    """Second ``t`` of a steady cluster: a heartbeat from every host with the samples of every
+    job it runs (all moved: the worst case), then ``changes`` jobs that end and as many that
+    start in their place.
+
+    Stateless, so any second can be built again: the snapshot's jobs are slots, and at each
+    second the next ``changes`` slots (round the ring) turn over to a new job (id + N per
+    turn).  A host lists its jobs in the order they started, as a worker does.
+    """
+    n, k = len(snap.jobs), round(t - T0)
+    by_host: dict[str, list[tuple[int, int]]] = {}  # host -> (start position, slot)
+    for i, j in enumerate(snap.jobs):
+        g = _turns(i, k - 1, n, changes)
+        by_host.setdefault(j.allocs[0].host, []).append(((g - 1) * n + i, i))
+    evs = []
+    for h, slots in by_host.items():
+        slots.sort()
+        samples = []
+        for _, i in slots:
+            jid = snap.jobs[i].id + n * _turns(i, k - 1, n, changes)
+            samples.append(JobSample(jid, h, (3 + (jid + k) % 3) * G, 5 * G, 2.0))
+        evs.append(Event(seq=seq + len(evs) + 1, epoch=snap.epoch, time=t, live=[HostLive(h, 100 * G, t)],
+                         host_samples=columns(samples)))
+    moved = []
+    for r in range(min(changes, n)):
+        i = ((k - 1) * changes + r) % n
+        j, g = snap.jobs[i], _turns(i, k - 1, n, changes)
+        moved.append(msgspec.structs.replace(j, id=j.id + n * g, state=JobState.DONE, end_time=t, exit_code=0))
+        moved.append(msgspec.structs.replace(j, id=j.id + n * (g + 1), start_time=t))
+    evs.append(Event(seq=seq + len(evs) + 1, epoch=snap.epoch, time=t, jobs=moved))
     return evs
+
+
+def _turns(i: int, k: int, n: int, changes: int) -> int:
+    """How often slot ``i`` of ``n`` has turned over after ``k`` seconds of ``changes`` each."""
+    return max(0, (k * changes - i + n - 1) // n) if k > 0 else 0
 
 
 if __name__ == "__main__":
