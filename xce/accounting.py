@@ -84,6 +84,7 @@ class HostBook:
         self.unreported: set[int] = set()
 
     def add(self, job_id: int, reserved: int, attempt: int, allocated: dict[str, int]) -> None:
+        reserved = _shared(reserved)
         self.index[job_id] = len(self.ids)
         self.ids.append(job_id)
         self.attempt.append(attempt)
@@ -111,6 +112,20 @@ class HostBook:
         for k in range(i, len(self.ids)):
             self.index[self.ids[k]] = k
         self.unreported.discard(job_id)
+
+
+_SHARED: dict[int, int] = {}
+
+
+def _shared(n: int) -> int:
+    """One int object per reservation value: most jobs ask the same few, and a heartbeat's
+    column passes then read one object that stays in cache instead of one per account."""
+    got = _SHARED.get(n)
+    if got is None:
+        if len(_SHARED) > 10_000:  # decaying reservations take many values: stay bounded
+            _SHARED.clear()
+        got = _SHARED[n] = n
+    return got
 
 
 def column_sums(reserved: Sequence[int], over_base: Sequence[int], actual: Sequence[int]) -> tuple[int, int, int]:
@@ -412,7 +427,7 @@ class Ledger:
         t = self._totals(host)
         t.add(acc, -1)
         i = b.index[job_id]
-        b.reserved[i] = reserved
+        b.reserved[i] = reserved = _shared(reserved)
         b.over_base[i] = reserved or NO_OVERAGE
         t.add(acc)
 
