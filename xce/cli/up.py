@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import random
 import socket
 import subprocess
 import sys
@@ -27,10 +28,42 @@ from xce.client import CLUSTER_FILE
 UP_FILE = "up.json"
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A free 127.0.0.1 port outside the kernel's ephemeral range.
+
+    A port the kernel hands out for ``bind(0)`` comes from the same range as the source
+    ports of outgoing connections, so between choosing it and the daemon binding it
+    (a second later, or at a restart) some connection may take it, and the daemon fails
+    with "address already in use".  Ports below the range are never taken that way.
+    """
+    low, high = _ephemeral_range()
+    lo, hi = (10_000, low - 1) if low > 12_000 else (high + 1, 65_535)
+    rnd = random.Random()
+    for _ in range(200):
+        port = rnd.randint(lo, hi)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    with socket.socket() as s:  # a crowded machine: the kernel's choice, as before
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32_768, 60_999  # Linux's default
 
 
 def write_cluster_file(state_dir: Path, controllers: int, mem: str, slots: int,
