@@ -11,7 +11,7 @@ from builders import T0, alloc, cluster_state, host, queue, spec, submit
 
 from xce.errors import Conflict, IllegalTransition, InvalidRequest, NotFound
 from xce.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue
-from xce.proto.schema import HostLive, JobSample, Snapshot
+from xce.proto.schema import HostLive, HostMem, JobSample, Snapshot
 from xce.resreq import OrderKey, ResReq, RusageItem, parse_resreq
 from xce.state import (TRANSITIONS, Cleanup, ClusterState, Cmd, Command, Finish, HostLost, Kill, Modify,
                        Place, RegisterHost, SetHostAdmin, SetQueues, Submit, decode_batch, encode_batch,
@@ -496,7 +496,8 @@ def test_msgpack_snapshot_round_trip_keeps_everything() -> None:
     st = full_state()
     snap = Snapshot(seq=41, epoch="e1", time=T0 + 8, jobs=list(st.jobs.values()), hosts=list(st.hosts.values()),
                     queues=list(st.queues.values()), default_queue=st.default_queue,
-                    live=[HostLive("n2", 5 * G, T0 + 7.5)], samples=[JobSample(1, "n2", G // 2, G, 3.5)],
+                    live=[HostLive("n2", 5 * G, T0 + 7.5, HostMem(2 * G, G // 2, 3 * G // 2, 0))],
+                    samples=[JobSample(1, "n2", G // 2, G, 3.5)],
                     reasons={7: "mem: needs 4.0G"}, leader="127.0.0.1:7001", term=3)
     # n2 and n3 are open and up on purpose; n1 carries every Host field.
     assert [f for f in unset_fields(snap) if not f.startswith(("$.hosts[1]", "$.hosts[2]"))] == []

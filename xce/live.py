@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from xce import accounting
-from xce.accounting import Ledger
+from xce.accounting import HostTotals, Ledger
 from xce.model import ACTIVE, Host, Job
-from xce.proto.schema import Event, HostLive, HostSamples, JobSample
+from xce.proto.schema import Event, HostLive, HostMem, HostSamples, JobSample
 from xce.resreq import rusage_amount
 from xce.views import HostView, JobView, host_view, job_view
 
@@ -39,6 +39,11 @@ def columns(samples: Sequence[JobSample]) -> list[HostSamples]:
 def event_samples(ev: Event) -> list[HostSamples]:
     """An event's samples as columns, whichever way it carried them."""
     return ev.host_samples + columns(ev.samples) if ev.samples else ev.host_samples
+
+
+def host_mem(t: HostTotals) -> HostMem:
+    """A host's totals as a heartbeat event carries them (``HostLive.mem``)."""
+    return HostMem(t.mem_reserved, t.mem_actual, t.mem_slack, t.mem_overage)
 
 
 def mem_decay(job: Job) -> tuple[int | None, bool]:

@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 
+from xce.live import host_mem
 from xce.model import ACTIVE, TERMINAL, Host, Job, JobState
 from xce.placement import check_placement, demand_of, host_caps
 from xce.proto import schema as S
@@ -168,7 +169,8 @@ class WorkerDoor:
             self.live.os_available[body.host] = body.os_available
             self.live.last_seen[body.host] = now
             self.apply_usage(body.host, body.usage)
-        self.pending_soft["live"].append(S.HostLive(body.host, body.os_available, now))
+            mem = host_mem(self.live.ledger.host_totals(body.host))
+        self.pending_soft["live"].append(S.HostLive(body.host, body.os_available, now, mem))
         if body.ack:  # workers ask now and then, to know the controller still listens
             self.ok(ident, rid, S.HeartbeatReply(known=True))
 

@@ -162,10 +162,22 @@ class RequestLogReply(msgspec.Struct):
     records: list[RequestRecord]
 
 
+class HostMem(msgspec.Struct, array_like=True, gc=False):
+    """A host's memory totals in the leader's ledger (xce.accounting.HostTotals' figures)."""
+
+    mem_reserved: int
+    mem_actual: int
+    mem_slack: int
+    mem_overage: int
+
+
 class HostLive(msgspec.Struct, array_like=True):
     host: str
     os_available: int
     last_seen: float
+    # Set on a heartbeat's entry: the host's totals right after its samples were applied, so
+    # a console can show them without applying every sample itself (xce/tui/model.py).
+    mem: HostMem | None = None
 
 
 class HostSamples(msgspec.Struct, array_like=True, gc=False):

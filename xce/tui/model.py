@@ -8,12 +8,21 @@ plots.  Pure
 Python: no Textual, no sockets, no clock (``now`` and receive times are
 parameters).  Every feed (live receiver, replay) goes through ``Sync`` into
 ``apply_snapshot``/``apply_event``, under ``lock``.
+
+Samples reach the ledger when something reads them.  A heartbeat event from the
+leader carries the host's totals (``HostLive.mem``) beside its samples; the console
+logs those and keeps the samples as the host's *unapplied* batch, which the Live
+ledger takes (``Live.apply_host_samples``, the same arithmetic as everywhere) only
+when a frame reads that host's or one of its jobs' accounts: the rows on screen, a
+detail screen, a sort by a usage column.  A big cluster sends 20,000 samples a
+second and a frame shows a few dozen rows, so most batches are replaced by the
+next one unread.  Until then the header counts the host at its reported totals.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from xce.accounting import HostTotals
@@ -95,6 +104,8 @@ class ConsoleModel:
         self._fixed_usage: dict[int, Usage] = {}  # jobs without live accounts (see usage)
         self._ch = Changes(reset=True)
         self.totals = Totals()
+        self._unapplied: dict[str, S.HostSamples] = {}  # host -> samples its accounts have not taken
+        self._reported: dict[str, S.HostMem] = {}       # host -> totals its last heartbeat event gave
 
     # ---- feeding ----------------------------------------------------------------------------
 
@@ -104,6 +115,8 @@ class ConsoleModel:
 
     def apply_snapshot(self, snap: Snapshot, received: float) -> None:
         self.mirror.apply_snapshot(snap)
+        self._unapplied.clear()  # the snapshot's samples are the latest
+        self._reported.clear()
         self.term = snap.term
         self._jv.clear()
         self._hv.clear()
@@ -127,6 +140,8 @@ class ConsoleModel:
             return True  # already applied (or in the snapshot): its samples must not land again
         hard = bool(ev.jobs or ev.forget or ev.reasons or ev.hosts)
         moves = self._moves(ev) if ev.jobs or ev.forget else ()
+        if self._unapplied and ev.jobs:
+            self._settle_requeued(ev.jobs)
         if not mirror.apply_event(ev, samples=False):
             return False
         if term > self.term:
@@ -138,7 +153,8 @@ class ConsoleModel:
             self._take_heartbeat(hs[0], lives[0], ev.time)
         else:
             if hs or ev.samples:
-                self._take_samples(event_samples(ev), ev.time)
+                mem = {hl.host: hl.mem for hl in lives if hl.mem is not None}
+                self._take_samples(event_samples(ev), ev.time, mem=mem)
             if lives:  # a heartbeat: the host's figures at that moment, for its history
                 self._take_lives(lives, ev.time)
         self.last_update = received
@@ -149,7 +165,11 @@ class ConsoleModel:
 
         A thousand of these a second at scale: the host's history is found once.
         """
-        self.mirror.live.apply_host_samples(hs)
+        mem = hl.mem
+        if mem is None:
+            self._apply(hs)
+        else:
+            self._defer(hs, mem)
         log = self.hist.get(hs.host) or self._new_history(hs.host)
         name, ch = hs.host if log is None else log.name, self._ch
         ch.sampled.add(name)
@@ -161,11 +181,66 @@ class ConsoleModel:
             self._hv.pop(name, None)
         log.add_samples(t, hs.job_id, hs.actual)
         live = self.mirror.live
-        tot = live.ledger.totals.get(name) or NO_TOTALS
+        tot = mem or live.ledger.totals.get(name) or NO_TOTALS
         os_available = live.os_available.get(name)
         if os_available is None:
             os_available = self.mirror.hosts[name].mem_total
         log.add_figures(t, tot.mem_actual, tot.mem_reserved, os_available)
+
+    # ---- samples the ledger takes when they are read ----------------------------------------
+
+    def _defer(self, hs: S.HostSamples, mem: S.HostMem) -> None:
+        """Keep a heartbeat's samples (its event carried the host's totals) until they are read.
+
+        A newer batch supersedes an older one job by job: the leader publishes a job's
+        latest actual and CPU time and its peak so far, which only rises.  A job the older
+        batch sampled and the newer one does not (its figures did not move since) has its
+        older sample applied now, so nothing is lost.
+        """
+        unapplied = self._unapplied
+        old = unapplied.get(hs.host)
+        if old is not None and old.job_id != hs.job_id:
+            newer = set(hs.job_id)
+            left = [i for i, jid in enumerate(old.job_id) if jid not in newer]
+            if left:
+                self.mirror.live.apply_host_samples(S.HostSamples(
+                    old.host, [old.job_id[i] for i in left], [old.actual[i] for i in left],
+                    [old.peak[i] for i in left], [old.cpu_time[i] for i in left]))
+        unapplied[hs.host] = hs
+        self._reported[hs.host] = mem
+
+    def _apply(self, hs: S.HostSamples) -> None:
+        """Apply a batch now, after any older one of its host that was kept."""
+        if self._unapplied:
+            self._flush(hs.host)
+        self.mirror.live.apply_host_samples(hs)
+
+    def _flush(self, host: str) -> None:
+        hs = self._unapplied.pop(host, None)
+        if hs is not None:
+            self.mirror.live.apply_host_samples(hs)
+
+    def settle(self) -> None:
+        """Let the ledger take every kept batch (before reading every job's or host's figures)."""
+        live, unapplied = self.mirror.live, self._unapplied
+        for hs in unapplied.values():
+            live.apply_host_samples(hs)
+        unapplied.clear()
+
+    def _settle_job(self, job: Job) -> None:
+        unapplied = self._unapplied
+        for a in job.allocs:
+            if a.host in unapplied:
+                self._flush(a.host)
+
+    def _settle_requeued(self, jobs: Iterable[Job]) -> None:
+        """A job placed again (a new attempt) must not get its old attempt's samples: the kept
+        batches of its old hosts go to the old accounts before the Mirror closes them."""
+        known = self.mirror.jobs
+        for j in jobs:
+            old = known.get(j.id)
+            if old is not None and old.attempt != j.attempt:
+                self._settle_job(old)
 
     def _moves(self, ev: Event) -> list[tuple[str | None, str | None]]:
         """Each changed job's (old state, new state), read before the Mirror applies the event."""
@@ -193,20 +268,26 @@ class ConsoleModel:
             ch.placed.add(h.name)
             hv.pop(h.name, None)
 
-    def _take_samples(self, samples: Sequence[S.HostSamples], t: float, *, applied: bool = False) -> None:
+    def _take_samples(self, samples: Sequence[S.HostSamples], t: float, *, applied: bool = False,
+                      mem: dict[str, S.HostMem] | None = None) -> None:
         """Everything the console does with a batch of samples, in one place.
 
-        The hot path (20,000 samples a second at scale), so the work per job is the
-        ledger's delta (``Live.apply_host_samples``) and packing the values for the log
-        right after the ledger read them; the rest is per host: the host is marked (rows
-        ask ``Changes.job_changed``) and its batch logged for the detail plots.
-        ``applied``: the Mirror has already applied them (a snapshot's).
+        The hot path (20,000 samples a second at scale), so the work per job is packing
+        the values for the log; the rest is per host: the batch is kept for the ledger
+        (``_defer``) when ``mem`` has the host's totals from the same event, else
+        applied; the host is marked (rows ask ``Changes.job_changed``) and its batch
+        logged for the detail plots.  ``applied``: the Mirror has already applied them
+        (a snapshot's).
         """
-        live, ch, hv, hist = self.mirror.live, self._ch, self._hv, self.hist
+        ch, hv, hist = self._ch, self._hv, self.hist
         sampled, hosts = ch.sampled, ch.hosts
         for hs in samples:
             if not applied:
-                live.apply_host_samples(hs)
+                got = mem.get(hs.host) if mem else None
+                if got is None:
+                    self._apply(hs)
+                else:
+                    self._defer(hs, got)
             log = hist.get(hs.host) or self._new_history(hs.host)
             host = hs.host if log is None else log.name
             sampled.add(host)
@@ -217,10 +298,13 @@ class ConsoleModel:
                 log.add_samples(t, hs.job_id, hs.actual)
 
     def _take_lives(self, lives: Sequence[S.HostLive], t: float) -> None:
-        """Append each host's actual and reserved memory and OS figure: its HostView's, read from the ledger."""
+        """Append each host's actual and reserved memory and OS figure: its HostView's, as the
+        event reported them, or read from the ledger."""
         hv, ch_hosts, hist = self._hv, self._ch.hosts, self.hist
         totals, osa = self.mirror.live.ledger.totals, self.mirror.live.os_available
         for hl in lives:
+            if hl.mem is None and self._unapplied:
+                self._flush(hl.host)
             log = hist.get(hl.host) or self._new_history(hl.host)
             if log is None:
                 ch_hosts.add(hl.host)
@@ -230,7 +314,7 @@ class ConsoleModel:
             ch_hosts.add(name)
             if hv:
                 hv.pop(name, None)
-            tot = totals.get(name) or NO_TOTALS
+            tot = hl.mem or totals.get(name) or NO_TOTALS
             os_available = osa.get(name)
             if os_available is None:
                 os_available = self.mirror.hosts[name].mem_total
@@ -284,6 +368,8 @@ class ConsoleModel:
             job = self.mirror.jobs.get(jid)
             if job is None:
                 return None
+            if self._unapplied:
+                self._settle_job(job)
             v = self._jv[jid] = self.mirror.live.job_view(job)
         return v
 
@@ -293,6 +379,8 @@ class ConsoleModel:
             host = self.mirror.hosts.get(name)
             if host is None:
                 return None
+            if self._unapplied:
+                self._flush(name)
             v = self._hv[name] = self.mirror.live.host_view(host)
         return v
 
@@ -303,8 +391,14 @@ class ConsoleModel:
             t.dirty = set()
         if t.mem_dirty:
             hosts, figures = self.mirror.hosts, self.mirror.live.ledger.totals
-            known = figures.values() if figures.keys() <= hosts.keys() else \
-                [f for h, f in figures.items() if h in hosts]
+            unapplied, reported = self._unapplied, self._reported
+            known: Collection[HostTotals | S.HostMem]
+            if unapplied:  # a host whose latest samples wait counts at its reported totals
+                known = [reported[h] if h in unapplied else f for h, f in figures.items() if h in hosts]
+            elif figures.keys() <= hosts.keys():
+                known = figures.values()
+            else:
+                known = [f for h, f in figures.items() if h in hosts]
             t.sum_mem((h.mem_total for h in hosts.values()), known)
         return Summary(dict(t.hosts), dict(t.jobs), t.mem_dict())
 
@@ -316,6 +410,8 @@ class ConsoleModel:
         building the view; any other job's are read from its view.
         """
         job = self.mirror.jobs.get(jid)
+        if job is not None and self._unapplied:
+            self._settle_job(job)
         accs = self.mirror.live.ledger.by_job.get(jid) if job is not None and job.state in ACCOUNTED else None
         if not accs:  # ended or pending: the figures move only with hard state, so they are kept
             got = self._fixed_usage.get(jid)

@@ -17,8 +17,9 @@ from collections.abc import Callable
 
 import msgspec
 
+from xce.live import columns, host_mem
+from xce.mirror import Mirror
 from xce.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue
-from xce.live import columns
 from xce.proto.schema import Event, HostLive, JobSample, Snapshot
 from xce.resreq import parse_resreq
 from xce.tui.record import Hello, Record, Recorder
@@ -93,11 +94,16 @@ def demo_records(seconds: int = 90) -> list[Record]:
                                                                    source="synth")))),
            Record(T0 + 0.02, "snapshot", msgspec.Raw(_enc.encode(snap)), 1)]
     seq = 0
+    leader = Mirror()  # plays the controller: its ledger gives each heartbeat's host totals
+    leader.apply_snapshot(snap)
 
     def emit(t: float, **kw: object) -> None:
         nonlocal seq
         seq += 1
         ev = Event(seq=seq, epoch=EPOCH, time=t, **kw)  # type: ignore[arg-type]
+        leader.apply_event(ev)
+        for hl in ev.live:
+            hl.mem = host_mem(leader.live.ledger.host_totals(hl.host))
         out.append(Record(t + 0.01, "event", msgspec.Raw(_enc.encode(ev)), 1))
 
     for k in range(1, seconds + 1):

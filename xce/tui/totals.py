@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Iterable
 from operator import attrgetter
 
 from xce.accounting import HostTotals
+from xce.proto.schema import HostMem
 
 MEM_KEYS = ("capacity", "reserved", "actual", "slack", "overage")
 _FIGURES = tuple(attrgetter(f"mem_{k}") for k in MEM_KEYS[1:])
@@ -62,8 +63,9 @@ class Totals:
                 states[name] = new
                 hosts[new] += 1
 
-    def sum_mem(self, capacities: Iterable[int], figures: Collection[HostTotals]) -> None:
-        """Capacity of every host, and the other sums over the hosts' ledger totals."""
+    def sum_mem(self, capacities: Iterable[int], figures: Collection[HostTotals | HostMem]) -> None:
+        """Capacity of every host, and the other sums over the hosts' totals (the ledger's, or
+        as a heartbeat event reported them for a host whose samples the ledger has not taken)."""
         self.mem = [sum(capacities), *(sum(map(get, figures)) for get in _FIGURES)]
         self.mem_dirty = False
 
