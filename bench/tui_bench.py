@@ -4,8 +4,10 @@
 
 Measures (median over ``--seconds`` synthetic seconds; CPU time of the process,
 so other load on the machine does not count; the frame's wall time is printed too):
-  apply   one second of updates (a heartbeat event from every host carrying all
-          20,000 samples, plus ``--changes`` jobs that end) through Sync into the
+  apply   one second of updates (every host's heartbeat, all 20,000 samples moved,
+          ``--per-event`` hosts to an event as the controller gathers them in its
+          50 ms soft period, plus ``--changes`` jobs that end and as many that
+          start) through Sync into the
           model, in LiveFeed's chunks: the receiver thread's work.  The console keeps
           samples until a frame reads them (xce/tui/model.py), so the samples' ledger
           work lands in the redraw for the rows a frame shows;
@@ -44,9 +46,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from xce.daemons.ctl_events import SOFT_PERIOD  # noqa: E402
 from xce.mirror import Mirror  # noqa: E402
-from xce.live import host_mem  # noqa: E402
-from xce.proto.schema import Event  # noqa: E402
 from xce.tui import synth  # noqa: E402
 from xce.tui.app import XceTop, tune_gc  # noqa: E402
 from xce.tui.live import CHUNK  # noqa: E402
@@ -54,18 +55,11 @@ from xce.tui.model import ConsoleModel  # noqa: E402
 from xce.tui.sync import Sync  # noqa: E402
 
 
-def leader_totals(leader: Mirror, ev: Event) -> None:
-    """Stamp a heartbeat event with its host's totals as the controller does (``HostLive.mem``),
-    read from a Mirror that has applied it: the same ledger arithmetic as the leader's."""
-    for hl in ev.live:
-        hl.mem = host_mem(leader.live.ledger.host_totals(hl.host))
-
-
 def rss_mb() -> float:
     return psutil.Process().memory_info().rss / 2**20
 
 
-async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int) -> dict[str, float]:
+async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, per_event: int) -> dict[str, float]:
     tune_gc()  # as xce-top's main() does
     base = rss_mb()
     snap = synth.big_snapshot(hosts, jobs)
@@ -88,16 +82,16 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int) ->
         await pilot.pause()
         for k in range(1, 2 * seconds + 1):
             now[0] = synth.T0 + k
-            evs = synth.one_second(snap, seq, now[0], changes)
+            evs = synth.one_second(snap, seq, now[0], changes, per_event)
             seq += len(evs)
             t = time.process_time()
             for ev in evs:
                 bare.apply_event(ev)
-                leader_totals(bare, ev)
+                synth.stamp(bare, ev)
             both = time.process_time() - t
             t = time.process_time()
             for ev in evs:  # the stamping alone (the same values again), to take off
-                leader_totals(bare, ev)
+                synth.stamp(bare, ev)
             bare_applies.append(both - (time.process_time() - t))
             t = time.process_time()
             for i in range(0, len(evs), CHUNK):  # as LiveFeed hands them over
@@ -128,11 +122,11 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int) ->
         out["rss_growth_mb"] = out["rss_mb"] - base
         for k in range(2 * seconds + 1, 2 * seconds + 1 + soak):
             now[0] = synth.T0 + k
-            evs = synth.one_second(snap, seq, now[0], changes)
+            evs = synth.one_second(snap, seq, now[0], changes, per_event)
             seq += len(evs)
             for ev in evs:
                 bare.apply_event(ev)
-                leader_totals(bare, ev)
+                synth.stamp(bare, ev)
                 sync.on_event(ev, now[0])
             app.render_frame()
             await pilot.pause()
@@ -189,12 +183,17 @@ def main() -> int:
     p.add_argument("--seconds", type=int, default=5)
     p.add_argument("--changes", type=int, default=300)
     p.add_argument("--soak", type=int, default=0, help="more synthetic seconds before a last RSS reading")
+    p.add_argument("--per-event", type=int, default=0,
+                   help="hosts' heartbeats per event (default: what the controller's 50 ms soft period "
+                        "gathers at one heartbeat a second, hosts / 20; 1 = an event per heartbeat)")
     p.add_argument("--no-live", action="store_true", help="skip the real-cluster latency run")
     p.add_argument("--live-seconds", type=float, default=20.0)
     a = p.parse_args()
+    per_event = a.per_event or max(1, round(a.hosts * SOFT_PERIOD))
     print(f"console at {a.hosts} hosts x {a.jobs} jobs, {a.changes} job changes/s, "
+          f"{per_event} heartbeats an event, "
           f"python {sys.version.split()[0]}, {os.cpu_count()} cpus")
-    for k, v in asyncio.run(scale(a.hosts, a.jobs, a.seconds, a.changes, a.soak)).items():
+    for k, v in asyncio.run(scale(a.hosts, a.jobs, a.seconds, a.changes, a.soak, per_event)).items():
         print(f"  {k:28} {v:10.1f}")
     if not a.no_live:
         for k, v in asyncio.run(latency(a.live_seconds)).items():

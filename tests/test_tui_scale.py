@@ -258,22 +258,31 @@ def test_usage_keys_follow_jobs_that_end_later() -> None:
             assert m.usage(jid) == (v.mem_reserved, v.mem_actual, v.mem_peak, v.mem_charged, v.efficiency), jid
 
 
-def test_a_heartbeat_event_takes_the_same_path_as_samples_then_lives() -> None:
-    """The fused heartbeat path leaves the same histories and marks as the general one."""
-    fast, _ = small_cluster(0)
+def test_heartbeats_one_to_an_event_and_many_to_an_event_leave_the_same_console() -> None:
+    """One host's heartbeat per event takes a path of its own; the controller sends many."""
+    fast, snap = small_cluster(0)
     plain, _ = small_cluster(0)
-    plain._take_heartbeat = lambda hs, hl, t: (plain._take_samples([hs], t),  # type: ignore[method-assign]
-                                               plain._take_lives([hl], t))
-    snap = synth.big_snapshot(20, 300)
-    seq = 0
+    leader = Mirror()
+    leader.apply_snapshot(snap)
+    seq = [0, 0]
     for k in range(1, 4):
-        evs = synth.one_second(snap, seq, synth.T0 + k, 15)
-        seq += len(evs)
-        for m in (fast, plain):
-            for ev in evs:
-                assert m.apply_event(ev, synth.T0 + k)
+        mem = {}
+        for ev in synth.one_second(snap, seq[0], synth.T0 + k, 15):
+            assert leader.apply_event(ev)
+            synth.stamp(leader, ev)
+            mem.update((hl.host, hl.mem) for hl in ev.live)
+            assert fast.apply_event(ev, synth.T0 + k)
+            seq[0] += 1
+        evs = synth.one_second(snap, seq[1], synth.T0 + k, 15, per_event=7)
+        assert len(evs) == 4  # 20 hosts, 7 to an event, then the job changes
+        for ev in evs:
+            for hl in ev.live:  # each host's totals right after its heartbeat, as the leader sent them
+                hl.mem = mem[hl.host]
+            assert plain.apply_event(ev, synth.T0 + k)
+            seq[1] += 1
         a, b = fast.take_changes(), plain.take_changes()
         assert (a.sampled, a.hosts, a.placed, a.hard) == (b.sampled, b.hosts, b.placed, b.hard)
+        assert fast.summary() == plain.summary()
     for h in fast.mirror.hosts:
         assert fast.host_series(h) == plain.host_series(h) and fast.host_series(h)[0]
     for jid in fast.mirror.jobs:

@@ -126,8 +126,8 @@ class ConsoleModel:
         self.totals.dirty = set(self.mirror.hosts)
         self._ch = Changes(reset=True)
         self.hist = {h: s for h, s in self.hist.items() if h in self.mirror.hosts}
-        if snap.samples:
-            self._take_samples(columns(snap.samples), snap.time, applied=True)
+        for hs in columns(snap.samples) if snap.samples else ():
+            self._take_batch(hs, None, snap.time, applied=True)
         self._take_lives(snap.live, snap.time)
         self.snapshots += 1
         self.last_update = received
@@ -148,25 +148,35 @@ class ConsoleModel:
             self.term = term
         if hard:
             self._hard_changes(ev, moves)
-        hs, lives = ev.host_samples, ev.live
-        if len(hs) == 1 and len(lives) == 1 and not ev.samples and hs[0].host == lives[0].host:
-            self._take_heartbeat(hs[0], lives[0], ev.time)
-        else:
-            if hs or ev.samples:
-                mem = {hl.host: hl.mem for hl in lives if hl.mem is not None}
-                self._take_samples(event_samples(ev), ev.time, mem=mem)
-            if lives:  # a heartbeat: the host's figures at that moment, for its history
-                self._take_lives(lives, ev.time)
+        if ev.host_samples or ev.samples or ev.live:
+            self._take_heartbeats(event_samples(ev), ev.live, ev.time)
         self.last_update = received
         return True
 
-    def _take_heartbeat(self, hs: S.HostSamples, hl: S.HostLive, t: float) -> None:
-        """``_take_samples`` then ``_take_lives`` for the usual event: one host's heartbeat with its samples.
+    def _take_heartbeats(self, samples: Sequence[S.HostSamples], lives: Sequence[S.HostLive], t: float) -> None:
+        """An event's heartbeats: each host's samples with its ``HostLive``, then hosts with no samples."""
+        if len(lives) == 1 and len(samples) == 1 and samples[0].host == lives[0].host:
+            self._take_batch(samples[0], lives[0], t)  # one host's heartbeat: no map to build
+            return
+        by_host = {hl.host: hl for hl in lives}
+        for hs in samples:
+            self._take_batch(hs, by_host.pop(hs.host, None), t)
+        if by_host:
+            self._take_lives(by_host.values(), t)
 
-        A thousand of these a second at scale: the host's history is found once.
+    def _take_batch(self, hs: S.HostSamples, hl: S.HostLive | None, t: float, *, applied: bool = False) -> None:
+        """Everything the console does with a host's batch of samples (and its heartbeat entry).
+
+        The hot path (20,000 samples a second at scale) with no work per job but packing
+        the values for the log: the batch is kept for the ledger (``_defer``) when the
+        entry has the host's totals, else applied; the host is marked (rows ask
+        ``Changes.job_changed``); the batch and the host's figures are logged for the
+        detail plots.  ``applied``: the Mirror has already applied it (a snapshot's).
         """
-        mem = hl.mem
-        if mem is None:
+        mem = None if hl is None else hl.mem
+        if applied:
+            pass
+        elif mem is None:
             self._apply(hs)
         else:
             self._defer(hs, mem)
@@ -180,7 +190,29 @@ class ConsoleModel:
         if self._hv:
             self._hv.pop(name, None)
         log.add_samples(t, hs.job_id, hs.actual)
-        live = self.mirror.live
+        if hl is not None:
+            self._log_figures(log, mem, t)
+
+    def _take_lives(self, lives: Iterable[S.HostLive], t: float) -> None:
+        """Heartbeat entries without samples: the host is marked and its figures logged."""
+        hv, ch_hosts, hist = self._hv, self._ch.hosts, self.hist
+        for hl in lives:
+            if hl.mem is not None:
+                if hl.host in self._unapplied:
+                    self._reported[hl.host] = hl.mem  # the header's figure for the host
+            elif self._unapplied:
+                self._flush(hl.host)
+            log = hist.get(hl.host) or self._new_history(hl.host)
+            name = hl.host if log is None else log.name
+            ch_hosts.add(name)
+            if hv:
+                hv.pop(name, None)
+            if log is not None:
+                self._log_figures(log, hl.mem, t)
+
+    def _log_figures(self, log: HostHistory, mem: S.HostMem | None, t: float) -> None:
+        """The host's actual and reserved memory (its HostView's: reported, or the ledger's) and OS figure."""
+        live, name = self.mirror.live, log.name
         tot = mem or live.ledger.totals.get(name) or NO_TOTALS
         os_available = live.os_available.get(name)
         if os_available is None:
@@ -267,58 +299,6 @@ class ConsoleModel:
             ch.hosts.add(h.name)
             ch.placed.add(h.name)
             hv.pop(h.name, None)
-
-    def _take_samples(self, samples: Sequence[S.HostSamples], t: float, *, applied: bool = False,
-                      mem: dict[str, S.HostMem] | None = None) -> None:
-        """Everything the console does with a batch of samples, in one place.
-
-        The hot path (20,000 samples a second at scale), so the work per job is packing
-        the values for the log; the rest is per host: the batch is kept for the ledger
-        (``_defer``) when ``mem`` has the host's totals from the same event, else
-        applied; the host is marked (rows ask ``Changes.job_changed``) and its batch
-        logged for the detail plots.  ``applied``: the Mirror has already applied them
-        (a snapshot's).
-        """
-        ch, hv, hist = self._ch, self._hv, self.hist
-        sampled, hosts = ch.sampled, ch.hosts
-        for hs in samples:
-            if not applied:
-                got = mem.get(hs.host) if mem else None
-                if got is None:
-                    self._apply(hs)
-                else:
-                    self._defer(hs, got)
-            log = hist.get(hs.host) or self._new_history(hs.host)
-            host = hs.host if log is None else log.name
-            sampled.add(host)
-            hosts.add(host)
-            if hv:
-                hv.pop(host, None)
-            if log is not None:
-                log.add_samples(t, hs.job_id, hs.actual)
-
-    def _take_lives(self, lives: Sequence[S.HostLive], t: float) -> None:
-        """Append each host's actual and reserved memory and OS figure: its HostView's, as the
-        event reported them, or read from the ledger."""
-        hv, ch_hosts, hist = self._hv, self._ch.hosts, self.hist
-        totals, osa = self.mirror.live.ledger.totals, self.mirror.live.os_available
-        for hl in lives:
-            if hl.mem is None and self._unapplied:
-                self._flush(hl.host)
-            log = hist.get(hl.host) or self._new_history(hl.host)
-            if log is None:
-                ch_hosts.add(hl.host)
-                hv.pop(hl.host, None)
-                continue
-            name = log.name
-            ch_hosts.add(name)
-            if hv:
-                hv.pop(name, None)
-            tot = hl.mem or totals.get(name) or NO_TOTALS
-            os_available = osa.get(name)
-            if os_available is None:
-                os_available = self.mirror.hosts[name].mem_total
-            log.add_figures(t, tot.mem_actual, tot.mem_reserved, os_available)
 
     def _new_history(self, name: str) -> HostHistory | None:
         """A known host's first history (None for a host the Mirror does not hold)."""

@@ -102,8 +102,7 @@ def demo_records(seconds: int = 90) -> list[Record]:
         seq += 1
         ev = Event(seq=seq, epoch=EPOCH, time=t, **kw)  # type: ignore[arg-type]
         leader.apply_event(ev)
-        for hl in ev.live:
-            hl.mem = host_mem(leader.live.ledger.host_totals(hl.host))
+        stamp(leader, ev)
         out.append(Record(t + 0.01, "event", msgspec.Raw(_enc.encode(ev)), 1))
 
     for k in range(1, seconds + 1):
@@ -146,10 +145,11 @@ def big_snapshot(hosts: int = 1000, jobs: int = 20000) -> Snapshot:
                     leader="tcp://127.0.0.1:7700", term=1)
 
 
-def one_second(snap: Snapshot, seq: int, t: float, changes: int = 300) -> list[Event]:
+def one_second(snap: Snapshot, seq: int, t: float, changes: int = 300, per_event: int = 1) -> list[Event]:
     """Second ``t`` of a steady cluster: a heartbeat from every host with the samples of every
     job it runs (all moved: the worst case), then ``changes`` jobs that end and as many that
-    start in their place.
+    start in their place.  ``per_event`` hosts' heartbeats share an event (the controller
+    publishes what 50 ms brought: 50 hosts of 1,000 a second).
 
     Stateless, so any second can be built again: the snapshot's jobs are slots, and at each
     second the next ``changes`` slots (round the ring) turn over to a new job (id + N per
@@ -160,15 +160,19 @@ def one_second(snap: Snapshot, seq: int, t: float, changes: int = 300) -> list[E
     for i, j in enumerate(snap.jobs):
         g = _turns(i, k - 1, n, changes)
         by_host.setdefault(j.allocs[0].host, []).append(((g - 1) * n + i, i))
-    evs = []
+    evs: list[Event] = []
     for h, slots in by_host.items():
         slots.sort()
         samples = []
         for _, i in slots:
             jid = snap.jobs[i].id + n * _turns(i, k - 1, n, changes)
             samples.append(JobSample(jid, h, (3 + (jid + k) % 3) * G, 5 * G, 2.0))
-        evs.append(Event(seq=seq + len(evs) + 1, epoch=snap.epoch, time=t, live=[HostLive(h, 100 * G, t)],
-                         host_samples=columns(samples)))
+        if evs and len(evs[-1].live) < per_event:
+            evs[-1].live.append(HostLive(h, 100 * G, t))
+            evs[-1].host_samples += columns(samples)
+        else:
+            evs.append(Event(seq=seq + len(evs) + 1, epoch=snap.epoch, time=t, live=[HostLive(h, 100 * G, t)],
+                             host_samples=columns(samples)))
     moved = []
     for r in range(min(changes, n)):
         i = ((k - 1) * changes + r) % n
@@ -177,6 +181,13 @@ def one_second(snap: Snapshot, seq: int, t: float, changes: int = 300) -> list[E
         moved.append(msgspec.structs.replace(j, id=j.id + n * (g + 1), start_time=t))
     evs.append(Event(seq=seq + len(evs) + 1, epoch=snap.epoch, time=t, jobs=moved))
     return evs
+
+
+def stamp(leader: Mirror, ev: Event) -> None:
+    """Give each heartbeat entry of ``ev`` its host's totals (``HostLive.mem``) as the controller
+    does, from ``leader``, a Mirror that has just applied ``ev``: the same ledger arithmetic."""
+    for hl in ev.live:
+        hl.mem = host_mem(leader.live.ledger.host_totals(hl.host))
 
 
 def _turns(i: int, k: int, n: int, changes: int) -> int:
