@@ -251,3 +251,46 @@ def test_hidden_tables_catch_up_when_shown() -> None:
             jobs = main.query_one("#jobs")
             await until(pilot, lambda: list(jobs.rows.keys) == fresh(app, "jobs", "state"), what="the jobs table")
     run(go())
+
+
+def test_the_scroll_range_follows_a_growing_table() -> None:
+    """Rows that join move the scrollbar without a new layout; the end of the table is reachable."""
+    from xce.mirror import Mirror
+    from xce.tui.app import XceTop
+    from xce.tui.sync import Sync
+
+    async def go() -> None:
+        snap = synth.big_snapshot(20, 300)
+        m = ConsoleModel()
+        sync = Sync(m)
+        sync.requested()
+        sync.on_snapshot(snap, synth.T0)
+        leader = Mirror()
+        leader.apply_snapshot(snap)
+        now = [synth.T0]
+        app = XceTop(m, clock=lambda: now[0], view="jobs", deterministic=True, fps=0.001)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            app.render_frame()
+            await pilot.pause()
+            table = app.screen.query_one("#jobs")
+            seq = 0
+            for k in (1, 2):
+                now[0] = synth.T0 + k
+                evs = synth.one_second(snap, seq, now[0], 15, per_event=5)
+                seq += len(evs)
+                for ev in evs:
+                    assert leader.apply_event(ev)
+                    synth.stamp(leader, ev)
+                    sync.on_event(ev, now[0])
+                app.render_frame()
+                await pilot.pause()
+                n = len(table.rows.keys)
+                assert n == 300 + 15 * k  # the ended jobs stay, as DONE
+                assert table.virtual_size.height == n + 1 == table.vertical_scrollbar.window_virtual_size
+            await pilot.press("end")
+            await pilot.pause()
+            last = table.rows.keys[-1]
+            assert table.cursor_key == last and table.visible_keys()[-1] == last
+            assert table.scroll_offset.y >= n - table.size.height
+    run(go())

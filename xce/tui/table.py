@@ -110,7 +110,7 @@ class RowTable(ScrollView, can_focus=True):
         if order_changed:
             old = self._cursor_row
             self._keys = self.rows.keys
-            self.virtual_size = Size(self.row_width, len(self._keys) + 1)
+            self._set_virtual_height(len(self._keys) + 1)
             if old is not None:
                 try:
                     self.cursor = self._keys.index(old)
@@ -152,6 +152,25 @@ class RowTable(ScrollView, can_focus=True):
         else:
             for y in moved_lines:
                 self.refresh_line(y)
+
+    def _set_virtual_height(self, height: int) -> None:
+        """The scroll range follows the row count (the jobs view gains 300 rows a second at scale).
+
+        Setting ``virtual_size`` lays the whole screen out again (its reactive is a layout
+        one), which cost as much as the rest of a frame.  A ScrollView's own size does not
+        depend on it: while the scrollbar is needed before and after, moving the scrollbar
+        is all there is to do, as Textual does for a size change without layout.
+        """
+        size, old = Size(self.row_width, height), self.virtual_size
+        if size == old:
+            return
+        scroll_update = getattr(self, "_scroll_update", None)  # Textual's own, private: fall back without it
+        page = self.size.height
+        if scroll_update is not None and size.width == old.width and old.height > page and height > page:
+            self.set_reactive(RowTable.virtual_size, size)
+            scroll_update(size)
+        else:
+            self.virtual_size = size
 
     def visible_keys(self) -> list[Any]:
         top = int(self.scroll_offset.y)
