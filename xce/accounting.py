@@ -109,8 +109,8 @@ class HostBook:
         for col in (self.ids, self.attempt, self.reserved, self.over_base, self.actual, self.peak, self.cpu,
                     self.allocated):
             del col[i]
-        for k in range(i, len(self.ids)):
-            self.index[self.ids[k]] = k
+        if i < len(self.ids):  # the later slots moved up by one
+            self.index.update(zip(self.ids[i:], range(i, len(self.ids))))
         self.unreported.discard(job_id)
 
 
