@@ -227,13 +227,15 @@ class ConsoleModel:
         A newer batch supersedes an older one job by job: the leader publishes a job's
         latest actual and CPU time and its peak so far, which only rises.  A job the older
         batch sampled and the newer one does not (its figures did not move since) has its
-        older sample applied now, so nothing is lost.
+        older sample applied now, so nothing is lost (a job that ended since has no account
+        to take it).
         """
         unapplied = self._unapplied
         old = unapplied.get(hs.host)
         if old is not None and old.job_id != hs.job_id:
-            newer = set(hs.job_id)
-            left = [i for i, jid in enumerate(old.job_id) if jid not in newer]
+            book = self.mirror.live.ledger.books.get(hs.host)
+            held, newer = book.index if book else {}, set(hs.job_id)
+            left = [i for i, jid in enumerate(old.job_id) if jid in held and jid not in newer]
             if left:
                 self.mirror.live.apply_host_samples(S.HostSamples(
                     old.host, [old.job_id[i] for i in left], [old.actual[i] for i in left],
