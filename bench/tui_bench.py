@@ -7,8 +7,9 @@ so other load on the machine does not count; the frame's wall time is printed to
   apply   one second of updates (every host's heartbeat, all 20,000 samples moved,
           ``--per-event`` hosts to an event as the controller gathers them in its
           50 ms soft period, plus ``--changes`` jobs that end and as many that
-          start) through Sync into the
-          model, in LiveFeed's chunks: the receiver thread's work.  The console keeps
+          start), from the frames as the controller publishes them: decoded, then
+          through Sync into the model in LiveFeed's chunks, as its receiver thread
+          does (until session 4 the bench handed over objects: no decode).  The console keeps
           samples until a frame reads them (xce/tui/model.py), so the samples' ledger
           work lands in the redraw for the rows a frame shows;
   bare    the same events through a bare xce.mirror.Mirror, which applies every
@@ -26,7 +27,9 @@ so other load on the machine does not count; the frame's wall time is printed to
           "redraw_raw" is the figure before that correction (as measured until 2026-11-30);
   total   apply + redraw of the same synthetic second (median), against the goal;
   RSS     of the process at that size (and, with ``--soak N``, after N more
-          synthetic seconds with a frame each: the bounded histories at their largest);
+          synthetic seconds with a frame each, finished jobs forgotten past
+          ``--keep-finished`` as the controller does: after ~500 s the histories are at
+          their bound, and after ~340 s at 300 changes a second the finished jobs too);
   latency from a heartbeat's arrival at the controller (HostLive.last_seen, ~1 ms
           after the worker's sample on one machine) to the end of the frame that
           shows it, on a real `xce up` cluster (2 hosts, heartbeat 0.5 s, 4 fps).
@@ -40,13 +43,20 @@ import os
 import statistics
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
+import msgspec
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from xce.config import Config  # noqa: E402
 from xce.daemons.ctl_events import SOFT_PERIOD  # noqa: E402
+from xce.model import JobState  # noqa: E402
+from xce.proto.codec import decode_envelope, encode  # noqa: E402
+from xce.proto.opcodes import Op  # noqa: E402
+from xce.proto.schema import Event  # noqa: E402
 from xce.mirror import Mirror  # noqa: E402
 from xce.tui import synth  # noqa: E402
 from xce.tui.app import XceTop, tune_gc  # noqa: E402
@@ -55,11 +65,29 @@ from xce.tui.model import ConsoleModel  # noqa: E402
 from xce.tui.sync import Sync  # noqa: E402
 
 
+EVENT = msgspec.msgpack.Decoder(Event)
+
+
+def receive(sync: Sync, frames: list[bytes], now: float) -> None:
+    """What LiveFeed's receiver does with the frames a SUB socket gives it: decode, then hand
+    the events over in chunks (each chunk one hold of the model's lock)."""
+    chunk: list[tuple[Event, float, int]] = []
+    for data in frames:
+        env = decode_envelope(data)
+        chunk.append((EVENT.decode(env.body), now, env.term))
+        if len(chunk) >= CHUNK:
+            sync.on_events(chunk)
+            chunk = []
+    if chunk:
+        sync.on_events(chunk)
+
+
 def rss_mb() -> float:
     return psutil.Process().memory_info().rss / 2**20
 
 
-async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, per_event: int) -> dict[str, float]:
+async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, per_event: int,
+                keep_finished: int) -> dict[str, float]:
     tune_gc()  # as xce-top's main() does
     base = rss_mb()
     snap = synth.big_snapshot(hosts, jobs)
@@ -93,9 +121,9 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, pe
             for ev in evs:  # the stamping alone (the same values again), to take off
                 synth.stamp(bare, ev)
             bare_applies.append(both - (time.process_time() - t))
+            frames = [encode(Op.EVENT, 0, ev, term=1) for ev in evs]  # as the controller publishes them
             t = time.process_time()
-            for i in range(0, len(evs), CHUNK):  # as LiveFeed hands them over
-                sync.on_events([(ev, now[0], 0) for ev in evs[i:i + CHUNK]])
+            receive(sync, frames, now[0])
             applies.append(time.process_time() - t)
             assert sync.state == "LIVE", "the synthetic second did not follow"
             t, w = time.process_time(), time.perf_counter()
@@ -120,18 +148,25 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, pe
                 await pilot.pause()
         out["rss_mb"] = rss_mb()
         out["rss_growth_mb"] = out["rss_mb"] - base
+        ended: deque[int] = deque()  # finished jobs, oldest first: the controller forgets them too
         for k in range(2 * seconds + 1, 2 * seconds + 1 + soak):
             now[0] = synth.T0 + k
             evs = synth.one_second(snap, seq, now[0], changes, per_event)
             seq += len(evs)
+            ended.extend(j.id for j in evs[-1].jobs if j.state == JobState.DONE)
+            if len(ended) > keep_finished + 1000:  # the controller's Cleanup, at the same threshold
+                gone = [ended.popleft() for _ in range(len(ended) - keep_finished)]
+                seq += 1
+                evs.append(Event(seq=seq, epoch=snap.epoch, time=now[0], forget=gone))
             for ev in evs:
                 bare.apply_event(ev)
                 synth.stamp(bare, ev)
-                sync.on_event(ev, now[0])
+            receive(sync, [encode(Op.EVENT, 0, ev, term=1) for ev in evs], now[0])
             app.render_frame()
             await pilot.pause()
         if soak:
             out["rss_after_soak_mb"] = rss_mb()
+            out["jobs_after_soak"] = len(m.mirror.jobs)
     out["apply_ms"] = statistics.median(applies) * 1000
     out["bare_mirror_ms"] = statistics.median(bare_applies) * 1000
     out["redraw_raw_ms"] = statistics.median(redraws) * 1000
@@ -183,6 +218,8 @@ def main() -> int:
     p.add_argument("--seconds", type=int, default=5)
     p.add_argument("--changes", type=int, default=300)
     p.add_argument("--soak", type=int, default=0, help="more synthetic seconds before a last RSS reading")
+    p.add_argument("--keep-finished", type=int, default=Config().controller.keep_finished,
+                   help="finished jobs kept (the controller's setting): the soak forgets older ones as it does")
     p.add_argument("--per-event", type=int, default=0,
                    help="hosts' heartbeats per event (default: what the controller's 50 ms soft period "
                         "gathers at one heartbeat a second, hosts / 20; 1 = an event per heartbeat)")
@@ -193,7 +230,7 @@ def main() -> int:
     print(f"console at {a.hosts} hosts x {a.jobs} jobs, {a.changes} job changes/s, "
           f"{per_event} heartbeats an event, "
           f"python {sys.version.split()[0]}, {os.cpu_count()} cpus")
-    for k, v in asyncio.run(scale(a.hosts, a.jobs, a.seconds, a.changes, a.soak, per_event)).items():
+    for k, v in asyncio.run(scale(a.hosts, a.jobs, a.seconds, a.changes, a.soak, per_event, a.keep_finished)).items():
         print(f"  {k:28} {v:10.1f}")
     if not a.no_live:
         for k, v in asyncio.run(latency(a.live_seconds)).items():
