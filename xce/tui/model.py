@@ -174,12 +174,10 @@ class ConsoleModel:
         detail plots.  ``applied``: the Mirror has already applied it (a snapshot's).
         """
         mem = None if hl is None else hl.mem
-        if applied:
-            pass
-        elif mem is None:
-            self._apply(hs)
-        else:
+        if mem is not None:
             self._defer(hs, mem)
+        elif not applied:
+            self._apply(hs)
         log = self.hist.get(hs.host) or self._new_history(hs.host)
         name, ch = hs.host if log is None else log.name, self._ch
         ch.sampled.add(name)
