@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import random
 import signal
 import socket
 import sys
@@ -49,6 +50,18 @@ ACK_EVERY = 4
 REPORT_STEP = 1 << 20  # usage moves smaller than this (or 1 %) are not worth a report
 
 
+def register_delay(failures: int, draw: float) -> float:
+    """Seconds before registering again after ``failures`` attempts in a row went unanswered:
+    1 s doubling up to 8 s, scaled by 0.5 + ``draw`` (``draw`` in [0, 1)).
+
+    Thousands of workers lose a controller at the same moment; retrying on a fixed second
+    keeps them in step, so every retry would arrive as one burst at a leader that is busy
+    taking over.  The spread scatters them, and the doubling spares a controller that
+    cannot keep up.
+    """
+    return min(8.0, 2.0 ** failures) * (0.5 + draw)
+
+
 class Worker:
     def __init__(self, cfg: Config, state_dir: Path) -> None:
         from xce.client import endpoints_of
@@ -74,7 +87,8 @@ class Worker:
         self.runner = Runner(self.name, state_dir / f"worker-{self.name}", kill_grace=w.kill_grace)
         self.registered = False
         self.register_rid = 0
-        self.register_sent = 0.0
+        self.next_register = 0.0  # monotonic time of the next attempt while unregistered
+        self.register_failures = 0
         self.rid = 0
         self.term = 0
         # Ends not yet acknowledged by a commit: rid -> (task or None, message, sent at).
@@ -127,7 +141,7 @@ class Worker:
         self.connect()
         while not self.stopping:
             now = time.time()
-            if not self.registered and time.monotonic() - self.register_sent > 1.0:
+            if not self.registered and time.monotonic() >= self.next_register:
                 self.register()
             poller = zmq.Poller()
             assert self.sock is not None
@@ -183,7 +197,8 @@ class Worker:
             os_available=self.os_available(), version=__version__, attrs=attrs, running=running,
             virtual={n: r.total for n, r in self.cfg.resources.items() if r.scope == "host"},
             measure=(measure.detect_cgroup() or ("proc",))[0]))
-        self.register_sent = time.monotonic()
+        self.next_register = time.monotonic() + register_delay(self.register_failures, random.random())
+        self.register_failures += 1
 
     def os_available(self) -> int:
         real = measure.os_available()
@@ -241,8 +256,10 @@ class Worker:
 
             err = error_from_reply(msgspec.msgpack.decode(env.body, type=S.ErrorReply))
             if err.code in ("unauthenticated", "forbidden"):
-                # Not (or no longer) let in: keep asking once a second, so adding the key
-                # (`xce keys add`) lets this worker in without a restart; say it once.
+                # Not (or no longer) let in: keep asking about once a second (an answer, not an
+                # overloaded controller: no doubling), so adding the key (`xce keys add`) lets
+                # this worker in without a restart; say it once.
+                self.register_failures = 0
                 if err.message != self.refused:
                     log.error("the controller refuses this worker: %s", err.message)
                     self.refused = err.message
@@ -258,12 +275,14 @@ class Worker:
                         self.endpoints.append(err.leader)
                     self.endpoint_idx = self.endpoints.index(err.leader)
                     self.connect()
+                    self.next_register = 0.0  # sent to the leader: go there now, not on the retry clock
             return
         if env.rid == self.register_rid:
             import msgspec
 
             reply = msgspec.msgpack.decode(env.body, type=S.RegisterReply)
             self.registered = True
+            self.register_failures = 0
             self.refused = ""
             self.cfg.worker.heartbeat = reply.heartbeat_interval  # the controller's pace wins
             for t in reply.kill:
@@ -290,7 +309,7 @@ class Worker:
             return
         if not hb.known:
             self.registered = False
-            self.register_sent = 0.0
+            self.next_register = 0.0
 
     def run_job(self, body: S.RunJob) -> None:
         assert self.sock is not None
