@@ -256,9 +256,9 @@ class Worker:
 
             err = error_from_reply(msgspec.msgpack.decode(env.body, type=S.ErrorReply))
             if err.code in ("unauthenticated", "forbidden"):
-                # Not (or no longer) let in: keep asking about once a second (an answer, not an
-                # overloaded controller: no doubling), so adding the key (`xce keys add`) lets
-                # this worker in without a restart; say it once.
+                # Not (or no longer) let in: keep asking about once a second (answered: no
+                # doubling), so adding the key (`xce keys add`) lets this worker in without a
+                # restart; say it once.
                 self.register_failures = 0
                 if err.message != self.refused:
                     log.error("the controller refuses this worker: %s", err.message)
@@ -268,6 +268,7 @@ class Worker:
             log.info("controller says: %s", err.message)
             if env.rid == self.register_rid or err.code == "not_leader":
                 self.registered = False
+                self.register_failures = 0  # answered (an election, say): the controller keeps up
                 from xce.errors import NotLeader
 
                 if isinstance(err, NotLeader) and err.leader:
