@@ -538,6 +538,37 @@ def test_mirror_snapshot() -> None:
     assert m.live.ledger.audit() == []
 
 
+def test_a_mirror_holds_equal_parts_of_decoded_jobs_once() -> None:
+    from xce.mirror import Mirror, SharedParts
+    from xce.proto.schema import Event
+
+    st = two_hosts()
+    submit(st, spec(), spec(), spec())
+    for jid in (1, 2, 3):
+        run(st, jid)
+    st.apply(Finish(time=T0 + 5, job_id=1, attempt=1, host="n1", exit_code=0,
+                    usage=HostUsage(host="n1", reserved=G, actual=G // 2, peak=G, charged_peak=G)))
+    wire = msgspec.msgpack.encode(Snapshot(
+        seq=1, epoch="e1", time=T0 + 6, jobs=list(st.jobs.values()), hosts=list(st.hosts.values()),
+        queues=list(st.queues.values()), default_queue="normal", live=[], samples=[], reasons={}))
+    m = Mirror()
+    m.apply_snapshot(msgspec.msgpack.decode(wire, type=Snapshot))  # fresh objects, as from the wire
+    assert m.jobs == st.jobs
+    j1, j2, j3 = (m.jobs[i] for i in (1, 2, 3))
+    assert j1.req is j2.req is j3.req and j2.allocs[0] is j3.allocs[0] and j2.allocs is not j3.allocs
+    submit(st, spec())
+    run(st, 4)
+    assert m.apply_event(msgspec.msgpack.decode(msgspec.msgpack.encode(
+        Event(seq=2, epoch="e1", time=T0 + 7, jobs=[st.jobs[4]])), type=Event))
+    assert m.jobs[4] == st.jobs[4] and m.jobs[4].req is j1.req and m.jobs[4].allocs[0] is j2.allocs[0]
+    assert m.live.ledger.audit() == []
+    parts = SharedParts()
+    parts.LIMIT = 2  # past its bound it starts afresh rather than grow with a site's unique requests
+    for j in (j1, j2, j3):
+        parts.share(j)
+    assert len(parts.reqs) + len(parts.allocs) + len(parts.names) <= 3
+
+
 def test_mirror_applies_events_in_order() -> None:
     m, st = mirror_at()
     run(st, 2, "n2")
