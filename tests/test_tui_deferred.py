@@ -106,7 +106,7 @@ def test_a_console_that_keeps_samples_shows_what_one_that_applies_them_shows(ste
         plain = msgspec.structs.replace(ev, live=[msgspec.structs.replace(hl, mem=None) for hl in ev.live])
         assert eager.apply_event(plain, c.t)
     assert views(lazy) == views(eager)
-    lazy.settle()
+    lazy.kept.settle()
     assert lazy.summary() == eager.summary()
     assert lazy.mirror.live.ledger.totals == eager.mirror.live.ledger.totals
     assert lazy.mirror.live.ledger.audit() == []
@@ -121,12 +121,12 @@ def test_the_header_counts_a_host_whose_samples_wait_at_its_reported_totals() ->
     assert m.apply_event(c.heartbeat("h1", [(0, 3000), (1, 500)], with_mem=True), c.t)
     assert m.apply_event(c.heartbeat("h2", [(0, 2048)], with_mem=True), c.t)
     m.take_changes()
-    assert set(m._unapplied) == {"h1", "h2"}  # nothing read them yet
+    assert set(m.kept.batches) == {"h1", "h2"}  # nothing read them yet
     mem = m.summary().mem
     assert (mem["reserved"], mem["actual"]) == (6 * G, (3000 + 500 + 2048) << 20)
     assert mem["overage"] == (3000 - 2048) << 20 and mem["slack"] == (2048 - 500) << 20
     assert m.host_view("h1").mem_actual == (3000 + 500) << 20  # a read lets the ledger take h1's batch
-    assert set(m._unapplied) == {"h2"}
+    assert set(m.kept.batches) == {"h2"}
     assert m.summary().mem == mem
 
 

@@ -68,7 +68,7 @@ def test_job_memory_reaches_the_table_within_2s(cluster: Cluster) -> None:
             print(f"first sample -> table shows >= 190 MB: {t1 - t0:.2f}s")
             assert t1 - t0 <= 2.0
             with m.lock:  # the controller's heartbeat events carry the host's totals, the hog included
-                assert any(mem.mem_actual >= 190 * MB for mem in m._reported.values()), m._reported
+                assert any(mem.mem_actual >= 190 * MB for mem in m.kept.reported.values()), m.kept.reported
             cluster.client.kill([jid])
     run(go())
 

@@ -9,20 +9,15 @@ Python: no Textual, no sockets, no clock (``now`` and receive times are
 parameters).  Every feed (live receiver, replay) goes through ``Sync`` into
 ``apply_snapshot``/``apply_event``, under ``lock``.
 
-Samples reach the ledger when something reads them.  A heartbeat event from the
-leader carries the host's totals (``HostLive.mem``) beside its samples; the console
-logs those and keeps the samples as the host's *unapplied* batch, which the Live
-ledger takes (``Live.apply_host_samples``, the same arithmetic as everywhere) only
-when a frame reads that host's or one of its jobs' accounts: the rows on screen, a
-detail screen, a sort by a usage column.  A big cluster sends 20,000 samples a
-second and a frame shows a few dozen rows, so most batches are replaced by the
-next one unread.  Until then the header counts the host at its reported totals.
+Samples reach the ledger when something reads them: a heartbeat event from the
+leader carries the host's totals (``HostLive.mem``), and the batch waits in
+``KeptSamples`` (kept.py) until a frame reads that host or one of its jobs.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from xce.accounting import HostTotals
@@ -32,6 +27,7 @@ from xce.model import Job, JobState
 from xce.proto import schema as S
 from xce.proto.schema import Event, Snapshot
 from xce.tui.history import HostHistory, summed
+from xce.tui.kept import KeptSamples
 from xce.tui.totals import Totals
 from xce.views import HostView, JobView, host_state
 
@@ -104,8 +100,7 @@ class ConsoleModel:
         self._fixed_usage: dict[int, Usage] = {}  # jobs without live accounts (see usage)
         self._ch = Changes(reset=True)
         self.totals = Totals()
-        self._unapplied: dict[str, S.HostSamples] = {}  # host -> samples its accounts have not taken
-        self._reported: dict[str, S.HostMem] = {}       # host -> totals its last heartbeat event gave
+        self.kept = KeptSamples(self.mirror)  # samples the ledger takes when they are read
 
     # ---- feeding ----------------------------------------------------------------------------
 
@@ -115,8 +110,7 @@ class ConsoleModel:
 
     def apply_snapshot(self, snap: Snapshot, received: float) -> None:
         self.mirror.apply_snapshot(snap)
-        self._unapplied.clear()  # the snapshot's samples are the latest
-        self._reported.clear()
+        self.kept.clear()  # the snapshot's samples are the latest
         self.term = snap.term
         self._jv.clear()
         self._hv.clear()
@@ -140,8 +134,8 @@ class ConsoleModel:
             return True  # already applied (or in the snapshot): its samples must not land again
         hard = bool(ev.jobs or ev.forget or ev.reasons or ev.hosts)
         moves = self._moves(ev) if ev.jobs or ev.forget else ()
-        if self._unapplied and ev.jobs:
-            self._settle_requeued(ev.jobs)
+        if self.kept and ev.jobs:
+            self.kept.settle_requeued(ev.jobs)
         if not mirror.apply_event(ev, samples=False):
             return False
         if term > self.term:
@@ -168,16 +162,16 @@ class ConsoleModel:
         """Everything the console does with a host's batch of samples (and its heartbeat entry).
 
         The hot path (20,000 samples a second at scale) with no work per job but packing
-        the values for the log: the batch is kept for the ledger (``_defer``) when the
+        the values for the log: the batch is kept for the ledger (``KeptSamples``) when the
         entry has the host's totals, else applied; the host is marked (rows ask
         ``Changes.job_changed``); the batch and the host's figures are logged for the
         detail plots.  ``applied``: the Mirror has already applied it (a snapshot's).
         """
         mem = None if hl is None else hl.mem
         if mem is not None:
-            self._defer(hs, mem)
+            self.kept.keep(hs, mem)
         elif not applied:
-            self._apply(hs)
+            self.kept.apply(hs)
         log = self.hist.get(hs.host) or self._new_history(hs.host)
         name, ch = hs.host if log is None else log.name, self._ch
         ch.sampled.add(name)
@@ -196,10 +190,9 @@ class ConsoleModel:
         hv, ch_hosts, hist = self._hv, self._ch.hosts, self.hist
         for hl in lives:
             if hl.mem is not None:
-                if hl.host in self._unapplied:
-                    self._reported[hl.host] = hl.mem  # the header's figure for the host
-            elif self._unapplied:
-                self._flush(hl.host)
+                self.kept.report(hl.host, hl.mem)
+            elif self.kept:
+                self.kept.flush(hl.host)
             log = hist.get(hl.host) or self._new_history(hl.host)
             name = hl.host if log is None else log.name
             ch_hosts.add(name)
@@ -216,63 +209,6 @@ class ConsoleModel:
         if os_available is None:
             os_available = self.mirror.hosts[name].mem_total
         log.add_figures(t, tot.mem_actual, tot.mem_reserved, os_available)
-
-    # ---- samples the ledger takes when they are read ----------------------------------------
-
-    def _defer(self, hs: S.HostSamples, mem: S.HostMem) -> None:
-        """Keep a heartbeat's samples (its event carried the host's totals) until they are read.
-
-        A newer batch supersedes an older one job by job: the leader publishes a job's
-        latest actual and CPU time and its peak so far, which only rises.  A job the older
-        batch sampled and the newer one does not (its figures did not move since) has its
-        older sample applied now, so nothing is lost (a job that ended since has no account
-        to take it).
-        """
-        unapplied = self._unapplied
-        old = unapplied.get(hs.host)
-        if old is not None and old.job_id != hs.job_id:
-            book = self.mirror.live.ledger.books.get(hs.host)
-            held, newer = book.index if book else {}, set(hs.job_id)
-            left = [i for i, jid in enumerate(old.job_id) if jid in held and jid not in newer]
-            if left:
-                self.mirror.live.apply_host_samples(S.HostSamples(
-                    old.host, [old.job_id[i] for i in left], [old.actual[i] for i in left],
-                    [old.peak[i] for i in left], [old.cpu_time[i] for i in left]))
-        unapplied[hs.host] = hs
-        self._reported[hs.host] = mem
-
-    def _apply(self, hs: S.HostSamples) -> None:
-        """Apply a batch now, after any older one of its host that was kept."""
-        if self._unapplied:
-            self._flush(hs.host)
-        self.mirror.live.apply_host_samples(hs)
-
-    def _flush(self, host: str) -> None:
-        hs = self._unapplied.pop(host, None)
-        if hs is not None:
-            self.mirror.live.apply_host_samples(hs)
-
-    def settle(self) -> None:
-        """Let the ledger take every kept batch (before reading every job's or host's figures)."""
-        live, unapplied = self.mirror.live, self._unapplied
-        for hs in unapplied.values():
-            live.apply_host_samples(hs)
-        unapplied.clear()
-
-    def _settle_job(self, job: Job) -> None:
-        unapplied = self._unapplied
-        for a in job.allocs:
-            if a.host in unapplied:
-                self._flush(a.host)
-
-    def _settle_requeued(self, jobs: Iterable[Job]) -> None:
-        """A job placed again (a new attempt) must not get its old attempt's samples: the kept
-        batches of its old hosts go to the old accounts before the Mirror closes them."""
-        known = self.mirror.jobs
-        for j in jobs:
-            old = known.get(j.id)
-            if old is not None and old.attempt != j.attempt:
-                self._settle_job(old)
 
     def _moves(self, ev: Event) -> list[tuple[str | None, str | None]]:
         """Each changed job's (old state, new state), read before the Mirror applies the event."""
@@ -348,8 +284,8 @@ class ConsoleModel:
             job = self.mirror.jobs.get(jid)
             if job is None:
                 return None
-            if self._unapplied:
-                self._settle_job(job)
+            if self.kept:
+                self.kept.settle_job(job)
             v = self._jv[jid] = self.mirror.live.job_view(job)
         return v
 
@@ -359,8 +295,8 @@ class ConsoleModel:
             host = self.mirror.hosts.get(name)
             if host is None:
                 return None
-            if self._unapplied:
-                self._flush(name)
+            if self.kept:
+                self.kept.flush(name)
             v = self._hv[name] = self.mirror.live.host_view(host)
         return v
 
@@ -370,16 +306,8 @@ class ConsoleModel:
             t.refresh_states(t.dirty, self._host_state)
             t.dirty = set()
         if t.mem_dirty:
-            hosts, figures = self.mirror.hosts, self.mirror.live.ledger.totals
-            unapplied, reported = self._unapplied, self._reported
-            known: Collection[HostTotals | S.HostMem]
-            if unapplied:  # a host whose latest samples wait counts at its reported totals
-                known = [reported[h] if h in unapplied else f for h, f in figures.items() if h in hosts]
-            elif figures.keys() <= hosts.keys():
-                known = figures.values()
-            else:
-                known = [f for h, f in figures.items() if h in hosts]
-            t.sum_mem((h.mem_total for h in hosts.values()), known)
+            t.sum_mem((h.mem_total for h in self.mirror.hosts.values()),
+                      self.kept.host_figures(self.mirror.live.ledger.totals))
         return Summary(dict(t.hosts), dict(t.jobs), t.mem_dict())
 
     def usage(self, jid: int) -> Usage:
@@ -390,8 +318,8 @@ class ConsoleModel:
         building the view; any other job's are read from its view.
         """
         job = self.mirror.jobs.get(jid)
-        if job is not None and self._unapplied:
-            self._settle_job(job)
+        if job is not None and self.kept:
+            self.kept.settle_job(job)
         accs = self.mirror.live.ledger.by_job.get(jid) if job is not None and job.state in ACCOUNTED else None
         if not accs:  # ended or pending: the figures move only with hard state, so they are kept
             got = self._fixed_usage.get(jid)

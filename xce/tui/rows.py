@@ -93,7 +93,7 @@ class RowSet:
     def _sort(self, m: ConsoleModel, now: float) -> bool:
         key = self.sort_col.sort
         if self.sort_col.live:
-            m.settle()  # every row's figures are read: one pass per host, not a check per row
+            m.kept.settle()  # every row's figures are read: one pass per host, not a check per row
         self.keys = SortedRows(((key(m, k), k) for k in self.matches), self.reverse)
         self._last_sort, self._stale_order = now, False
         return True
