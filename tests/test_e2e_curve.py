@@ -174,9 +174,13 @@ def test_state_changing_requests_at_the_zmq_door_are_logged_for_admins(cluster) 
     from xce.errors import PermissionDenied
     from xce.policy import Principal
 
+    from xce.errors import NotFound
+
     c = cluster.client
     jid = c.submit(["sleep", "30"], name="logged")
     c.kill([jid])
+    with pytest.raises(NotFound):  # refused by the state machine, when the command commits
+        c.modify(jid + 10_000, 2**30)
     ring = TokenService(ensure_keyring(cluster.state_dir))
     with Client(state_dir=cluster.state_dir, token=ring.issue(Principal("vera", ("viewer",))), timeout=10) as v:
         with pytest.raises(PermissionDenied):
@@ -187,6 +191,10 @@ def test_state_changing_requests_at_the_zmq_door_are_logged_for_admins(cluster) 
     mine = [r for r in recs if r.op in ("SUBMIT", "KILL") and r.result == "accepted"]
     assert any(r.op == "SUBMIT" and r.target.startswith("1 job(s) to") for r in mine)
     assert any(r.op == "KILL" and r.target == f"jobs {jid}" for r in mine)
+    modify = [r for r in recs if r.op == "MODIFY"]  # logged with the answer the client got
+    assert modify[-1].target == f"job {jid + 10_000} mem_limit {2**30}"
+    assert modify[-1].result.startswith("refused: not_found"), modify[-1]
+    assert modify[-1].user == mine[-1].user and modify[-1].client == mine[-1].client
     refused = [r for r in recs if r.user == "vera"]
     assert refused and refused[-1].op == "SUBMIT" and refused[-1].result.startswith("refused: forbidden")
     assert all(r.client in ("127.0.0.1", "local") for r in recs)

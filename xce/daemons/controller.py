@@ -56,7 +56,7 @@ from xce.resources import catalog
 from xce.resreq import parse_resreq
 from xce.state import Cleanup, Cmd, HostLost, encode_batch
 
-from xce.daemons.ctl_access import AUDITED_OPS, DAEMON_OPS, Access
+from xce.daemons.ctl_access import AUDITED_OPS, DAEMON_OPS, Access, Audit, refusal
 from xce.daemons.ctl_clients import ClientDoor
 from xce.daemons.ctl_events import Publisher
 from xce.daemons.ctl_workers import WorkerDoor
@@ -252,6 +252,7 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
         op: Op | None = None
         body: Any = None
         self.principal = None
+        self.audit: Audit | None = None  # this request's log entry, until a reply claims it
         try:
             env = decode_envelope(frame.buffer)
             rid = env.rid
@@ -271,12 +272,14 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
             handler = self.HANDLERS.get(op)
             if handler is None:
                 raise ProtocolError(f"{op.name} is not served by the controller")
-            handler(self, ident, rid, body)
             if op in AUDITED_OPS:
-                self.log_request(op, body, frame, "accepted")
+                self.audit = self.audit_entry(op, body, frame)
+            handler(self, ident, rid, body)
+            if self.audit is not None:  # answered at once (a dry run), not when a command commits
+                self.log_request(self.audit, "accepted")
         except XceError as e:
             if op in AUDITED_OPS:
-                self.log_request(op, body, frame, f"refused: {e.code}: {e.message}")
+                self.log_request(self.audit or self.audit_entry(op, body, frame), refusal(e))
             self.send(ident, error_reply(rid, e, self.raft.term()))
         except Exception as e:  # noqa: BLE001 - a bug must not kill the controller
             log.exception("handler failed")
@@ -286,6 +289,14 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
         self.send(ident, encode(Op.OK, rid, body, term=self.raft.term()))
 
     def replier(self, ident: bytes, rid: int, build: Callable[[Any], Any]) -> Reply:
+        """The reply to send when the request's command has committed (or failed to).
+
+        It takes the request's log entry, so the log records the answer the client got,
+        not that the command was handed to Raft: a command the state machine refuses, or
+        one lost with the leadership, is logged as refused.
+        """
+        audit, self.audit = self.audit, None
+
         def reply(result: Result) -> None:
             kind, value = result
             if kind == "ok":
@@ -293,12 +304,19 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
                     self.ok(ident, rid, build(value))
                 except XceError as e:
                     self.send(ident, error_reply(rid, e))
+                    if audit is not None:
+                        self.log_request(audit, refusal(e))
+                    return
+                if audit is not None:
+                    self.log_request(audit, "accepted")
             else:
                 code, message = value
                 from xce.errors import ERROR_CLASSES
 
                 exc = ERROR_CLASSES.get(code, XceError)(message)
                 self.send(ident, error_reply(rid, exc))
+                if audit is not None:
+                    self.log_request(audit, refusal(exc))
         return reply
 
     # ---- timers ---------------------------------------------------------------------------

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import zmq
 
-from xce.errors import PermissionDenied, Unauthenticated
+from xce.errors import PermissionDenied, Unauthenticated, XceError
 from xce.policy import OP_PERMISSIONS, authorize
 from xce.proto.opcodes import Op
 
@@ -70,15 +70,33 @@ class Access:
             self.daemon_grants[grant] = now + DAEMON_GRANT_TTL
         return body
 
-    def log_request(self: Controller, op: Op, body: Any, frame: zmq.Frame, result: str) -> None:
-        """One line in the request log: who (the token's user), what, from where, the answer."""
+    def audit_entry(self: Controller, op: Op, body: Any, frame: zmq.Frame) -> Audit:
+        """Who (the token's user), what and from where, read while the request is the current one:
+        its answer may come only when its command commits."""
         try:
             client = frame.get("Peer-Address") or "local"
         except zmq.ZMQError:
             client = "local"  # the ipc door
         p = self.principal
-        self.requests.record(user=p.user if p else None, roles=list(p.roles) if p else [], client=client,
-                             op=op.name, target=describe(op, body) if body is not None else "", result=result)
+        return Audit(user=p.user if p else None, roles=list(p.roles) if p else [], client=client,
+                     op=op.name, target=describe(op, body) if body is not None else "")
+
+    def log_request(self: Controller, entry: Audit, result: str) -> None:
+        """One line in the request log: the entry and the answer the client got."""
+        self.requests.record(user=entry.user, roles=entry.roles, client=entry.client, op=entry.op,
+                             target=entry.target, result=result)
+
+
+class Audit(NamedTuple):
+    user: str | None
+    roles: list[str]
+    client: str
+    op: str
+    target: str
+
+
+def refusal(e: XceError) -> str:
+    return f"refused: {e.code}: {e.message}"
 
 
 def describe(op: Op, body: Any) -> str:

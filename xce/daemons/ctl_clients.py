@@ -138,6 +138,8 @@ class ClientDoor:
     def h_modify(self: Controller, ident: bytes, rid: int, body: S.ModifyRequest) -> None:
         if body.mem_limit is not None and body.mem_limit <= 0:
             raise InvalidRequest("mem_limit must be > 0")
+        reply = self.replier(ident, rid, lambda r: S.Ack(True, r))
+
         def modified(result: Result) -> None:
             if result[0] == "ok":  # running: the workers enforce the new limit from now on
                 with self.raft.lock:
@@ -146,7 +148,7 @@ class ClientDoor:
                         for host in job.hosts:
                             if host not in job.finished_hosts:
                                 self.dispatch(job, host, time.time())
-            self.replier(ident, rid, lambda r: S.Ack(True, r))(result)
+            reply(result)
 
         self.commit(Modify(time=time.time(), job_id=body.id, mem_limit=body.mem_limit), modified)
 
