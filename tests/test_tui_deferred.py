@@ -56,17 +56,24 @@ class Cluster:
         j = self.jobs[jid] = msgspec.structs.replace(self.jobs[jid], state=JobState.DONE, end_time=self.t)
         return self._event(jobs=[j])
 
-    def heartbeat(self, host: str, values: list[tuple[int, int]], with_mem: bool) -> Event:
+    def heartbeat(self, host: str, values: list[tuple[int, int]]) -> Event:
         """The worker reports ``values`` (index into its running jobs, MB); the leader publishes what moved."""
-        running = [j.id for j in self.jobs.values() if j.state == JobState.RUN and j.hosts == [host]]
-        picked = {running[i % len(running)]: mb for i, mb in values} if running else {}
-        ids = [jid for jid in running if jid in picked]
+        return self.heartbeats({host: values})
+
+    def heartbeats(self, beats: dict[str, list[tuple[int, int]]]) -> Event:
+        """Several hosts' heartbeats in one event, as the controller gathers them in 50 ms."""
+        live, samples = [], []
         ledger = self.leader.live.ledger
-        moved = ledger.observe_host(host, ids, None, [picked[j] << 20 for j in ids], [0] * len(ids),
-                                    [float(self.seq)] * len(ids)) if ids else None
-        mem = host_mem(ledger.host_totals(host)) if with_mem else None
-        return self._event(live=[HostLive(host, 60 * G, self.t, mem)],
-                           host_samples=[HostSamples(host, *moved)] if moved else [])
+        for host, values in beats.items():
+            running = [j.id for j in self.jobs.values() if j.state == JobState.RUN and j.hosts == [host]]
+            picked = {running[i % len(running)]: mb for i, mb in values} if running else {}
+            ids = [jid for jid in running if jid in picked]
+            moved = ledger.observe_host(host, ids, None, [picked[j] << 20 for j in ids], [0] * len(ids),
+                                        [float(self.seq)] * len(ids)) if ids else None
+            live.append(HostLive(host, 60 * G, self.t, host_mem(ledger.host_totals(host))))
+            if moved:
+                samples.append(HostSamples(host, *moved))
+        return self._event(live=live, host_samples=samples)
 
 
 def views(m: ConsoleModel) -> tuple[object, ...]:
@@ -81,6 +88,10 @@ step = st.one_of(
     st.tuples(st.just("end"), st.integers(1, 12), st.none()),
     st.tuples(st.just("beat"), st.sampled_from(HOSTS),
               st.lists(st.tuples(st.integers(0, 7), st.integers(0, 4000)), max_size=8)),
+    st.tuples(st.just("beats"), st.none(),
+              st.dictionaries(st.sampled_from(HOSTS),
+                              st.lists(st.tuples(st.integers(0, 7), st.integers(0, 4000)), max_size=8),
+                              min_size=2)),
     st.tuples(st.just("read"), st.none(), st.none()),
 )
 
@@ -100,8 +111,10 @@ def test_a_console_that_keeps_samples_shows_what_one_that_applies_them_shows(ste
             ev = c.start(a, b)
         elif kind == "end":
             ev = c.end(a)
+        elif kind == "beat":
+            ev = c.heartbeat(a, b)
         else:
-            ev = c.heartbeat(a, b, with_mem=True)
+            ev = c.heartbeats(b)
         assert lazy.apply_event(ev, c.t)
         plain = msgspec.structs.replace(ev, live=[msgspec.structs.replace(hl, mem=None) for hl in ev.live])
         assert eager.apply_event(plain, c.t)
@@ -118,8 +131,8 @@ def test_the_header_counts_a_host_whose_samples_wait_at_its_reported_totals() ->
     m.apply_snapshot(c.snap, T0)
     for jid, host in ((1, "h1"), (2, "h1"), (3, "h2")):
         assert m.apply_event(c.start(jid, host), c.t)
-    assert m.apply_event(c.heartbeat("h1", [(0, 3000), (1, 500)], with_mem=True), c.t)
-    assert m.apply_event(c.heartbeat("h2", [(0, 2048)], with_mem=True), c.t)
+    assert m.apply_event(c.heartbeat("h1", [(0, 3000), (1, 500)]), c.t)
+    assert m.apply_event(c.heartbeat("h2", [(0, 2048)]), c.t)
     m.take_changes()
     assert set(m.kept.batches) == {"h1", "h2"}  # nothing read them yet
     mem = m.summary().mem
@@ -136,8 +149,8 @@ def test_a_newer_batch_that_leaves_a_job_out_keeps_that_jobs_older_sample() -> N
     m.apply_snapshot(c.snap, T0)
     for jid in (1, 2):
         assert m.apply_event(c.start(jid, "h1"), c.t)
-    assert m.apply_event(c.heartbeat("h1", [(0, 100), (1, 200)], with_mem=True), c.t)
-    assert m.apply_event(c.heartbeat("h1", [(1, 300)], with_mem=True), c.t)  # job 1 did not move
+    assert m.apply_event(c.heartbeat("h1", [(0, 100), (1, 200)]), c.t)
+    assert m.apply_event(c.heartbeat("h1", [(1, 300)]), c.t)  # job 1 did not move
     assert (m.usage(1)[1], m.usage(2)[1]) == (100 << 20, 300 << 20)
 
 
@@ -146,7 +159,24 @@ def test_a_job_placed_again_does_not_take_its_old_attempts_kept_sample() -> None
     m = ConsoleModel()
     m.apply_snapshot(c.snap, T0)
     assert m.apply_event(c.start(1, "h1"), c.t)
-    assert m.apply_event(c.heartbeat("h1", [(0, 700)], with_mem=True), c.t)
+    assert m.apply_event(c.heartbeat("h1", [(0, 700)]), c.t)
     assert m.apply_event(c.start(1, "h1"), c.t)  # requeued onto the same host: attempt 2
     assert m.job(1).attempt == 2 and m.usage(1)[1] is None  # not yet reported
     assert m.mirror.live.ledger.audit() == []
+
+
+def test_a_heartbeat_with_nothing_moved_still_brings_the_hosts_totals_to_the_header() -> None:
+    c = Cluster(4)
+    m = ConsoleModel()
+    m.apply_snapshot(c.snap, T0)
+    for jid in (1, 2):
+        assert m.apply_event(c.start(jid, "h1"), c.t)
+    assert m.apply_event(c.heartbeat("h1", [(0, 300), (1, 500)]), c.t)
+    assert m.apply_event(c.start(3, "h1"), c.t)
+    m.take_changes()
+    assert m.summary().mem["reserved"] == 4 * G  # the kept batch's totals: a heartbeat behind
+    ev = c.heartbeat("h1", [(0, 300), (1, 500)])
+    assert not ev.host_samples and ev.live[0].mem is not None  # nothing moved: totals only
+    assert m.apply_event(ev, c.t)
+    m.take_changes()
+    assert set(m.kept.batches) == {"h1"} and m.summary().mem["reserved"] == 6 * G
