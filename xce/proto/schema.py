@@ -176,7 +176,7 @@ class HostLive(msgspec.Struct, array_like=True):
     os_available: int
     last_seen: float
     # Set on a heartbeat's entry: the host's totals right after its samples were applied, so
-    # a console can show them without applying every sample itself (xce/tui/model.py).
+    # a console can show them without applying every sample itself (xce/tui/kept.py).
     mem: HostMem | None = None
 
 
