@@ -76,6 +76,12 @@ class Cluster:
         return self._event(live=live, host_samples=samples)
 
 
+def synced(c: Cluster) -> ConsoleModel:
+    m = ConsoleModel()
+    m.apply_snapshot(c.snap, T0)
+    return m
+
+
 def views(m: ConsoleModel) -> tuple[object, ...]:
     m.take_changes()  # as a frame does: drops the views the changes made stale
     jobs = sorted(m.mirror.jobs)
@@ -127,8 +133,7 @@ def test_a_console_that_keeps_samples_shows_what_one_that_applies_them_shows(ste
 
 def test_the_header_counts_a_host_whose_samples_wait_at_its_reported_totals() -> None:
     c = Cluster(4)
-    m = ConsoleModel()
-    m.apply_snapshot(c.snap, T0)
+    m = synced(c)
     for jid, host in ((1, "h1"), (2, "h1"), (3, "h2")):
         assert m.apply_event(c.start(jid, host), c.t)
     assert m.apply_event(c.heartbeat("h1", [(0, 3000), (1, 500)]), c.t)
@@ -145,8 +150,7 @@ def test_the_header_counts_a_host_whose_samples_wait_at_its_reported_totals() ->
 
 def test_a_newer_batch_that_leaves_a_job_out_keeps_that_jobs_older_sample() -> None:
     c = Cluster(3)
-    m = ConsoleModel()
-    m.apply_snapshot(c.snap, T0)
+    m = synced(c)
     for jid in (1, 2):
         assert m.apply_event(c.start(jid, "h1"), c.t)
     assert m.apply_event(c.heartbeat("h1", [(0, 100), (1, 200)]), c.t)
@@ -156,8 +160,7 @@ def test_a_newer_batch_that_leaves_a_job_out_keeps_that_jobs_older_sample() -> N
 
 def test_a_job_placed_again_does_not_take_its_old_attempts_kept_sample() -> None:
     c = Cluster(2)
-    m = ConsoleModel()
-    m.apply_snapshot(c.snap, T0)
+    m = synced(c)
     assert m.apply_event(c.start(1, "h1"), c.t)
     assert m.apply_event(c.heartbeat("h1", [(0, 700)]), c.t)
     assert m.apply_event(c.start(1, "h1"), c.t)  # requeued onto the same host: attempt 2
@@ -167,8 +170,7 @@ def test_a_job_placed_again_does_not_take_its_old_attempts_kept_sample() -> None
 
 def test_a_heartbeat_with_nothing_moved_still_brings_the_hosts_totals_to_the_header() -> None:
     c = Cluster(4)
-    m = ConsoleModel()
-    m.apply_snapshot(c.snap, T0)
+    m = synced(c)
     for jid in (1, 2):
         assert m.apply_event(c.start(jid, "h1"), c.t)
     assert m.apply_event(c.heartbeat("h1", [(0, 300), (1, 500)]), c.t)
