@@ -115,7 +115,8 @@ class XceTop(App[int]):
         if self.player is not None:
             p = self.player
             replay = f"replay {p.progress:.0%} ×{p.speed:g}" + (" (ended)" if p.ended else "")
-        return header_text(self.model, now, self.paused, replay)
+        with self.model.lock:  # also called between frames (a screen resumed, the link changed)
+            return header_text(self.model, now, self.paused, replay)
 
     # ---- navigation -------------------------------------------------------------------------
 

@@ -40,9 +40,10 @@ class TableScreen(Screen[None]):
         raise NotImplementedError
 
     def reframe(self) -> None:
-        t = self.table()
-        order = t.rows.update(self.app.model, Changes(), self.app.now())
-        t.sync_rows(None, order or True, self.app.model.link == "unreachable")
+        t, m = self.table(), self.app.model
+        with m.lock:  # a key or a click, between frames: the receiver thread may be applying events
+            order = t.rows.update(m, Changes(), self.app.now())
+            t.sync_rows(None, order or True, m.link == "unreachable")
         self.show_status()
 
     def show_status(self) -> None:
