@@ -104,6 +104,7 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, pe
     app = XceTop(m, clock=lambda: now[0], view="jobs", deterministic=True, fps=0.001)
     applies, redraws, redraws_live, walls, totals, idles, nets, nets_live = [], [], [], [], [], [], [], []
     seq = 0
+    ended: deque[int] = deque()  # finished jobs, oldest first: the controller forgets them too
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.pause(0.5)
         app.render_frame()
@@ -121,6 +122,7 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, pe
             for ev in evs:  # the stamping alone (the same values again), to take off
                 synth.stamp(bare, ev)
             bare_applies.append(both - (time.process_time() - t))
+            ended.extend(j.id for j in evs[-1].jobs if j.state == JobState.DONE)
             frames = [encode(Op.EVENT, 0, ev, term=1) for ev in evs]  # as the controller publishes them
             t = time.process_time()
             receive(sync, frames, now[0])
@@ -148,12 +150,12 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, pe
                 await pilot.pause()
         out["rss_mb"] = rss_mb()
         out["rss_growth_mb"] = out["rss_mb"] - base
-        ended: deque[int] = deque()  # finished jobs, oldest first: the controller forgets them too
         for k in range(2 * seconds + 1, 2 * seconds + 1 + soak):
             now[0] = synth.T0 + k
             evs = synth.one_second(snap, seq, now[0], changes, per_event)
             seq += len(evs)
-            ended.extend(j.id for j in evs[-1].jobs if j.state == JobState.DONE)
+            done = [j.id for j in evs[-1].jobs if j.state == JobState.DONE]
+            ended.extend(done)
             if len(ended) > keep_finished + 1000:  # the controller's Cleanup, at the same threshold
                 gone = [ended.popleft() for _ in range(len(ended) - keep_finished)]
                 seq += 1
@@ -161,6 +163,8 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, pe
             for ev in evs:
                 bare.apply_event(ev)
                 synth.stamp(bare, ev)
+            for jid in done:  # the leader stand-in needs its ledger, not a second copy of the ended jobs
+                bare.jobs.pop(jid, None)
             receive(sync, [encode(Op.EVENT, 0, ev, term=1) for ev in evs], now[0])
             app.render_frame()
             await pilot.pause()
