@@ -37,6 +37,8 @@ SAME_AS_ARGPARSE = [
      "-J", "name", "-o", "out.%J", "-e", "err.%J", "--cwd", "/tmp", "--rerunnable", "--", "sleep", "1"],
     ["submit", "--cwd=/var", "-o", "", "sleep", "-n", "5"],   # options after the command belong to it
     ["submit", "-n", " 3 ", "true", "--", "x"],
+    ["--state-dir", "/a", "submit", "--state-dir", "/b", "--timeout=4", "-n", "2", "true"],  # after, too
+    ["submit", "-q", "high", "--timeout", "3", "--timeout", "5", "--", "true", "--timeout", "1"],
 ]
 NOT_FOR_THE_FAST_PATH = [
     ["submit"], ["submit", "--"], ["submit", "--dry-run", "true"], ["submit", "--json", "true"],

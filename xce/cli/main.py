@@ -394,7 +394,7 @@ def cmd_down(a: argparse.Namespace) -> int:
 def cmd_top(a: argparse.Namespace) -> int:
     from xce.tui.app import main as top_main
 
-    return top_main(["--state-dir", str(_state_dir(a))] + (a.rest or []))
+    return top_main(["--state-dir", str(_state_dir(a)), *a.passed])
 
 
 # ---- the parser ----------------------------------------------------------------------------
@@ -413,10 +413,10 @@ def _usage(msg: str) -> UsageError:
 def parser() -> argparse.ArgumentParser:
     import argparse
 
-    p = argparse.ArgumentParser(prog="xce", description="XCE cluster manager")
-    p.add_argument("--state-dir", default=os.environ.get("XCE_STATE_DIR"),
-                   help="the local cluster's directory (default $XCE_STATE_DIR or ~/.local/state/xce)")
-    p.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the controller")
+    from xce.cli.parsing import Parser, add_global_options
+
+    p = Parser(prog="xce", description="XCE cluster manager")
+    add_global_options(p, top=True)  # every subcommand takes them after its name too
     sub = p.add_subparsers(dest="cmd", required=True)
 
     s = sub.add_parser("submit", help="submit a job (bsub)")
@@ -516,14 +516,28 @@ def parser() -> argparse.ArgumentParser:
             if e.name != mod:
                 raise
 
-    s = sub.add_parser("top", help="the live console (xce-top)")
-    s.add_argument("rest", nargs=argparse.REMAINDER)
-    s.set_defaults(func=cmd_top)
+    # Every option it does not know goes to xce-top, --help included (main() lets them through).
+    s = sub.add_parser("top", help="the live console (xce-top; `xce top --help` lists its options)",
+                       add_help=False)
+    s.set_defaults(func=cmd_top, passes_options=True)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else list(argv)
+    """Run one command; a reader that went away (`xce jobs | head`) ends it quietly, exit 141."""
+    try:
+        try:
+            return _run(sys.argv[1:] if argv is None else list(argv))
+        finally:
+            sys.stdout.flush()  # what is still buffered fails here, inside the handler, not at exit
+    except BrokenPipeError:
+        # As Python's docs advise (signal module, "Note on SIGPIPE"): stdout goes to devnull so the
+        # interpreter's last flush cannot fail again; 141 = 128 + SIGPIPE, as for a killed `cat`.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _run(args: list[str]) -> int:
     submit_key = ""
     if "submit" in args:
         from xce.cli.quick import Fallback, submit
@@ -538,7 +552,10 @@ def main(argv: list[str] | None = None) -> int:
         submit_key = done.key
     from xce.errors import InvalidRequest, XceError
 
-    a = parser().parse_args(args)
+    p = parser()
+    a, a.passed = p.parse_known_args(args)
+    if a.passed and not getattr(a, "passes_options", False):
+        p.error(f"unrecognized arguments: {' '.join(a.passed)}")
     a.submit_key = submit_key
     try:
         return a.func(a)

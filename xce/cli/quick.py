@@ -53,23 +53,24 @@ class Args:
         self.command = command
 
 
+GLOBAL_OPTIONS = ("--state-dir", "--timeout")  # before `submit` or among its options (xce/cli/parsing.py)
+
+
 def parse(argv: list[str]) -> Args | None:
     """``[global options] submit [options] [--] CMD...`` in the forms argparse reads alike; None otherwise."""
-    state_dir, timeout, i = os.environ.get("XCE_STATE_DIR") or "", 10.0, 0
+    glob: dict[str, str] = {"--state-dir": os.environ.get("XCE_STATE_DIR") or "", "--timeout": "10"}
+    i = 0
     try:
         while argv[i] != "submit":
             opt, eq, value = argv[i].partition("=")
-            if opt not in ("--state-dir", "--timeout"):
+            if opt not in GLOBAL_OPTIONS:
                 return None
             if not eq:
                 i += 1
                 value = argv[i]
             if value.startswith("-"):
                 return None
-            if opt == "--timeout":
-                timeout = float(value)
-            else:
-                state_dir = value
+            glob[opt] = value  # a repeated global option: the last one wins, as in argparse
             i += 1
         i += 1
         fields: dict[str, str] = {}
@@ -84,21 +85,25 @@ def parse(argv: list[str]) -> Args | None:
                 i += 1
                 continue
             opt, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
-            if opt not in VALUE_OPTIONS or VALUE_OPTIONS[opt] in fields:
+            if opt not in GLOBAL_OPTIONS and (opt not in VALUE_OPTIONS or VALUE_OPTIONS[opt] in fields):
                 return None  # unknown, abbreviated, glued (-n2) or repeated: argparse decides
             if not eq:
                 i += 1
                 value = argv[i]
             if value.startswith("-"):
                 return None
-            fields[VALUE_OPTIONS[opt]] = value
+            if opt in GLOBAL_OPTIONS:
+                glob[opt] = value
+            else:
+                fields[VALUE_OPTIONS[opt]] = value
             i += 1
+        timeout = float(glob["--timeout"])
     except (IndexError, ValueError):
         return None
     command = argv[i:]
     if not command or command[0].startswith("-") or timeout != timeout:
         return None
-    return Args(state_dir, timeout, fields, rerunnable, command)
+    return Args(glob["--state-dir"], timeout, fields, rerunnable, command)
 
 
 def spec_of(a: Args) -> dict[str, object] | None:
