@@ -50,8 +50,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"xce-rest: {e.message}", file=sys.stderr)
         return 2
     host, port = conf.host_port
+    # proxy_headers=False: uvicorn would otherwise take the peer address from X-Forwarded-For
+    # whenever the peer is 127.0.0.1 (its forwarded_allow_ips default), so any local client could
+    # name itself.  Only XCE's trusted_proxies decide who may set the header (xce/rest/middleware.py).
     server = uvicorn.Server(uvicorn.Config(create_app(svc), host=host, port=port, log_level=a.log_level,
-                                           access_log=False, lifespan="off", server_header=False))
+                                           access_log=False, lifespan="off", server_header=False,
+                                           proxy_headers=False))
     print(f"xce-rest: serving {conf.url} for the cluster in {sd}", flush=True)
     try:
         server.run()
