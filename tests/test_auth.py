@@ -116,6 +116,23 @@ def test_expired_not_yet_valid_and_future_iat_refused(svc: TokenService, ring: K
     svc.verify(svc.issue(ALICE, nbf=t + ring.leeway // 2))
 
 
+@pytest.mark.parametrize("claim", ["exp", "nbf", "iat"])
+@pytest.mark.parametrize("value", ["2000000000", 1e30, True, [1], float(2**62)])
+def test_time_claims_must_be_numbers_within_bounds(svc: TokenService, ring: KeyRing, claim: str,
+                                                    value: object) -> None:
+    """pyjwt coerces exp="2000000000" or 1e30 with int(); XCE takes only Unix seconds it can believe."""
+    refused(svc, sign_ed(ring, claims(ring, **{claim: value})), f"invalid token: {claim} must be")
+
+
+def test_time_claims_at_the_bounds(svc: TokenService, ring: KeyRing) -> None:
+    t = int(time.time())
+    svc.verify(sign_ed(ring, claims(ring, exp=t + auth.TIME_CLAIM_HORIZON - 60, iat=float(t), nbf=0)))
+    refused(svc, sign_ed(ring, claims(ring, exp=t + auth.TIME_CLAIM_HORIZON + 60)), "exp must be")
+    refused(svc, sign_ed(ring, claims(ring, nbf=-1)), "nbf must be")
+    with pytest.raises(InvalidRequest, match="ttl"):
+        svc.issue(ALICE, ttl=auth.TIME_CLAIM_HORIZON + 1)
+
+
 def test_wrong_audience_or_issuer_refused(svc: TokenService, ring: KeyRing) -> None:
     refused(svc, sign_ed(ring, claims(ring, aud="other-api")), "Audience")
     refused(svc, sign_ed(ring, claims(ring, iss="evil")), "issuer")

@@ -10,7 +10,10 @@ Verification refuses, with a reason: a malformed token, an unknown ``kid``, an
 algorithm not in the ring's allow-list or not the key's own (so an HS256 token
 "signed" with an EdDSA public key never verifies), a bad signature, and a missing
 or failing ``exp``/``iat``/``nbf``/``iss``/``aud``/``sub`` (``leeway`` seconds of
-clock skew).  Files holding secrets are written 0600, atomically.
+clock skew).  The time claims are checked here, not by pyjwt, which coerces them
+with ``int()`` (``exp: "2000000000"`` or ``1e30`` passed): each must be a JSON
+number of Unix seconds from 0 to ``TIME_CLAIM_HORIZON`` ahead of now.  Files
+holding secrets are written 0600, atomically.
 """
 
 from __future__ import annotations
@@ -39,6 +42,24 @@ Alg = Literal["EdDSA", "HS256"]
 AUTH_DIR, KEYS_FILE, ADMIN_TOKEN, LOGIN_TOKEN = "auth", "keys.toml", "admin.token", "login.token"
 DAEMON_TOKEN = "daemon.token"
 LOCAL_ADMIN_TTL = 30 * 86400
+# No token XCE issues lives this long (the longest, xce-rest's anonymous one, 10 years), so a
+# time claim beyond it is forged or broken; tokens with a ttl past it are refused at issue.
+TIME_CLAIM_HORIZON = 20 * 365 * 86400
+TIME_CLAIMS = ("exp", "nbf", "iat")
+
+
+def check_time_claims(claims: dict[str, Any], now: float, leeway: float) -> float:
+    """``exp`` of verified claims whose times are believable and current; Unauthenticated otherwise."""
+    for name in TIME_CLAIMS:
+        v = claims[name]
+        if type(v) not in (int, float) or not 0 <= v <= now + TIME_CLAIM_HORIZON:
+            raise Unauthenticated(f"invalid token: {name} must be Unix seconds between 0 and "
+                                  f"{TIME_CLAIM_HORIZON // (365 * 86400)} years from now, got {v!r}"[:200])
+    if claims["exp"] <= now - leeway:
+        raise Unauthenticated("token expired")
+    if max(claims["nbf"], claims["iat"]) > now + leeway:
+        raise Unauthenticated("token not yet valid")
+    return float(claims["exp"])
 
 
 class Key(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -161,6 +182,8 @@ class TokenService:
         key = next((k for k in self.ring.keys if k.kid == self.ring.current), None)
         if key is None or key.kid not in self._sign:
             raise ConfigError("the key ring has no signing key (`xce signing-keys init`)")
+        if ttl is not None and not 0 <= ttl <= TIME_CLAIM_HORIZON or self.ring.ttl > TIME_CLAIM_HORIZON:
+            raise InvalidRequest(f"a token's ttl must be between 0 and {TIME_CLAIM_HORIZON} s")
         t = int(time.time() if now is None else now)
         claims = {"sub": principal.user, "roles": list(principal.roles), "iss": self.ring.issuer,
                   "aud": self.ring.audience, "iat": t, "nbf": int(nbf) if nbf is not None else t,
@@ -185,16 +208,14 @@ class TokenService:
         key_alg, key = self._verify[kid]
         if alg != key_alg or alg not in self.ring.algorithms:
             raise Unauthenticated(f"algorithm {alg!r} is not allowed for key {kid}")
-        try:
+        try:  # the times are check_time_claims' to judge: pyjwt would coerce them
             claims = jwt.decode(token, key, algorithms=[key_alg], audience=self.ring.audience,
-                                issuer=self.ring.issuer, leeway=self.ring.leeway,
-                                options={"require": self.REQUIRED})
-        except jwt.ExpiredSignatureError:
-            raise Unauthenticated("token expired") from None
-        except jwt.ImmatureSignatureError:
-            raise Unauthenticated("token not yet valid") from None
+                                issuer=self.ring.issuer, options={
+                                    "require": self.REQUIRED, "verify_exp": False, "verify_nbf": False,
+                                    "verify_iat": False})
         except jwt.PyJWTError as e:
             raise Unauthenticated(f"invalid token: {e}") from None
+        exp = check_time_claims(claims, time.time(), self.ring.leeway)
         roles, sub = claims.get("roles", []), claims["sub"]
         if not isinstance(sub, str) or not sub or not isinstance(roles, list) \
                 or not all(isinstance(r, str) for r in roles):
@@ -202,7 +223,7 @@ class TokenService:
         principal = Principal(sub, tuple(roles))
         if len(self._cache) > 4096:
             self._cache.clear()
-        self._cache[token] = (principal, float(claims["exp"]))
+        self._cache[token] = (principal, exp)
         return principal
 
 
