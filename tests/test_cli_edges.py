@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Cluster, local_cluster
+from conftest import Cluster, local_cluster, wait_for
 
 from xce.cli import main as cli
 
@@ -102,3 +102,146 @@ def run_into_a_closed_pipe(sd: Path, *args: str) -> subprocess.CompletedProcess[
 def test_a_closed_pipe_ends_quietly_without_a_cluster(tmp_path: Path) -> None:
     r = run_into_a_closed_pipe(tmp_path, "config", "show")  # the defaults: no cluster file
     assert (r.returncode, r.stderr) == (141, "")
+
+
+# ---- memory limits under the floor: one rule in the core, the same refusal from every door ----
+
+def test_the_floor_is_one_rule_of_the_core() -> None:
+    from xce.client import make_spec
+    from xce.errors import InvalidRequest
+    from xce.model import MEM_LIMIT_FLOOR, check_mem_limit
+
+    check_mem_limit(None)
+    check_mem_limit(MEM_LIMIT_FLOOR)
+    for bad in (0, 1, MEM_LIMIT_FLOOR - 1, -5):
+        with pytest.raises(InvalidRequest, match="mem_limit must be at least 4.0M"):
+            check_mem_limit(bad)
+    with pytest.raises(InvalidRequest, match="mem_limit must be at least 4.0M, got 0B"):
+        make_spec(["true"], mem_limit="0")  # xce.client's door refuses before sending
+
+
+# ---- --dry-run with no controller --------------------------------------------------------------
+
+def xce_here(sd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("XCE_CONTROLLER", "XCE_STATE_DIR")}
+    return subprocess.run([sys.executable, "-m", "xce.cli.main", "--state-dir", str(sd), *args],
+                          capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_dry_run_works_with_no_controller_and_prints_the_request_readably(tmp_path: Path) -> None:
+    r = xce_here(tmp_path, "--timeout", "1", "submit", "--dry-run", "-n", "2", "-M", "1G", "-J", "x",
+                 "-R", "select[mem>1G] rusage[mem=512M] span[hosts=1]", "--", "sleep", "5")
+    assert r.returncode == 0, r.stderr
+    assert "ResReq(" not in r.stdout and "JobSpec(" not in r.stdout
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("Dry run: nothing was submitted. No controller answered")
+    for want in ("Command:       sleep 5", "Slots:         2", "Mem limit:     1.0G", "Name:          x",
+                 "Requirements:  select[mem>1G] rusage[mem=512M] span[hosts=1]", "Reserve:       mem 512.0M per host",
+                 "Select:        mem>1G", "Span:          hosts=1"):
+        assert want in [ln.strip() for ln in lines], (want, r.stdout)
+    r = xce_here(tmp_path, "--timeout", "1", "submit", "--dry-run", "--json", "-R", "rusage[mem=2G]", "--", "true")
+    out = json.loads(r.stdout)
+    assert (out["checked_by"], out["queue"], out["job"]["command"]) == ("local", None, ["true"])
+    assert out["resreq"]["rusage"][0]["amount"] == 2 << 30
+
+
+def test_dry_run_refuses_locally_what_a_submit_would(tmp_path: Path) -> None:
+    r = xce_here(tmp_path, "--timeout", "1", "submit", "--dry-run", "-M", "0", "--", "true")
+    assert r.returncode == 2 and r.stderr == "xce submit: mem_limit must be at least 4.0M, got 0B " \
+        "(the worker kills a job whose memory exceeds its limit)\n"
+    r = xce_here(tmp_path, "--timeout", "1", "submit", "--dry-run", "-R", "rusage[mem=2X]", "--", "true")
+    assert r.returncode == 2 and "^" in r.stderr
+
+
+# ---- against a cluster ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def one_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with local_cluster(tmp_path_factory.mktemp("e"), "--hosts", "1", "--slots-per-host", "2",
+                       "--mem-per-host", "1G", "--heartbeat", "0.5") as c:
+        yield c
+
+
+def run_xce(sd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    e = {**os.environ, "XCE_DEBUG_PATH": "1", **env}
+    return subprocess.run([sys.executable, "-m", "xce.cli.main", "--state-dir", str(sd), *args],
+                          capture_output=True, text=True, timeout=60, env=e)
+
+
+@pytest.mark.parametrize("limit", ["0", "1", "3M", "4095K"])
+def test_a_limit_under_the_floor_is_refused_alike_by_both_submit_paths(one_host: Cluster, limit: str) -> None:
+    door = run_xce(one_host.state_dir, "submit", "-M", limit, "true")
+    full = run_xce(one_host.state_dir, "submit", "-M", limit, "true", XCE_QUICK="0")
+    assert "submit path door" in door.stderr and "submit path full" in full.stderr
+    strip = [ln for ln in door.stderr.splitlines() if not ln.startswith("xce: submit path")]
+    assert strip == [ln for ln in full.stderr.splitlines() if not ln.startswith("xce: submit path")]
+    assert (door.returncode, full.returncode, door.stdout, full.stdout) == (2, 2, "", "")
+    assert strip[0].startswith("xce submit: mem_limit must be at least 4.0M, got ")
+    assert all(j.mem_limit is None or j.mem_limit >= 4 << 20 for j in one_host.client.jobs(all=True))
+
+
+def test_modify_refuses_a_limit_under_the_floor(one_host: Cluster) -> None:
+    jid = int(one_host.xce("submit", "-R", "rusage[mem=10M]", "--", "sleep", "30").stdout.split("<")[1].split(">")[0])
+    try:
+        r = one_host.xce("modify", "-M", "1", str(jid), check=False)
+        assert r.returncode == 2 and "mem_limit must be at least 4.0M, got 1.0M" in r.stderr
+        from xce.errors import InvalidRequest
+
+        with pytest.raises(InvalidRequest, match="at least 4.0M"):
+            one_host.client.modify(jid, 1024)  # the controller refuses what a script sends
+        assert one_host.client.job(jid).mem_limit is None
+    finally:
+        one_host.xce("kill", str(jid), check=False)
+
+
+def test_unknown_job_ids_are_named_and_the_found_ones_printed(one_host: Cluster) -> None:
+    jid = int(one_host.xce("submit", "--", "true").stdout.split("<")[1].split(">")[0])
+    one_host.wait_job(jid)
+    r = one_host.xce("jobs", "99999", str(jid), "99998", check=False)
+    assert r.returncode == 1 and r.stderr == "Job <99999> is not found\nJob <99998> is not found\n"
+    assert r.stdout.splitlines()[1].split()[0] == str(jid)
+    r = one_host.xce("jobs", "--json", str(jid), "99999", check=False)
+    assert r.returncode == 1 and [j["id"] for j in json.loads(r.stdout)] == [jid]
+    r = one_host.xce("jobs", "99999", check=False)
+    assert (r.returncode, r.stdout, r.stderr) == (1, "", "Job <99999> is not found\n")
+
+
+@pytest.mark.parametrize("args", [["jobs", "-l", "-a"], ["status"], ["jobs", "-a"], ["hosts", "-l"]])
+def test_a_reader_that_went_away_ends_the_command_quietly(one_host: Cluster, args: list[str]) -> None:
+    one_host.xce("submit", "--", "true")
+    r = run_into_a_closed_pipe(one_host.state_dir, *args)
+    assert (r.returncode, r.stderr) == (141, "")
+
+
+def test_global_options_after_the_subcommand_reach_the_cluster(one_host: Cluster) -> None:
+    r = subprocess.run([sys.executable, "-m", "xce.cli.main", "status", "--json", "--state-dir",
+                        str(one_host.state_dir), "--timeout", "5"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["leader"]
+
+
+def test_dry_run_with_a_controller_says_it_checked_and_submits_nothing(one_host: Cluster) -> None:
+    before = len(one_host.client.jobs(all=True))
+    r = one_host.xce("submit", "--dry-run", "-q", "high", "-R", "rusage[mem=10M]", "--", "true")
+    assert r.stdout.splitlines()[0] == \
+        "Dry run: nothing was submitted. The controller would accept the job into queue <high>."
+    r = one_host.xce("submit", "--dry-run", "--json", "--", "true")
+    assert (json.loads(r.stdout)["checked_by"], json.loads(r.stdout)["queue"]) == ("controller", "normal")
+    r = one_host.xce("submit", "--dry-run", "-R", "rusage[mem=64G]", "--", "true", check=False)
+    assert r.returncode == 2 and "no host could ever run it" in r.stderr
+    assert len(one_host.client.jobs(all=True)) == before
+
+
+def test_modify_applies_to_a_running_job_at_once(one_host: Cluster) -> None:
+    """As docs/cli.md says: a lower limit reaches the worker now, not at the next start."""
+    hog = [sys.executable, "-m", "xce.jobs.memhog", "40:60"]
+    r = one_host.xce("submit", "-M", "500M", "-R", "rusage[mem=50M]", "--", *hog)
+    jid = int(r.stdout.split("<")[1].split(">")[0])
+    try:
+        one_host.wait_job(jid, states=("RUN",))
+        wait_for(lambda: (one_host.client.job(jid).mem_actual or 0) > 30 << 20, 20, "the job to hold 40M")
+        one_host.xce("modify", "-M", "20M", str(jid))
+        v = one_host.wait_job(jid, timeout=20)
+        assert (v.state, v.reason, v.mem_limit) == ("EXIT", "MEMLIMIT", 20 << 20)
+    finally:
+        one_host.xce("kill", str(jid), check=False)

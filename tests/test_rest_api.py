@@ -148,6 +148,8 @@ def test_submit_as_another_user_needs_submit_as(h: Harness) -> None:
     ({"command": ["true"], "mem_limit": "lots"}, "mem_limit"),
     ({"command": ["true"], "mem_limit": "99999999999T"}, "mem_limit must be between"),
     ({"command": ["true"], "mem_limit": 0}, "mem_limit"),
+    ({"command": ["true"], "mem_limit": "1M"}, "mem_limit must be at least 4.0M, got 1.0M"),  # the floor
+    ({"command": ["true"], "mem_limit": 4095}, "mem_limit must be at least 4.0M"),
     ({"command": ["tr\u0000ue"]}, "command"),
     ({"command": ["true"], "env": {"A=B": "1"}}, "env"),
 ])
@@ -198,7 +200,9 @@ def test_modify_memory_limit(h: Harness) -> None:
     assert r.status_code == 200 and r.json["mem_limit"] == 2 << 30 and r.json["id"] == 1
     assert h.req("PATCH", "/v1/jobs/1", json={"mem_limit": None}).json["mem_limit"] is None
     assert h.req("PATCH", "/v1/jobs/1", json={}).status_code == 400
-    assert h.req("PATCH", "/v1/jobs/4", json={"mem_limit": 5}).status_code == 409
+    assert h.req("PATCH", "/v1/jobs/4", json={"mem_limit": 5 << 20}).status_code == 409
+    r = h.req("PATCH", "/v1/jobs/1", json={"mem_limit": "3M"})
+    assert r.status_code == 400 and "mem_limit must be at least 4.0M, got 3.0M" in r.json["detail"]
 
 
 def test_hosts_queues_status(h: Harness) -> None:

@@ -29,7 +29,7 @@ import zmq
 from xce.config import Config, default_state_dir, load
 from xce.errors import NotLeader, Unavailable, XceError
 from xce.local import CLUSTER_FILE, stored_token, unix_user
-from xce.model import JobSpec
+from xce.model import JobSpec, check_spec
 from xce.proto import schema as S
 from xce.proto.codec import decode_envelope, decode_reply, encode
 from xce.proto.opcodes import Op
@@ -308,8 +308,10 @@ def make_spec(command: Sequence[str] | str, **fields: Any) -> JobSpec:
 
         fields["mem_limit"] = parse_mem(fields["mem_limit"])
     try:
-        return msgspec.convert({"command": list(command), **fields}, JobSpec)
+        spec = msgspec.convert({"command": list(command), **fields}, JobSpec)
     except msgspec.ValidationError as e:
         from xce.errors import InvalidRequest
 
         raise InvalidRequest(f"bad job field: {e}") from None
+    check_spec(spec)  # refused here as the controller would refuse it
+    return spec

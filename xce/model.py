@@ -17,7 +17,14 @@ from enum import StrEnum
 
 import msgspec
 
+from xce.errors import InvalidRequest
 from xce.resreq import ResReq
+from xce.units import MIB, fmt_bytes
+
+# The smallest hard memory limit a job may have.  A POSIX shell alone is 1-3 MiB resident, and
+# the worker kills a job whose memory exceeds its limit, so a smaller limit kills every job at
+# its first sample (`-M 0` did).  docs/cli.md states it; every door checks it through check_spec.
+MEM_LIMIT_FLOOR = 4 * MIB
 
 
 class JobState(StrEnum):
@@ -57,6 +64,22 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     stdout: str | None = None
     stderr: str | None = None
     rerunnable: bool | None = None  # None: the queue decides
+
+
+def check_mem_limit(limit: int | None) -> None:
+    """None (no limit) or at least MEM_LIMIT_FLOOR; InvalidRequest naming the floor otherwise."""
+    if limit is not None and limit < MEM_LIMIT_FLOOR:
+        raise InvalidRequest(f"mem_limit must be at least {fmt_bytes(MEM_LIMIT_FLOOR)}, got {fmt_bytes(limit)} "
+                             "(the worker kills a job whose memory exceeds its limit)")
+
+
+def check_spec(spec: JobSpec) -> None:
+    """What every job must be, whichever door it came through (CLI, REST, xce.client, the controller)."""
+    if not spec.command:
+        raise InvalidRequest("no command given")
+    if spec.slots < 1:
+        raise InvalidRequest(f"slots must be >= 1, got {spec.slots}")
+    check_mem_limit(spec.mem_limit)
 
 
 class Alloc(msgspec.Struct, frozen=True, gc=False):

@@ -71,3 +71,31 @@ def host_rows(hosts: Sequence[Any], long: bool) -> str:
         for name, total in sorted(h.virtual_total.items()):
             out.append(f"  {name}: {h.virtual_used.get(name, 0)}/{total} used")
     return "\n".join(out)
+
+
+def dry_run_text(spec: Any, req: Any, res: dict[str, Any], queue: str | None, asked_s: float) -> str:
+    """`xce submit --dry-run`: the parsed request as a person reads it, and who checked it."""
+    head = (f"Dry run: nothing was submitted. The controller would accept the job into queue <{queue}>."
+            if queue else
+            f"Dry run: nothing was submitted. No controller answered within {asked_s:g} s, so only the options "
+            "and -R were checked here; the queue, and whether any host could ever run the job, were not.")
+    fields = [("Command", " ".join(spec.command)), ("Name", spec.name), ("Queue", queue or spec.queue),
+              ("Slots", spec.slots), ("Mem limit", fmt_bytes(spec.mem_limit) if spec.mem_limit else ""),
+              ("Requirements", spec.resreq), *_resreq_fields(req, res), ("Working dir", spec.cwd),
+              ("Output", spec.stdout or ""), ("Errors", spec.stderr or ""),
+              ("Rerunnable", {True: "yes", False: "no", None: ""}[spec.rerunnable])]
+    return "\n".join([head] + [f"  {k + ':':<14} {v}" for k, v in fields if v not in ("", None)])
+
+
+def _resreq_fields(req: Any, res: dict[str, Any]) -> list[tuple[str, str]]:
+    def amount(item: Any) -> str:
+        rdef = res.get(item.name)
+        size = fmt_bytes(item.amount) if rdef is not None and rdef.unit == "bytes" else str(item.amount)
+        span = f" for {fmt_duration(item.duration_s)}" if item.duration_s else ""
+        return f"{item.name} {size} per {item.method}{span}{', decaying' if item.decay else ''}"
+
+    out = [("Reserve", "; ".join(amount(i) for i in req.rusage)), ("Select", req.select or "")]
+    out.append(("Order", ", ".join(("" if k.descending else "-") + k.name for k in req.order)))
+    out.append(("Span", ", ".join(f"{k}={v}" for k, v in (("hosts", req.span_hosts), ("ptile", req.span_ptile))
+                                  if v is not None)))
+    return out

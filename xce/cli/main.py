@@ -62,20 +62,7 @@ def cmd_submit(a: argparse.Namespace) -> int:
         raise _usage("submit: no command given (xce submit [options] -- CMD ...)")
     spec = submit_spec(a)
     if a.dry_run:
-        from xce.resreq import parse_resreq
-
-        from xce.client import cluster_config
-        from xce.resources import catalog
-
-        # Fails locally, with the caret, before any round trip; site resources included.
-        req = parse_resreq(spec.resreq, catalog(cluster_config(_state_dir(a)).site_resources()))
-        with _client(a) as c:
-            c.request(Op.SUBMIT, S.SubmitRequest(jobs=[spec], dry_run=True))
-        if a.json:
-            print_json({"job": spec, "resreq": req})
-        else:
-            print(f"Job would be submitted: {' '.join(spec.command)}; requirements {req}")
-        return 0
+        return _dry_run(a, spec)
     # As xce.client's submit_many: one key for every retry; the fast path hands over the one it sent.
     key = getattr(a, "submit_key", "") or os.urandom(12).hex()
     with _client(a) as c:
@@ -84,6 +71,34 @@ def cmd_submit(a: argparse.Namespace) -> int:
         print_json({"id": reply.ids[0], "queue": reply.queues[0]})
     else:
         print(f"Job <{reply.ids[0]}> is submitted to queue <{reply.queues[0]}>.")
+    return 0
+
+
+DRY_RUN_ASK_S = 2.0  # a dry run waits this long (at most --timeout) for a controller's checks
+
+
+def _dry_run(a: argparse.Namespace, spec: Any) -> int:
+    """Check the job here (spec, -R), then ask the controller if one answers; print what was checked."""
+    from xce.cli.fmt import dry_run_text, print_json
+    from xce.client import Client, cluster_config
+    from xce.errors import Unavailable
+    from xce.proto import schema as S
+    from xce.proto.opcodes import Op
+    from xce.resources import catalog
+    from xce.resreq import parse_resreq
+
+    res = catalog(cluster_config(_state_dir(a)).site_resources())
+    req = parse_resreq(spec.resreq, res)  # fails here, with the caret, before any round trip
+    queue = None
+    try:
+        with Client(state_dir=_state_dir(a), timeout=min(a.timeout, DRY_RUN_ASK_S)) as c:
+            queue = c.request(Op.SUBMIT, S.SubmitRequest(jobs=[spec], dry_run=True)).queues[0]
+    except Unavailable:
+        pass  # no controller: the local checks are all there is, and the output says so
+    if a.json:
+        print_json({"job": spec, "resreq": req, "queue": queue, "checked_by": "controller" if queue else "local"})
+    else:
+        print(dry_run_text(spec, req, res, queue, min(a.timeout, DRY_RUN_ASK_S)))
     return 0
 
 
@@ -111,20 +126,34 @@ def submit_spec(a: argparse.Namespace) -> Any:
 def cmd_jobs(a: argparse.Namespace) -> int:
     from xce.cli.fmt import job_long, job_rows, print_json
 
+    ids = _ids(a.ids)
     with _client(a) as c:
-        ids = _ids(a.ids)
-        user = None if (a.u == "all" or ids) else (a.u or None)
-        jobs = c.jobs(ids=ids, user=user, all=a.a or bool(ids), stale_ok=a.stale_ok)
+        jobs, missing = _jobs_by_id(c, ids, a.stale_ok) if ids else \
+            (c.jobs(user=None if a.u == "all" else (a.u or None), all=a.a, stale_ok=a.stale_ok), [])
         _say_stale(c)
+    for jid in missing:  # as bjobs: name each, still print the found ones, exit non-zero
+        print(f"Job <{jid}> is not found", file=sys.stderr)
     if a.json:
         print_json(jobs)
-    elif a.l:
-        print("\n\n".join(job_long(j, time.time()) for j in jobs) if jobs else "No job found")
+    elif a.l and jobs:
+        print("\n\n".join(job_long(j, time.time()) for j in jobs))
     elif jobs:
         print(job_rows(jobs, time.time()))
-    else:
+    elif not missing:
         print("No unfinished job found" if not a.a else "No job found")
-    return 0
+    return 1 if missing else 0
+
+
+def _jobs_by_id(c: Any, ids: list[int], stale_ok: bool) -> tuple[list[Any], list[int]]:
+    """The jobs of ``ids`` that exist, and the ids that do not (finished jobs included)."""
+    from xce.errors import NotFound
+
+    try:
+        jobs = c.jobs(ids=ids, all=True, stale_ok=stale_ok)
+    except NotFound:  # the controller refuses a lone unknown id outright
+        return [], ids
+    found = {j.id for j in jobs}
+    return jobs, [i for i in dict.fromkeys(ids) if i not in found]
 
 
 def cmd_hosts(a: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from xce.errors import InvalidRequest, NotFound, XceError
-from xce.model import ACTIVE, TERMINAL
+from xce.model import ACTIVE, TERMINAL, check_mem_limit, check_spec
 from xce.placement import demand_of, host_caps, never_fits
 from xce.proto import schema as S
 from xce.proto.codec import encode
@@ -42,10 +42,10 @@ class ClientDoor:
         verdicts: dict[tuple[int, str], tuple[Any, str | None]] = {}  # a batch repeats itself
         for i, spec in enumerate(body.jobs):
             where = f"job {i}: " if len(body.jobs) > 1 else ""
-            if not spec.command:
-                raise InvalidRequest(f"{where}no command given")
-            if spec.slots < 1:
-                raise InvalidRequest(f"{where}slots must be >= 1, got {spec.slots}")
+            try:
+                check_spec(spec)
+            except InvalidRequest as e:
+                raise InvalidRequest(where + e.message) from None
             q = spec.queue or default
             if q not in queues:
                 raise InvalidRequest(f"{where}queue {q!r} does not exist (queues: {', '.join(sorted(queues))})")
@@ -136,8 +136,7 @@ class ClientDoor:
                     self.replier(ident, rid, lambda res: S.KillReply(results=res)))
 
     def h_modify(self: Controller, ident: bytes, rid: int, body: S.ModifyRequest) -> None:
-        if body.mem_limit is not None and body.mem_limit <= 0:
-            raise InvalidRequest("mem_limit must be > 0")
+        check_mem_limit(body.mem_limit)
         reply = self.replier(ident, rid, lambda r: S.Ack(True, r))
 
         def modified(result: Result) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from xce.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
-from xce.model import JobSpec
+from xce.model import MEM_LIMIT_FLOOR, JobSpec, check_mem_limit
 from xce.policy import denied
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
@@ -22,7 +22,7 @@ from xce.rest.backend import Services
 from xce.rest.routes import Reply, route
 from xce.rest.schema import (MAX_MEM, AccountingQuery, JobsQuery, ModifyBody, SubmitBody,
                              SubmitResult)
-from xce.units import parse_mem
+from xce.units import fmt_bytes, parse_mem
 from xce.views import JobView
 
 JOB = "/v1/jobs/{job_id:int(min=1, max=9007199254740991)}"
@@ -60,8 +60,9 @@ async def owned_job(svc: Services, req: Any, job_id: int, perm: str) -> JobView:
 
 def _bytes(mem: int | str | None) -> int | None:
     value = parse_mem(mem) if isinstance(mem, str) else mem
-    if value is not None and not 0 < value <= MAX_MEM:
-        raise InvalidRequest(f"mem_limit must be between 1 byte and {MAX_MEM} bytes")
+    if value is not None and value > MAX_MEM:
+        raise InvalidRequest(f"mem_limit must be between {fmt_bytes(MEM_LIMIT_FLOOR)} and {MAX_MEM} bytes")
+    check_mem_limit(value)  # the floor every door applies
     return value
 
 
