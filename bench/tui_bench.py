@@ -62,7 +62,7 @@ from xce.tui import synth  # noqa: E402
 from xce.tui.app import XceTop, tune_gc  # noqa: E402
 from xce.tui.live import CHUNK  # noqa: E402
 from xce.tui.model import ConsoleModel  # noqa: E402
-from xce.tui.sync import Sync  # noqa: E402
+from xce.follow import Sync  # noqa: E402
 
 
 EVENT = msgspec.msgpack.Decoder(Event)
@@ -92,7 +92,7 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, pe
     base = rss_mb()
     snap = synth.big_snapshot(hosts, jobs)
     m = ConsoleModel()
-    sync = Sync(m)
+    sync = Sync(m, m.lock)
     t = time.perf_counter()
     sync.requested()
     sync.on_snapshot(snap, synth.T0)

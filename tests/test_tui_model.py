@@ -17,7 +17,7 @@ from xce.tui.model import ConsoleModel
 from xce.tui.record import Recorder, read
 from xce.tui.replay import Player
 from xce.tui.rows import RowSet
-from xce.tui.sync import Sync
+from xce.follow import Sync
 from xce.tui.testing import FakeActions
 
 FIXTURE = Path(__file__).parent / "fixtures" / "demo.xcerec"
@@ -56,7 +56,7 @@ def test_filter(text: str, fields: dict, hay: str, want: bool) -> None:
 
 def test_events_before_the_snapshot_wait_and_only_later_ones_apply() -> None:
     m = ConsoleModel()
-    s = Sync(m)
+    s = Sync(m, m.lock)
     assert s.wants_snapshot
     s.requested()
     s.on_event(sample_event(1, 10), 1.0)   # already in the snapshot (seq 1)
@@ -68,13 +68,13 @@ def test_events_before_the_snapshot_wait_and_only_later_ones_apply() -> None:
 
 def test_gap_asks_for_a_new_snapshot() -> None:
     m = ConsoleModel()
-    s = Sync(m)
+    s = Sync(m, m.lock)
     s.requested()
     s.on_snapshot(snapshot(seq=0), 0.0)
     s.on_event(sample_event(1), 1.0)
     assert not s.wants_snapshot
     s.on_event(sample_event(3), 3.0)       # seq 2 was lost
-    assert s.wants_snapshot and m.gaps == 1
+    assert s.wants_snapshot and s.gaps == 1
     s.requested()
     s.on_event(sample_event(4, 90), 4.0)
     s.on_snapshot(snapshot(seq=3), 3.5)    # the buffered seq 4 follows it
@@ -83,7 +83,7 @@ def test_gap_asks_for_a_new_snapshot() -> None:
 
 def test_epoch_change_asks_for_a_new_snapshot_and_old_epochs_are_dropped() -> None:
     m = ConsoleModel()
-    s = Sync(m)
+    s = Sync(m, m.lock)
     s.requested()
     s.on_snapshot(snapshot(seq=0), 0.0)
     s.on_event(sample_event(1, epoch="new-leader"), 1.0)
@@ -96,7 +96,7 @@ def test_epoch_change_asks_for_a_new_snapshot_and_old_epochs_are_dropped() -> No
 
 def test_changes_mark_only_what_changed() -> None:
     m = ConsoleModel()
-    s = Sync(m)
+    s = Sync(m, m.lock)
     s.requested()
     s.on_snapshot(snapshot(), 0.0)
     assert m.take_changes().reset

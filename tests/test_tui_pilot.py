@@ -176,28 +176,36 @@ def test_live_feed_resnapshots_on_a_gap(tmp_path) -> None:
 
     class Status:
         endpoints = {"events": f"tcp://127.0.0.1:{port}"}
+        leader = None
 
-    class FakeClient:
+    class FakeConn:  # the controller's door, faked: only the event stream is real here
         snapshots = 0
         seq = 0  # the controller's sequence number
         curve = None  # a cluster without CURVE
+        token = ""
+
+        def __init__(self) -> None:
+            self.ctx = ctx
 
         def request(self, op: Op, body: object = None, timeout: float | None = None) -> object:
             if op == Op.SNAPSHOT:
-                FakeClient.snapshots += 1
-                return msgspec.structs.replace(snapshot, seq=FakeClient.seq)
+                FakeConn.snapshots += 1
+                return msgspec.structs.replace(snapshot, seq=FakeConn.seq)
             return Status()
+
+        def at(self, endpoint: str) -> FakeConn:
+            return self
 
         def close(self) -> None:
             pass
 
     m = ConsoleModel()
     feed = LiveFeed(m, state_dir=tmp_path)
-    feed.client = FakeClient()  # type: ignore[assignment]
+    feed.follower.conn = FakeConn()  # type: ignore[assignment]
     feed.start()
 
     def send(seq: int) -> None:
-        FakeClient.seq = seq
+        FakeConn.seq = seq
         ev = Event(seq=seq, epoch=snapshot.epoch, time=synth.T0 + seq,
                    samples=[JobSample(1, "node1", (60 + seq) * M, 0, 0.0)])
         pub.send_multipart([b"ev", encode(Op.EVENT, 0, ev)])
@@ -207,11 +215,11 @@ def test_live_feed_resnapshots_on_a_gap(tmp_path) -> None:
         while m.mirror.seq < 1 and time.monotonic() < deadline:  # PUB/SUB joins late: resend seq 1
             send(1)
             time.sleep(0.05)
-        assert m.mirror.seq == 1 and FakeClient.snapshots == 1
+        assert m.mirror.seq == 1 and FakeConn.snapshots == 1
         send(3)                                                  # seq 2 lost
-        while FakeClient.snapshots < 2 and time.monotonic() < deadline:
+        while FakeConn.snapshots < 2 and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert FakeClient.snapshots == 2 and m.gaps == 1
+        assert FakeConn.snapshots == 2 and feed.sync.gaps == 1
         while m.mirror.seq < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert m.mirror.seq == 3 and feed.sync.state == "LIVE"
@@ -257,12 +265,12 @@ def test_the_scroll_range_follows_a_growing_table() -> None:
     """Rows that join move the scrollbar without a new layout; the end of the table is reachable."""
     from xce.mirror import Mirror
     from xce.tui.app import XceTop
-    from xce.tui.sync import Sync
+    from xce.follow import Sync
 
     async def go() -> None:
         snap = synth.big_snapshot(20, 300)
         m = ConsoleModel()
-        sync = Sync(m)
+        sync = Sync(m, m.lock)
         sync.requested()
         sync.on_snapshot(snap, synth.T0)
         leader = Mirror()

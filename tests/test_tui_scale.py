@@ -22,7 +22,7 @@ from xce.tui.model import ConsoleModel
 from xce.tui.record import read
 from xce.tui.replay import Player
 from xce.tui.rows import RowSet
-from xce.tui.sync import Sync
+from xce.follow import Sync
 
 FIXTURE = Path(__file__).parent / "fixtures" / "demo.xcerec"
 M, G = 2**20, 2**30
@@ -37,7 +37,7 @@ def replayed() -> ConsoleModel:
 def small_cluster(seconds: int, hosts: int = 20, jobs: int = 300, changes: int = 15) -> tuple[ConsoleModel, Snapshot]:
     snap = synth.big_snapshot(hosts, jobs)
     m = ConsoleModel()
-    s = Sync(m)
+    s = Sync(m, m.lock)
     s.requested()
     s.on_snapshot(snap, synth.T0)
     seq = 0
@@ -77,7 +77,7 @@ def test_header_totals_follow_frame_by_frame() -> None:
     """States move by deltas (hosts fill, free up, close), memory sums afresh: both equal the views'."""
     snap = synth.big_snapshot(10, 320)  # 32 one-slot jobs on each 32-slot host: every host full
     m = ConsoleModel()
-    s = Sync(m)
+    s = Sync(m, m.lock)
     s.requested()
     s.on_snapshot(snap, synth.T0)
     seq = 0
@@ -163,7 +163,7 @@ def test_mirror_and_console_give_the_same_ledger() -> None:
 def test_rows_placed_by_bisection_are_in_full_sort_order(column: str, reverse: bool) -> None:
     snap = synth.big_snapshot(20, 600)
     m = ConsoleModel()
-    s = Sync(m)
+    s = Sync(m, m.lock)
     s.requested()
     s.on_snapshot(snap, synth.T0)
     rs = RowSet("jobs", column, reverse=reverse)
@@ -196,7 +196,7 @@ def test_sample_log_gives_each_job_its_series() -> None:
 
 def test_a_steady_job_older_than_the_log_plots_its_current_figure() -> None:
     m = ConsoleModel(history=4)
-    s = Sync(m)
+    s = Sync(m, m.lock)
     s.requested()
     snap = msgspec.msgpack.decode(synth.demo_records(1)[1].body, type=Snapshot)
     s.on_snapshot(snap, synth.T0)
@@ -238,7 +238,7 @@ def test_an_event_already_applied_changes_nothing() -> None:
 def test_usage_keys_follow_jobs_that_end_later() -> None:
     snap = synth.big_snapshot(10, 200)
     m = ConsoleModel()
-    s = Sync(m)
+    s = Sync(m, m.lock)
     s.requested()
     s.on_snapshot(snap, synth.T0)
     seq = 0

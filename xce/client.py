@@ -132,6 +132,10 @@ class Connection:
             self.term = max(self.term, env.term)
             return decode_reply(env, op)
 
+    def at(self, endpoint: str, timeout: float = 2.0) -> Connection:
+        """A connection to one controller, with this one's token and keys."""
+        return Connection([endpoint], self.token, timeout, self.ctx, self.curve)
+
     def close(self) -> None:
         if self.sock is not None:
             self.sock.close(0)
@@ -202,21 +206,21 @@ class Client:
              progress: Any = None) -> list[JobView]:
         """Block until every job ended (DONE or EXIT); returns their final views.
 
-        Listens to the event stream (no polling load on the controller) and asks the
-        controller again every ``poll`` seconds, which also covers events missed while
-        the subscription was connecting or the leader changed.
+        Follows the event stream (no polling load on the controller) and asks the
+        controller again every ``poll`` seconds and at once after a gap in the stream,
+        which covers events missed while the subscription was connecting or the leader
+        changed.  ``timeout`` is the total time allowed.
         """
+        from xce.follow import EventFollower
         from xce.model import TERMINAL
-        from xce.zmqutil import subscriber
 
         deadline = None if timeout is None else time.monotonic() + timeout
         left = set(ids)
-        sub = subscriber(self.conn.ctx, self.events_endpoint, self.conn.curve)
-        dec = msgspec.msgpack.Decoder(S.Event)
-        try:
-            next_check = 0.0
+        with EventFollower(self.conn, self.events_endpoint, silence=max(3.0, 3 * poll)) as follower:
+            next_check, gaps = 0.0, 0
             while True:
-                if time.monotonic() >= next_check:
+                if time.monotonic() >= next_check or follower.gaps != gaps:
+                    gaps = follower.gaps
                     for chunk in range(0, len(ids), 5000):
                         part = [i for i in ids[chunk:chunk + 5000] if i in left]
                         if part:
@@ -231,22 +235,10 @@ class Client:
                 wait_s = max(0.0, next_check - time.monotonic())
                 if deadline is not None:
                     wait_s = min(wait_s, max(0.0, deadline - time.monotonic()))
-                if sub.poll(int(wait_s * 1000) + 1):
-                    while True:
-                        try:
-                            _, data = sub.recv_multipart(zmq.NOBLOCK)
-                        except zmq.Again:
-                            break
-                        try:
-                            ev = dec.decode(decode_envelope(data).body)
-                        except (XceError, msgspec.DecodeError):
-                            next_check = 0.0
-                            continue
-                        for j in ev.jobs:
-                            if j.id in left and j.state in TERMINAL:
-                                left.discard(j.id)
-        finally:
-            sub.close(0)
+                for ev in follower.step(int(wait_s * 1000) + 1):
+                    for j in ev.jobs:
+                        if j.id in left and j.state in TERMINAL:
+                            left.discard(j.id)
         final: dict[int, JobView] = {}
         for chunk in range(0, len(ids), 5000):
             final.update((v.id, v) for v in self.jobs(ids[chunk:chunk + 5000]))
@@ -281,19 +273,17 @@ class Client:
         return self.request(Op.SNAPSHOT, timeout=30)
 
     def events(self, timeout: float | None = None) -> Iterator[S.Event]:
-        """Live events from the controller's PUB stream (no snapshot; see xce.mirror)."""
-        from xce.zmqutil import subscriber
+        """Live events from the leader's stream (no snapshot; see xce.follow), until
+        ``timeout`` seconds have passed in all (None: for as long as the caller reads)."""
+        from xce.follow import EventFollower
 
-        sub = subscriber(self.conn.ctx, self.events_endpoint, self.conn.curve)
-        dec = msgspec.msgpack.Decoder(S.Event)
-        try:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with EventFollower(self.conn, self.events_endpoint) as follower:
             while True:
-                if not sub.poll(int((timeout or 3600) * 1000)):
+                left = 1000.0 if deadline is None else deadline - time.monotonic()
+                if left <= 0:
                     return
-                _, data = sub.recv_multipart()
-                yield dec.decode(decode_envelope(data).body)
-        finally:
-            sub.close(0)
+                yield from follower.step(int(min(left, 1.0) * 1000) + 1)
 
 
 def make_spec(command: Sequence[str] | str, **fields: Any) -> JobSpec:

@@ -67,7 +67,7 @@ class Mirror:
     def synced(self) -> bool:
         return self.seq >= 0
 
-    def apply_snapshot(self, snap: Snapshot) -> None:
+    def apply_snapshot(self, snap: Snapshot, received: float = 0.0) -> None:
         self.shared = SharedParts()
         for j in snap.jobs:
             self.shared.share(j)
@@ -86,7 +86,7 @@ class Mirror:
         self.live.apply_samples(snap.samples)
         self.live.reasons = dict(snap.reasons)
 
-    def apply_event(self, ev: Event, *, samples: bool = True) -> bool:
+    def apply_event(self, ev: Event, received: float = 0.0, term: int = 0, *, samples: bool = True) -> bool:
         """Apply one event; False means a gap (resnapshot needed).
 
         ``samples=False`` leaves the event's samples to the caller, who applies them right

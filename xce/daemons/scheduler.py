@@ -17,17 +17,16 @@ import sys
 import time
 from typing import Any
 
-import msgspec
 import zmq
 
 from xce.config import Config, load
 from xce.errors import XceError
+from xce.follow import EventFollower, Sync
 from xce.heap import HeapUpkeep
 from xce.mirror import Mirror
 from xce.model import JobState
 from xce.placement import HostCap, host_caps, pending_order, schedule
 from xce.proto import schema as S
-from xce.proto.codec import decode_envelope
 from xce.proto.opcodes import Op
 
 log = logging.getLogger("xce.scheduler")
@@ -58,7 +57,6 @@ def round_caps(m: Mirror) -> dict[str, HostCap]:
 class Scheduler:
     def __init__(self, cfg: Config) -> None:
         from xce.client import Connection, endpoints_of
-        from xce.zmqutil import subscriber
 
         self.cfg = cfg
         self.ctx = zmq.Context()
@@ -67,10 +65,9 @@ class Scheduler:
         self.keys = daemon_keys(cfg, "scheduler")
         self.conn = Connection(endpoints_of(cfg), token=daemon_token(cfg), timeout=5.0, ctx=self.ctx,
                                curve=self.keys)
-        self.sub = subscriber(self.ctx, cfg.controller.pub_address, self.keys)
-        self.sub_endpoint = cfg.controller.pub_address
-        self.dec = msgspec.msgpack.Decoder(S.Event)
         self.mirror = Mirror()
+        self.follower = EventFollower(self.conn, cfg.controller.pub_address, self.mirror,
+                                      silence=max(3.0, 3 * cfg.worker.heartbeat), on_link=self._link)
         self.heap = HeapUpkeep()
         self.dirty = True
         self.next_round = 0.0
@@ -80,54 +77,32 @@ class Scheduler:
         self.waiting_when_full: set[int] = set()  # pending jobs a round saw with every slot taken
         self.cluster_totals = cfg.cluster_totals()
 
-    def resync(self) -> None:
-        snap = self.conn.request(Op.SNAPSHOT, S.Empty(), timeout=30)
-        pub = self._pub_for(snap.leader)
-        if pub and pub != self.sub_endpoint:
-            # Subscribe to the leader's stream first, then snapshot again, so no event
-            # falls between the two (a gap would still be caught by its sequence number).
-            from xce.zmqutil import subscriber
-
-            self.sub.close(0)
-            self.sub = subscriber(self.ctx, pub, self.keys)
-            self.sub_endpoint = pub
-            snap = self.conn.request(Op.SNAPSHOT, S.Empty(), timeout=30)
-        self.mirror.apply_snapshot(snap)
-        self.sent_reasons = dict(self.mirror.live.reasons)
-        self.waiting_when_full = set()
-        self.dirty = True
-        log.info("mirror synced at seq %d (%d jobs, %d hosts)", snap.seq, len(snap.jobs), len(snap.hosts))
-
-    def _pub_for(self, leader: str | None) -> str | None:
-        c = self.cfg.controller
-        routers = [c.address, *c.peer_addresses]
-        pubs = [c.pub_address, *c.peer_pub_addresses]
-        if leader in routers and routers.index(leader) < len(pubs):
-            return pubs[routers.index(leader)]
-        return None
-
     def drain(self, wait_ms: int) -> None:
-        if not self.sub.poll(wait_ms):
-            return
-        while True:
-            try:
-                _, data = self.sub.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            try:
-                ev = self.dec.decode(decode_envelope(data).body)
-            except (XceError, msgspec.DecodeError):
-                log.warning("undecodable event: resyncing")
-                self.mirror.seq = -1
-                continue
-            if not self.mirror.synced:
-                continue
-            if not self.mirror.apply_event(ev):
-                log.info("event gap (have %d, got %d): resyncing", self.mirror.seq, ev.seq)
-                self.mirror.seq = -1
-                continue
+        """Follow the stream for up to ``wait_ms``: a new snapshot or hard news wants a round."""
+        sync = self.sync
+        snaps = sync.snapshots
+        for ev in self.follower.step(wait_ms):
             if ev.jobs or ev.hosts or ev.forget:
                 self.dirty = True
+        if sync.snapshots != snaps:
+            self.sent_reasons = dict(self.mirror.live.reasons)
+            self.waiting_when_full = set()
+            self.dirty = True
+            log.info("mirror synced at seq %d (%d jobs, %d hosts)", self.mirror.seq, len(self.mirror.jobs),
+                     len(self.mirror.hosts))
+
+    def _link(self, state: str, problem: str) -> None:
+        if state != "live":
+            log.warning("controller unavailable (%s); following again", problem)
+
+    @property
+    def sync(self) -> Sync:
+        assert self.follower.sync is not None
+        return self.follower.sync
+
+    @property
+    def synced(self) -> bool:
+        return self.sync.state == "LIVE"
 
     def round(self, now: float) -> None:
         m = self.mirror
@@ -171,7 +146,7 @@ class Scheduler:
             self.drain(20)
             self.in_flight = {j: a for j, a in self.in_flight.items()
                               if j in m.jobs and m.jobs[j].attempt == a and m.jobs[j].state == JobState.PEND}
-            if not self.mirror.synced:
+            if not self.synced:
                 break
         if reply.rejected:
             self.dirty = True
@@ -189,9 +164,6 @@ class Scheduler:
         interval = self.cfg.scheduler.interval
         while not self.stopping:
             try:
-                if not self.mirror.synced:
-                    self.drain(0)
-                    self.resync()
                 self.drain(int(max(0.0, min(interval, self.next_round - time.time())) * 1000) + 1
                            if not self.dirty else 0)
                 now = time.time()
@@ -202,12 +174,13 @@ class Scheduler:
                         self.drain(0)
                     self.dirty = False
                     self.next_round = now + interval
-                    if self.mirror.synced:
+                    if self.synced:
                         self.round(now)
             except XceError as e:
                 log.warning("controller unavailable (%s); retrying", e.message)
-                self.mirror.seq = -1
+                self.follower.resync()
                 time.sleep(0.2)
+        self.follower.close()
         self.conn.close()
         self.ctx.destroy(linger=0)
 

@@ -34,7 +34,7 @@ from xce.config import Config, load
 from xce.errors import ProtocolError, XceError
 from xce.model import HostUsage
 from xce.proto import schema as S
-from xce.proto.codec import (decode_envelope, decode_request, encode, error_from_reply,
+from xce.proto.codec import (decode_envelope, decode_error, decode_reply, decode_request, encode,
                              error_reply)
 from xce.proto.opcodes import Op
 from xce.units import parse_mem
@@ -252,9 +252,7 @@ class Worker:
                 self.pending_exits.append((task, msg))  # e.g. not leader yet: send again
             return
         if env.op == Op.ERROR:
-            import msgspec
-
-            err = error_from_reply(msgspec.msgpack.decode(env.body, type=S.ErrorReply))
+            err = decode_error(env)
             if err.code in ("unauthenticated", "forbidden"):
                 # Not (or no longer) let in: keep asking about once a second (answered: no
                 # doubling), so adding the key (`xce keys add`) lets this worker in without a
@@ -279,9 +277,11 @@ class Worker:
                     self.next_register = 0.0  # sent to the leader: go there now, not on the retry clock
             return
         if env.rid == self.register_rid:
-            import msgspec
-
-            reply = msgspec.msgpack.decode(env.body, type=S.RegisterReply)
+            try:
+                reply = decode_reply(env, Op.REGISTER)
+            except XceError as e:
+                log.warning("bad registration reply: %s", e.message)
+                return
             self.registered = True
             self.register_failures = 0
             self.refused = ""
@@ -301,12 +301,9 @@ class Worker:
             self.reported.clear()  # a new leader knows no usage yet: report everything
             self.next_hb = 0.0
             return
-        # a heartbeat reply
-        import msgspec
-
-        try:
-            hb = msgspec.msgpack.decode(env.body, type=S.HeartbeatReply)
-        except msgspec.DecodeError:
+        try:  # a heartbeat reply
+            hb = decode_reply(env, Op.HEARTBEAT)
+        except XceError:
             return
         if not hb.known:
             self.registered = False

@@ -16,7 +16,7 @@ import msgspec
 from xce.errors import ERROR_CLASSES, NotLeader, ProtocolError, XceError
 from xce.proto.opcodes import Op
 from xce.proto.schema import (DEFAULT_MAX_BODY, MAX_BODY, PROTOCOL_VERSION, REPLIES, REQUESTS,
-                              Envelope, ErrorReply)
+                              Envelope, ErrorReply, Event)
 
 MAX_FRAME = 64 * 2**20  # ZMQ_MAXMSGSIZE on every socket that takes input from others
 
@@ -35,6 +35,11 @@ def _decoder(t: type) -> msgspec.msgpack.Decoder:
 def encode(op: int, rid: int, body: Any, token: str = "", term: int = 0) -> bytes:
     raw = msgspec.Raw(_enc.encode(body))
     return _enc.encode(Envelope(PROTOCOL_VERSION, int(op), rid, raw, token, term))
+
+
+def encode_body(body: Any) -> bytes:
+    """A body alone, as recordings keep it (without its envelope)."""
+    return _enc.encode(body)
 
 
 def decode_envelope(data: bytes) -> Envelope:
@@ -76,6 +81,24 @@ def decode_request(env: Envelope) -> tuple[Op, Any]:
         raise ProtocolError(f"bad {op.name} body: nested too deeply") from None
 
 
+def decode_event(data: bytes) -> tuple[Envelope, Event]:
+    """One frame of the PUB stream: its envelope (for the term) and its Event."""
+    env = decode_envelope(data)
+    if env.op != Op.EVENT:
+        raise ProtocolError(f"expected an EVENT on the event stream, got opcode {env.op}")
+    return env, decode_event_body(env.body)
+
+
+def decode_event_body(body: bytes) -> Event:
+    """An Event's body alone (a recording keeps bodies without envelopes)."""
+    try:
+        return _decoder(Event).decode(body)
+    except msgspec.DecodeError as e:
+        raise ProtocolError(f"bad EVENT body: {e}") from None
+    except RecursionError:
+        raise ProtocolError("bad EVENT body: nested too deeply") from None
+
+
 def decode_reply(env: Envelope, request: Op) -> Any:
     """Decode a reply body; an ERROR reply is raised as its XceError class."""
     is_error = env.op == Op.ERROR
@@ -90,6 +113,16 @@ def decode_reply(env: Envelope, request: Op) -> Any:
     if is_error:
         raise error_from_reply(body)
     return body
+
+
+def decode_error(env: Envelope) -> XceError:
+    """The error an ERROR reply carries, as its class; a malformed one as ProtocolError."""
+    try:
+        return error_from_reply(_decoder(ErrorReply).decode(env.body))
+    except msgspec.DecodeError as e:
+        return ProtocolError(f"bad ERROR reply: {e}")
+    except RecursionError:
+        return ProtocolError("bad ERROR reply: nested too deeply")
 
 
 def error_body(exc: XceError) -> ErrorReply:

@@ -2,7 +2,7 @@
 
     receiver thread (live.py) ──┐            ┌── RowTable (table.py): hosts, jobs
     replay player (replay.py) ──┼─> Sync ─> ConsoleModel ─┼── HeaderBar (header.py)
-                                │  (sync.py)  (model.py)  └── detail screens (detail.py)
+                                │ (xce/follow) (model.py)  └── detail screens (detail.py)
     recorder (record.py) <──────┘
 
 A background feed (the receiver subscribes to the controller's event stream

@@ -92,7 +92,6 @@ class ConsoleModel:
         self.problem = ""
         self.last_update: float | None = None
         self.snapshots = 0
-        self.gaps = 0
         self.history = history
         self.hist: dict[str, HostHistory] = {}  # per host: its figures and its jobs' actual memory
         self._jv: dict[int, JobView] = {}

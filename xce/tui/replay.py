@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import msgspec
 
-from xce.proto.schema import Event, Snapshot
+from xce.follow import Sync
+from xce.proto.codec import decode_event_body
+from xce.proto.schema import Snapshot
 from xce.tui.model import ConsoleModel
 from xce.tui.record import Hello, Link, Record
-from xce.tui.sync import Sync
 
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 64.0)
 _snap = msgspec.msgpack.Decoder(Snapshot)
-_ev = msgspec.msgpack.Decoder(Event)
 _hello = msgspec.msgpack.Decoder(Hello)
 _link = msgspec.msgpack.Decoder(Link)
 
@@ -27,7 +27,7 @@ class Player:
     def __init__(self, records: list[Record], model: ConsoleModel) -> None:
         self.records = records
         self.model = model
-        self.sync = Sync(model)
+        self.sync = Sync(model, model.lock)
         self.i = 0
         self.start = records[0].t if records else 0.0
         self.end = records[-1].t if records else 0.0
@@ -86,7 +86,7 @@ class Player:
     def _feed(self, rec: Record) -> None:
         m = self.model
         if rec.kind == "event":
-            self.sync.on_event(_ev.decode(rec.body), rec.t, rec.term)
+            self.sync.on_event(decode_event_body(rec.body), rec.t, rec.term)
         elif rec.kind == "snapshot":
             self.sync.requested()
             self.sync.on_snapshot(_snap.decode(rec.body), rec.t)

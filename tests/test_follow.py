@@ -1,0 +1,47 @@
+"""The one event follower: its pure parts on built events, and its shell against a real cluster."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from xce.follow import SeqCheck, Sync
+from xce.mirror import Mirror
+from xce.proto.schema import Event, Snapshot
+
+from conftest import local_cluster
+
+
+def ev(seq: int, epoch: str = "e1", **kw) -> Event:  # noqa: ANN003
+    return Event(seq=seq, epoch=epoch, time=float(seq), **kw)
+
+
+def test_seqcheck_counts_gaps_and_epoch_changes() -> None:
+    s = SeqCheck()
+    assert s.follows(ev(5))              # the first event sets the start
+    assert s.follows(ev(6))
+    assert not s.follows(ev(8)) and s.gaps == 1
+    assert not s.follows(ev(9, "e2")) and s.gaps == 2
+    assert s.follows(ev(10, "e2"))
+
+
+def test_sync_drives_a_plain_mirror_as_the_scheduler_does() -> None:
+    m = Mirror()
+    s = Sync(m)
+    s.requested()
+    s.on_event(ev(4), 0.0)               # buffered until the snapshot: after it, so applied
+    s.on_snapshot(Snapshot(seq=3, epoch="e1", time=3.0, jobs=[], hosts=[], queues=[], default_queue="normal",
+                           live=[], samples=[], reasons={}), 0.0)
+    assert s.state == "LIVE" and m.seq == 4 and s.snapshots == 1
+    s.on_event(ev(6), 0.0)               # seq 5 was lost
+    assert s.wants_snapshot and s.gaps == 1 and m.seq == 4
+
+
+def test_events_timeout_is_total_time_on_a_chatty_cluster(tmp_path: Path) -> None:
+    """A cluster publishes heartbeats every 0.2 s here; events(timeout=1) still ends after ~1 s."""
+    with local_cluster(tmp_path, "--hosts", "1", "--heartbeat", "0.2") as c:
+        t0 = time.monotonic()
+        n = sum(1 for _ in c.client.events(timeout=1.5))
+        took = time.monotonic() - t0
+        assert n > 0, "no event arrived in 1.5 s from a cluster heartbeating every 0.2 s"
+        assert took < 4.0, f"events(timeout=1.5) took {took:.1f} s"
