@@ -43,7 +43,7 @@ Range = tuple[int, int, int]
 class ArraySpec(msgspec.Struct, frozen=True, gc=False):
     """The indices of an array (or a selection of them) and its running limit."""
 
-    ranges: tuple[Range, ...]  # sorted by first, disjoint; (first, last, step), last a member
+    ranges: tuple[Range, ...]  # sorted by first, disjoint; (first, last, step), last a member, step 1 if alone
     limit: int | None = None  # at most this many elements running at once
 
     @property
@@ -96,7 +96,7 @@ class ArraySpec(msgspec.Struct, frozen=True, gc=False):
         r = self._range_of(index)
         if r is None:
             raise KeyError(index)
-        return r[2] if r[0] != r[1] else 1
+        return r[2]
 
     def text(self) -> str:
         """Canonical index list, re-parseable: ``1-9:2,12``."""
@@ -141,7 +141,8 @@ def _parse_range(part: str, where: str, min_index: int, max_index: int) -> Range
         raise ArraySpecError(f"{where}: index {first} is below the smallest index {min_index}")
     if last > max_index:
         raise ArraySpecError(f"{where}: index {last} is above the largest index {max_index}")
-    return (first, last - (last - first) % step, step)
+    last -= (last - first) % step
+    return (first, last, step if last > first else 1)  # one index: one canonical form
 
 
 def _parse_limit(text: str | None, where: str) -> int | None:
