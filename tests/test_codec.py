@@ -30,7 +30,7 @@ def decode(data: bytes):
 # ---- round trips ---------------------------------------------------------------------------
 
 def test_request_round_trip() -> None:
-    body = SubmitRequest(jobs=[spec(mem="2G", slots=2, resreq="span[hosts=1]", env={"A": "1"})], dry_run=True)
+    body = SubmitRequest(jobs=[spec(mem="2G", slots=2, resreq="span[hosts=1]", env={"A": "1"})], dry_run=True, key="k1")
     data = codec.encode(Op.SUBMIT, 42, body, token="tok", term=3)
     env = codec.decode_envelope(data)
     assert (env.v, env.op, env.rid, env.token, env.term) == (PROTOCOL_VERSION, Op.SUBMIT, 42, "tok", 3)
@@ -101,8 +101,8 @@ def test_oversized_frame_is_refused_naming_the_limit(monkeypatch: pytest.MonkeyP
 
 
 def test_unknown_fields_are_ignored_for_forward_compatibility() -> None:
-    assert decode(frame(Op.KILL, {"ids": [1], "reason": "r", "later": True})) == (
-        Op.KILL, KillRequest(ids=[1], reason="r"))
+    assert decode(frame(Op.KILL, {"ids": [1], "reason": "r", "key": "k2", "later": True})) == (
+        Op.KILL, KillRequest(ids=[1], reason="r", key="k2"))
 
 
 # ---- property: any bytes give a ProtocolError or a valid request ---------------------------

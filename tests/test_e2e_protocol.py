@@ -129,7 +129,7 @@ def test_worker_answers_bad_orders_and_keeps_serving(tmp_path: Path) -> None:
         assert "unsupported protocol version" in order(frame(5, Op.RUN_JOB, 3)).message
         bad_run = frame(1, Op.RUN_JOB, 4, {"job_id": "x"})
         assert "job_id" in order(bad_run).message
-        assert "not served by a worker" in order(encode(Op.SUBMIT, 5, S.SubmitRequest(jobs=[]))).message
+        assert "not served by a worker" in order(encode(Op.SUBMIT, 5, S.SubmitRequest(jobs=[], key="k"))).message
         # Orders from an older term than one already seen are refused.
         router.send_multipart([ident, encode(Op.KILL_JOB, 6, S.KillJob(job_id=1, attempt=1, reason="x"), term=9)])
         assert "deposed leader" in order(encode(Op.KILL_JOB, 7, S.KillJob(job_id=1, attempt=1, reason="x"),
@@ -159,7 +159,7 @@ def test_daemon_tier_refuses_workers_without_an_allowed_key_or_a_daemon_token(cl
     forged = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ4Y2UtZGFlbW9uIn0.c2lnbmF0dXJl"
     assert error_of(ask(sock, encode(Op.JOBS, 5, S.JobsRequest(), token=forged))).code == "unauthenticated"
     viewer = TokenService(ensure_keyring(cluster.state_dir)).issue(Principal("eve", ("viewer",)))
-    err = error_of(ask(sock, encode(Op.SUBMIT, 6, S.SubmitRequest(jobs=[S.JobSpec(command=["true"])]),
+    err = error_of(ask(sock, encode(Op.SUBMIT, 6, S.SubmitRequest(jobs=[S.JobSpec(command=["true"])], key="k"),
                                     token=viewer)))
     assert err.code == "forbidden" and "jobs.submit" in err.message
     assert "intruder" not in [h.name for h in cluster.client.hosts()]

@@ -99,10 +99,10 @@ job_specs = st.builds(
 
 
 @settings(max_examples=200)
-@given(job_specs, st.text(max_size=30), ints, st.text(max_size=300))
+@given(job_specs, st.text(min_size=1, max_size=30), ints, st.text(max_size=300))
 def test_submit_envelope_is_byte_identical_to_codec(s: JobSpec, key: str, rid: int, token: str) -> None:
     full = codec.encode(Op.SUBMIT, rid, SubmitRequest(jobs=[s], key=key), token=token)
-    mine = lite.encode(quick.SUBMIT, rid, {"jobs": [as_dict(s)], "dry_run": False, "key": key}, token)
+    mine = lite.encode(quick.SUBMIT, rid, quick.submit_body(as_dict(s), key), token)
     assert mine == full
     op, got_rid, body, term = lite.decode(full)
     assert (op, got_rid, term) == (Op.SUBMIT, rid, 0) and body["key"] == key
@@ -123,7 +123,8 @@ def test_the_fast_path_mirrors_the_schema() -> None:
 
 def test_replies_decode_like_codec() -> None:
     ok = codec.encode(Op.OK, 9, msgspec.structs.replace(codec.error_body(ProtocolError("x")), code="c"), term=4)
-    assert lite.decode(ok) == (Op.OK, 9, {"code": "c", "message": "x", "leader": None}, 4)
+    assert lite.decode(ok) == (Op.OK, 9, {"code": "c", "message": "x", "leader": None, "permission": None,
+                                          "text": "", "pos": None}, 4)
     assert lite.decode(b"\x94\x01\x01\x05\x80") == (Op.OK, 5, {}, 0)  # token and term may be left out
     with pytest.raises(ProtocolError, match="unsupported protocol version 2"):
         lite.decode(enc([2, 1, 1, {}]))

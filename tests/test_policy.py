@@ -106,10 +106,10 @@ def owners(jid: int) -> str | None:
 
 
 def test_authorize_submit_fills_user_and_guards_submit_as(policy: Policy) -> None:
-    body = S.SubmitRequest(jobs=[JobSpec(command=["true"])])
+    body = S.SubmitRequest(jobs=[JobSpec(command=["true"])], key="k")
     out = authorize(policy, ALICE, Op.SUBMIT, body, owners)
     assert out.jobs[0].user == "alice"
-    other = S.SubmitRequest(jobs=[JobSpec(command=["true"], user="bob")])
+    other = S.SubmitRequest(jobs=[JobSpec(command=["true"], user="bob")], key="k")
     with pytest.raises(PermissionDenied, match="jobs.submit_as"):
         authorize(policy, ALICE, Op.SUBMIT, other, owners)
     assert authorize(policy, ADMIN, Op.SUBMIT, other, owners).jobs[0].user == "bob"
@@ -121,12 +121,12 @@ def test_authorize_owned_ops(policy: Policy) -> None:
         authorize(policy, ALICE, Op.JOBS, S.JobsRequest(user="bob"), owners)
     with pytest.raises(PermissionDenied):
         authorize(policy, ALICE, Op.JOBS, S.JobsRequest(ids=[2]), owners)
-    authorize(policy, ALICE, Op.KILL, S.KillRequest(ids=[1, 99]), owners)  # 99: "not found" later
+    authorize(policy, ALICE, Op.KILL, S.KillRequest(ids=[1, 99], key="k"), owners)  # 99: "not found" later
     with pytest.raises(PermissionDenied, match="jobs.kill"):
-        authorize(policy, ALICE, Op.KILL, S.KillRequest(ids=[1, 2]), owners)
+        authorize(policy, ALICE, Op.KILL, S.KillRequest(ids=[1, 2], key="k"), owners)
     with pytest.raises(PermissionDenied, match="jobs.modify"):
-        authorize(policy, ALICE, Op.MODIFY, S.ModifyRequest(id=2, mem_limit=1), owners)
-    assert authorize(policy, OPER, Op.KILL, S.KillRequest(ids=[2]), owners).ids == [2]
+        authorize(policy, ALICE, Op.MODIFY, S.ModifyRequest(id=2, mem_limit=1, key="k"), owners)
+    assert authorize(policy, OPER, Op.KILL, S.KillRequest(ids=[2], key="k"), owners).ids == [2]
     assert authorize(policy, VIEWER, Op.JOBS, S.JobsRequest(user="bob"), owners).user == "bob"
 
 

@@ -291,9 +291,12 @@ def test_metrics_text(h: Harness) -> None:
 
 
 def test_controller_refusals_keep_the_permission(h: Harness) -> None:
-    from xce.errors import PermissionDenied
+    from xce.policy import Principal, denied
+    from xce.proto import codec
 
-    h.fake.fail = PermissionDenied("permission jobs.list is granted only for own jobs, not bob's (alice has user)")
+    # As the controller's refusal arrives: through the wire, its permission a field of its own.
+    refused = denied(Principal("alice", ("user",)), "jobs.list", "is granted only for own jobs, not bob's")
+    h.fake.fail = codec.error_from_reply(codec.error_body(refused))
     r = h.req("GET", "/v1/jobs")
     assert r.status_code == 403 and r.json["permission"] == "jobs.list"
     r = h.req("DELETE", "/v1/jobs/2")   # the controller hid bob's job: named as the kill it was

@@ -679,3 +679,38 @@ def test_a_malformed_placement_is_refused_and_the_job_stays_pending(allocs, need
     with pytest.raises(InvalidRequest, match=needle):
         st.apply(Place(time=T0, job_id=jid, attempt=0, allocs=allocs))
     assert st.jobs[jid].state == S.PEND and st.jobs[jid].allocs == []
+
+
+# ---- idempotency keys: scoped by who sent them (issue 12 item 4) ----------------------------
+
+def test_a_key_reused_by_another_principal_makes_that_principal_its_own_job() -> None:
+    st = cluster_state()
+    alice = st.apply(Submit(time=T0, specs=[spec(user="alice")], reqs=[parse_resreq("")], key="k", by="alice"))
+    bob = st.apply(Submit(time=T0 + 1, specs=[spec(user="bob")], reqs=[parse_resreq("")], key="k", by="bob"))
+    again = st.apply(Submit(time=T0 + 2, specs=[spec(user="bob")], reqs=[parse_resreq("")], key="k", by="bob"))
+    assert alice != bob and again == bob
+    assert st.jobs[bob[0]].spec.user == "bob" and len(st.jobs) == 2
+
+
+def test_every_keyed_write_answers_a_retry_with_its_first_answer() -> None:
+    st = cluster_state()
+    (jid,) = submit(st, spec())
+    first = st.apply(Kill(time=T0 + 1, job_ids=[jid], key="kill-1", by="alice"))
+    again = st.apply(Kill(time=T0 + 2, job_ids=[jid], key="kill-1", by="alice"))
+    fresh = st.apply(Kill(time=T0 + 3, job_ids=[jid], key="kill-2", by="alice"))
+    assert first == again == {jid: "killed"} and fresh == {jid: "already EXIT"}
+
+
+def test_a_key_used_for_one_kind_of_write_is_refused_for_another() -> None:
+    st = cluster_state()
+    (jid,) = submit(st, spec())
+    st.apply(Kill(time=T0 + 1, job_ids=[jid], key="k", by="alice"))
+    with pytest.raises(Conflict, match="idempotency key 'k' was already used for a Kill"):
+        st.apply(Modify(time=T0 + 2, job_id=jid, mem_limit=G, key="k", by="alice"))
+
+
+def test_keyed_answers_survive_a_snapshot() -> None:
+    st = cluster_state()
+    ids = st.apply(Submit(time=T0, specs=[spec()], reqs=[parse_resreq("")], key="k", by="alice"))
+    back = pickle.loads(pickle.dumps(st))
+    assert back.apply(Submit(time=T0 + 1, specs=[spec()], reqs=[parse_resreq("")], key="k", by="alice")) == ids

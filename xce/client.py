@@ -31,6 +31,7 @@ from xce.errors import NotLeader, Unavailable, XceError
 from xce.local import CLUSTER_FILE, stored_token, unix_user
 from xce.model import JobSpec, check_spec
 from xce.proto import schema as S
+from xce.proto import writes
 from xce.proto.codec import decode_envelope, decode_reply, encode
 from xce.proto.opcodes import Op
 from xce.views import HostView, JobView
@@ -178,11 +179,12 @@ class Client:
     def submit(self, command: Sequence[str] | str, **fields: Any) -> int:
         return self.submit_many([{"command": command, **fields}])[0]
 
-    def submit_many(self, jobs: Sequence[JobSpec | dict[str, Any]], dry_run: bool = False) -> list[int]:
+    def submit_many(self, jobs: Sequence[JobSpec | dict[str, Any]], dry_run: bool = False,
+                    key: str | None = None) -> list[int]:
+        """Submit jobs at once (all or none); ``key`` to make a retry of your own safe too."""
         defaults = {"user": unix_user(), "cwd": os.getcwd()}
         specs = [j if isinstance(j, JobSpec) else make_spec(**{**defaults, **j}) for j in jobs]
-        key = os.urandom(12).hex()  # the same key on every retry: a failover never doubles a submit
-        return self.request(Op.SUBMIT, S.SubmitRequest(jobs=specs, dry_run=dry_run, key=key)).ids
+        return self.request(Op.SUBMIT, writes.submit(specs, key=key or writes.new_key(), dry_run=dry_run)).ids
 
     def jobs(self, ids: Sequence[int] = (), user: str | None = None, all: bool = False,
              states: Sequence[str] = (), queue: str | None = None, after: int = 0,
@@ -196,11 +198,11 @@ class Client:
     def job(self, job_id: int) -> JobView:
         return self.jobs([job_id])[0]
 
-    def kill(self, ids: Sequence[int], reason: str = "") -> dict[int, str]:
-        return self.request(Op.KILL, S.KillRequest(ids=list(ids), reason=reason)).results
+    def kill(self, ids: Sequence[int], reason: str = "", key: str | None = None) -> dict[int, str]:
+        return self.request(Op.KILL, writes.kill(ids, key=key or writes.new_key(), reason=reason)).results
 
-    def modify(self, job_id: int, mem_limit: int | None) -> None:
-        self.request(Op.MODIFY, S.ModifyRequest(id=job_id, mem_limit=mem_limit))
+    def modify(self, job_id: int, mem_limit: int | None, key: str | None = None) -> None:
+        self.request(Op.MODIFY, writes.modify(job_id, mem_limit, key=key or writes.new_key()))
 
     def wait(self, ids: Sequence[int], timeout: float | None = None, poll: float = 1.0,
              progress: Any = None) -> list[JobView]:
@@ -251,8 +253,8 @@ class Client:
         self.staleness = r.stale
         return r.hosts
 
-    def host_admin(self, names: Sequence[str], action: str) -> None:
-        self.request(Op.HOST_ADMIN, S.HostAdminRequest(names=list(names), action=action))
+    def host_admin(self, names: Sequence[str], action: str, key: str | None = None) -> None:
+        self.request(Op.HOST_ADMIN, writes.host_admin(names, action, key=key or writes.new_key()))
 
     def queues(self) -> S.QueuesReply:
         return self.request(Op.QUEUES)

@@ -4,9 +4,18 @@ Every error a user can cause is one of these classes.  Each carries a stable
 ``code`` that travels in wire error replies and becomes the HTTP problem type, so
 the mapping from class to reply is written once (xce/proto/codec.py for ZeroMQ,
 xce/rest for HTTP) and nowhere else.
+
+The wire form is ``to_wire()`` -> (code, message, fields) and ``XceError.from_wire``
+back: ``fields`` names the attributes a class carries beyond its message (a
+``NotLeader``'s ``leader``, a ``PermissionDenied``'s ``permission``), each with its
+default as a class attribute, so an error comes back whole: same class, same
+message, same fields (tests/test_wire_errors.py round-trips every class).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 
 class XceError(Exception):
@@ -14,10 +23,29 @@ class XceError(Exception):
 
     code = "error"
     http_status = 500
+    fields: tuple[str, ...] = ()  # attributes that travel with the message (see to_wire)
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    def to_wire(self) -> tuple[str, str, dict[str, Any]]:
+        """(code, message, fields): what an error reply carries."""
+        return self.code, self.message, {f: getattr(self, f) for f in self.fields}
+
+    @staticmethod
+    def from_wire(code: str, message: str, fields: Mapping[str, Any]) -> XceError:
+        """The error a reply describes, whole.  An unknown code (a newer peer) is an XceError.
+
+        Built without the class's ``__init__``: the message arrives finished (a
+        ResReqError's caret, a NotLeader's wording) and must not be formatted again.
+        """
+        cls = ERROR_CLASSES.get(code, XceError)
+        exc = cls.__new__(cls)
+        XceError.__init__(exc, message)
+        for name in cls.fields:
+            setattr(exc, name, fields.get(name, getattr(cls, name)))
+        return exc
 
 
 class InvalidRequest(XceError):
@@ -31,6 +59,9 @@ class ResReqError(InvalidRequest):
     """A resource requirement string XCE cannot accept; names the offending part."""
 
     code = "invalid_resreq"
+    fields = ("text", "pos")
+    text: str = ""          # the requirement string
+    pos: int | None = None  # where in it the problem is
 
     def __init__(self, message: str, text: str = "", pos: int | None = None) -> None:
         if text and pos is not None:
@@ -72,6 +103,12 @@ class Infeasible(InvalidRequest):
 class PermissionDenied(XceError):
     code = "forbidden"
     http_status = 403
+    fields = ("permission",)
+    permission: str | None = None  # the permission that was missing, when one was
+
+    def __init__(self, message: str, permission: str | None = None) -> None:
+        super().__init__(message)
+        self.permission = permission
 
 
 class Unauthenticated(XceError):
@@ -84,6 +121,8 @@ class NotLeader(XceError):
 
     code = "not_leader"
     http_status = 503
+    fields = ("leader",)
+    leader: str | None = None  # the leader's client endpoint, never a sentence
 
     def __init__(self, leader: str | None) -> None:
         super().__init__(f"not leader; leader is {leader}" if leader else "not leader; no leader yet")

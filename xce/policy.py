@@ -153,9 +153,7 @@ def authorize(policy: Policy, principal: Principal, op: Op, body: Any,
 
 def denied(principal: Principal, permission: str, why: str) -> PermissionDenied:
     roles = ", ".join(principal.roles) or "no role"
-    e = PermissionDenied(f"permission {permission} {why} ({principal.user} has {roles})")
-    e.permission = permission  # type: ignore[attr-defined]  # the problem body names it
-    return e
+    return PermissionDenied(f"permission {permission} {why} ({principal.user} has {roles})", permission)
 
 
 def parse_grants(role: str, grants: Iterable[str], source: str) -> dict[str, Scope]:

@@ -20,9 +20,8 @@ from typing import Any
 from pysyncobj import SyncObj, SyncObjConf, replicated
 
 from xce.errors import XceError
+from xce.result import Err, Ok, Result
 from xce.state import ClusterState, decode_batch
-
-Result = tuple[str, Any]  # ("ok", value) or ("err", (code, message))
 
 
 class ReplicatedState(SyncObj):
@@ -52,9 +51,9 @@ class ReplicatedState(SyncObj):
         with self.lock:
             for cmd in decode_batch(blob):
                 try:
-                    results.append(("ok", self.state.apply(cmd)))
+                    results.append(Ok(self.state.apply(cmd)))
                 except XceError as e:
-                    results.append(("err", (e.code, e.message)))
+                    results.append(Err(e))
         self.on_applied()
         return results
 

@@ -15,6 +15,12 @@ Job transitions (anything else raises IllegalTransition)::
 
 Entities touched by a command are collected in ``touched_jobs`` /
 ``touched_hosts`` for the shell to publish; they are not replicated state.
+
+A client's write (``Keyed``: submit, kill, modify, host admin) carries the client's
+idempotency key and the principal who sent it (``by``, set by the leader from the
+verified token).  Its first answer is kept under (by, key): a retry with the same key
+gets that answer again and changes nothing; the same key from someone else is a
+different request.  Kept answers are replicated state, bounded by ANSWERS_KEPT.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from xce.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue, TER
 from xce.resreq import ResReq
 
 S = JobState
-SUBMIT_KEYS_KEPT = 100_000  # retries arrive within seconds; this is hours of submits
+ANSWERS_KEPT = 100_000  # keyed answers kept: retries arrive within seconds; this is hours of writes
 TRANSITIONS: dict[tuple[JobState, str], JobState] = {
     (S.PEND, "place"): S.RUN,
     (S.PEND, "kill"): S.EXIT,
@@ -56,10 +62,16 @@ class Cmd(msgspec.Struct, tag=True, kw_only=True):
     time: float
 
 
-class Submit(Cmd):
+class Keyed(Cmd, kw_only=True):
+    """A client's write: answered once per (by, key); a retry gets the first answer."""
+
+    key: str = ""  # the client's idempotency key ("": not deduplicated; internal commands)
+    by: str = ""   # who sent it (the token's user; "" with access control off): keys are theirs
+
+
+class Submit(Keyed):
     specs: list[JobSpec]
     reqs: list[ResReq]
-    key: str = ""  # the client's idempotency key: a retried submit returns the first ids
 
 
 class Place(Cmd):
@@ -78,7 +90,7 @@ class Finish(Cmd):
     usage: HostUsage | None = None
 
 
-class Kill(Cmd):
+class Kill(Keyed):
     job_ids: list[int]
     reason: str = "killed by user"
 
@@ -91,7 +103,7 @@ class HostLost(Cmd):
     name: str
 
 
-class SetHostAdmin(Cmd):
+class SetHostAdmin(Keyed):
     names: list[str]
     closed: bool
 
@@ -101,7 +113,7 @@ class SetQueues(Cmd):
     default_queue: str
 
 
-class Modify(Cmd):
+class Modify(Keyed):
     job_id: int
     mem_limit: int | None
 
@@ -134,7 +146,7 @@ class ClusterState:
         self.next_job_id = 1
         self.applied = 0
         self.finished_order: list[int] = []
-        self.submit_keys: dict[str, list[int]] = {}
+        self.answers: dict[tuple[str, str], tuple[str, Any]] = {}  # (by, key) -> (command, answer)
         self.last_time = 0.0
         self.touched_jobs: set[int] = set()
         self.touched_hosts: set[str] = set()
@@ -142,7 +154,7 @@ class ClusterState:
 
     # Replicated fields only: the touched sets are the shell's business.
     _REPLICATED = ("jobs", "hosts", "queues", "default_queue", "next_job_id", "applied",
-                   "finished_order", "submit_keys", "last_time")
+                   "finished_order", "answers", "last_time")
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self._REPLICATED}
@@ -164,7 +176,23 @@ class ClusterState:
         handler = _HANDLERS.get(type(cmd))
         if handler is None:
             raise InvalidRequest(f"unknown command {type(cmd).__name__}")
+        if isinstance(cmd, Keyed) and cmd.key:
+            return self._once(cmd, handler)
         return handler(self, cmd)
+
+    def _once(self, cmd: Keyed, handler: Any) -> Any:
+        """The first answer to (by, key), computed once; a refusal is not kept (nothing changed)."""
+        scope, kind = (cmd.by, cmd.key), type(cmd).__name__
+        seen = self.answers.get(scope)
+        if seen is not None:
+            if seen[0] != kind:
+                raise Conflict(f"idempotency key {cmd.key!r} was already used for a {seen[0]}")
+            return seen[1]
+        answer = handler(self, cmd)
+        self.answers[scope] = (kind, answer)
+        while len(self.answers) > ANSWERS_KEPT:  # oldest first: dicts keep order
+            del self.answers[next(iter(self.answers))]
+        return answer
 
     def _set(self, job: Job, event: str) -> None:
         job.state = transition(job, event)
@@ -183,8 +211,6 @@ class ClusterState:
         for spec in cmd.specs:  # all or nothing: check every job before creating any
             if (spec.queue or self.default_queue) not in self.queues:
                 raise InvalidRequest(f"queue {spec.queue or self.default_queue!r} does not exist")
-        if cmd.key and cmd.key in self.submit_keys:
-            return self.submit_keys[cmd.key]
         ids = []
         for spec, req in zip(cmd.specs, cmd.reqs, strict=True):
             queue = spec.queue or self.default_queue
@@ -195,10 +221,6 @@ class ClusterState:
             self.jobs[job.id] = job
             self.touched_jobs.add(job.id)
             ids.append(job.id)
-        if cmd.key:
-            self.submit_keys[cmd.key] = ids
-            while len(self.submit_keys) > SUBMIT_KEYS_KEPT:  # oldest first: dicts keep order
-                del self.submit_keys[next(iter(self.submit_keys))]
         return ids
 
     def place(self, cmd: Place) -> int:

@@ -53,7 +53,7 @@ def _state_dir(a: argparse.Namespace) -> Path:
 
 def cmd_submit(a: argparse.Namespace) -> int:
     from xce.cli.fmt import print_json
-    from xce.proto import schema as S
+    from xce.proto import writes
     from xce.proto.opcodes import Op
 
     if a.command and a.command[0] == "--":
@@ -63,10 +63,10 @@ def cmd_submit(a: argparse.Namespace) -> int:
     spec = submit_spec(a)
     if a.dry_run:
         return _dry_run(a, spec)
-    # As xce.client's submit_many: one key for every retry; the fast path hands over the one it sent.
-    key = getattr(a, "submit_key", "") or os.urandom(12).hex()
+    # One key for every retry; the fast path hands over the one it sent, if it sent one.
+    key = getattr(a, "submit_key", "") or writes.new_key()
     with _client(a) as c:
-        reply = c.request(Op.SUBMIT, S.SubmitRequest(jobs=[spec], key=key))
+        reply = c.request(Op.SUBMIT, writes.submit([spec], key=key))
     if a.json:
         print_json({"id": reply.ids[0], "queue": reply.queues[0]})
     else:
@@ -82,7 +82,7 @@ def _dry_run(a: argparse.Namespace, spec: Any) -> int:
     from xce.cli.fmt import dry_run_text, print_json
     from xce.client import Client, cluster_config
     from xce.errors import Unavailable
-    from xce.proto import schema as S
+    from xce.proto import writes
     from xce.proto.opcodes import Op
     from xce.resources import catalog
     from xce.resreq import parse_resreq
@@ -92,7 +92,7 @@ def _dry_run(a: argparse.Namespace, spec: Any) -> int:
     queue = None
     try:
         with Client(state_dir=_state_dir(a), timeout=min(a.timeout, DRY_RUN_ASK_S)) as c:
-            queue = c.request(Op.SUBMIT, S.SubmitRequest(jobs=[spec], dry_run=True)).queues[0]
+            queue = c.request(Op.SUBMIT, writes.submit([spec], key=writes.new_key(), dry_run=True)).queues[0]
     except Unavailable:
         pass  # no controller: the local checks are all there is, and the output says so
     if a.json:

@@ -151,9 +151,15 @@ def submit(argv: list[str]) -> int | Fallback:
     spec = spec_of(a)
     if spec is None:
         return Fallback("a value the full path must check")
-    key = os.urandom(12).hex()  # as xce.client's submit_many: a retry never submits twice
-    body = {"jobs": [spec], "dry_run": False, "key": key}
-    return send(home, keys[("controller", "address")], body, token, a.timeout, key)
+    from xce.proto.idempotency import new_key
+
+    key = new_key()  # sent on every retry, and handed to the full path if it must take over
+    return send(home, keys[("controller", "address")], submit_body(spec, key), token, a.timeout, key)
+
+
+def submit_body(spec: dict[str, object], key: str) -> dict[str, object]:
+    """xce/proto/writes.py's ``submit`` as a dict, in the Struct's field order (same bytes)."""
+    return {"jobs": [spec], "dry_run": False, "key": key}
 
 
 def send(home: str, address: str, body: dict[str, object], token: str, timeout: float, key: str) -> int | Fallback:

@@ -51,12 +51,13 @@ from xce.proto import schema as S
 from xce.model import ACTIVE, JobState
 from xce.proto.codec import decode_envelope, decode_request, encode, error_reply
 from xce.proto.opcodes import Op
-from xce.raft import ReplicatedState, Result, fsync_journal, make_conf
+from xce.raft import ReplicatedState, fsync_journal, make_conf
+from xce.result import Err, Ok, Result
 from xce.resources import catalog
 from xce.resreq import parse_resreq
 from xce.state import Cleanup, Cmd, HostLost, encode_batch
 
-from xce.daemons.ctl_access import AUDITED_OPS, DAEMON_OPS, Access, Audit, refusal
+from xce.daemons.ctl_access import AUDITED_OPS, DAEMON_OPS, Access, Audit, answer, refusal
 from xce.daemons.ctl_clients import ClientDoor
 from xce.daemons.ctl_events import Publisher
 from xce.daemons.ctl_workers import WorkerDoor
@@ -298,25 +299,23 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
         audit, self.audit = self.audit, None
 
         def reply(result: Result) -> None:
-            kind, value = result
-            if kind == "ok":
-                try:
-                    self.ok(ident, rid, build(value))
-                except XceError as e:
-                    self.send(ident, error_reply(rid, e))
+            match result:
+                case Ok(value):
+                    try:
+                        body = build(value)
+                    except XceError as e:
+                        refused(e)
+                        return
+                    self.ok(ident, rid, body)
                     if audit is not None:
-                        self.log_request(audit, refusal(e))
-                    return
-                if audit is not None:
-                    self.log_request(audit, "accepted")
-            else:
-                code, message = value
-                from xce.errors import ERROR_CLASSES
+                        self.log_request(audit, answer(body))
+                case Err(error):
+                    refused(error)
 
-                exc = ERROR_CLASSES.get(code, XceError)(message)
-                self.send(ident, error_reply(rid, exc))
-                if audit is not None:
-                    self.log_request(audit, refusal(exc))
+        def refused(e: XceError) -> None:
+            self.send(ident, error_reply(rid, e, self.raft.term()))
+            if audit is not None:
+                self.log_request(audit, refusal(e))
         return reply
 
     # ---- timers ---------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import zmq
 
 from xce.errors import PermissionDenied, Unauthenticated, XceError
 from xce.policy import OP_PERMISSIONS, authorize
+from xce.proto import schema as S
 from xce.proto.opcodes import Op
 
 if TYPE_CHECKING:
@@ -70,6 +71,13 @@ class Access:
             self.daemon_grants[grant] = now + DAEMON_GRANT_TTL
         return body
 
+    def key_owner(self: Controller) -> str:
+        """Whose idempotency keys a write's key is among: the verified token's user.
+
+        Without access control there are no principals, so there is one scope.
+        """
+        return self.principal.user if self.principal is not None else ""
+
     def audit_entry(self: Controller, op: Op, body: Any, frame: zmq.Frame) -> Audit:
         """Who (the token's user), what and from where, read while the request is the current one:
         its answer may come only when its command commits."""
@@ -93,6 +101,23 @@ class Audit(NamedTuple):
     client: str
     op: str
     target: str
+
+
+KILL_ACCEPTED = frozenset({"killed", "kill requested"})
+ANSWERS_LOGGED = 20  # per-job answers written out; a kill of thousands is summarised after these
+
+
+def answer(body: Any) -> str:
+    """The log's word for an OK reply: "accepted", unless a kill said otherwise for some job.
+
+    A kill is answered per job, and "already DONE" or "not found" is no acceptance.
+    """
+    if not isinstance(body, S.KillReply) or set(body.results.values()) <= KILL_ACCEPTED:
+        return "accepted"
+    items = list(body.results.items())
+    words = ", ".join(f"job {jid}: {what}" for jid, what in items[:ANSWERS_LOGGED])
+    more = len(items) - ANSWERS_LOGGED
+    return words + (f", and {more} more" if more > 0 else "")
 
 
 def refusal(e: XceError) -> str:

@@ -14,7 +14,7 @@ from xce.placement import demand_of, host_caps, never_fits
 from xce.proto import schema as S
 from xce.proto.codec import encode
 from xce.proto.opcodes import Op
-from xce.raft import Result
+from xce.result import Ok, Result
 from xce.state import (Kill, Modify, SetHostAdmin, Submit)
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class ClientDoor:
         if body.dry_run:
             self.ok(ident, rid, S.SubmitReply(ids=[], queues=[s.queue for s in specs]))
             return
-        self.commit(Submit(time=time.time(), specs=specs, reqs=reqs, key=body.key[:128]),
+        self.commit(Submit(time=time.time(), specs=specs, reqs=reqs, key=body.key, by=self.key_owner()),
                     self.replier(ident, rid, lambda ids: S.SubmitReply(ids=ids, queues=[s.queue for s in specs])))
 
     def h_jobs(self: Controller, ident: bytes, rid: int, body: S.JobsRequest) -> None:
@@ -132,7 +132,8 @@ class ClientDoor:
     def h_kill(self: Controller, ident: bytes, rid: int, body: S.KillRequest) -> None:
         if not body.ids:
             raise InvalidRequest("kill: no job ids given")
-        self.commit(Kill(time=time.time(), job_ids=body.ids, reason=body.reason or "killed by user"),
+        self.commit(Kill(time=time.time(), job_ids=body.ids, reason=body.reason or "killed by user",
+                         key=body.key, by=self.key_owner()),
                     self.replier(ident, rid, lambda res: S.KillReply(results=res)))
 
     def h_modify(self: Controller, ident: bytes, rid: int, body: S.ModifyRequest) -> None:
@@ -140,7 +141,7 @@ class ClientDoor:
         reply = self.replier(ident, rid, lambda r: S.Ack(True, r))
 
         def modified(result: Result) -> None:
-            if result[0] == "ok":  # running: the workers enforce the new limit from now on
+            if isinstance(result, Ok):  # running: the workers enforce the new limit from now on
                 with self.raft.lock:
                     job = self.state.jobs.get(body.id)
                     if job is not None and job.state in ACTIVE:
@@ -149,12 +150,14 @@ class ClientDoor:
                                 self.dispatch(job, host, time.time())
             reply(result)
 
-        self.commit(Modify(time=time.time(), job_id=body.id, mem_limit=body.mem_limit), modified)
+        self.commit(Modify(time=time.time(), job_id=body.id, mem_limit=body.mem_limit, key=body.key,
+                           by=self.key_owner()), modified)
 
     def h_host_admin(self: Controller, ident: bytes, rid: int, body: S.HostAdminRequest) -> None:
         if body.action not in ("open", "close"):
             raise InvalidRequest(f"host action must be 'open' or 'close', got {body.action!r}")
-        self.commit(SetHostAdmin(time=time.time(), names=body.names, closed=body.action == "close"),
+        self.commit(SetHostAdmin(time=time.time(), names=body.names, closed=body.action == "close",
+                                 key=body.key, by=self.key_owner()),
                     self.replier(ident, rid, lambda r: S.Ack(True, r)))
 
     def h_status(self: Controller, ident: bytes, rid: int, body: S.Empty) -> None:

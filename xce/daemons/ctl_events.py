@@ -14,6 +14,7 @@ import zmq
 from xce.errors import NotLeader, XceError
 from xce.model import Host, Job, Queue
 from xce.proto import schema as S
+from xce.result import Err
 from xce.proto.codec import encode
 from xce.proto.opcodes import Op
 from xce.state import SetQueues
@@ -86,7 +87,7 @@ class Publisher:
                 exc = NotLeader(self.leader_router()) if not self.raft.is_leader() else \
                     XceError(f"commit failed (pysyncobj reason {err}); retry")
                 for r in replies:
-                    r(("err", (exc.code, exc.message)))
+                    r(Err(exc))
                 continue
             for r, result in zip(replies, res, strict=True):
                 r(result)

@@ -13,7 +13,7 @@ from xce.placement import check_placement, demand_of, host_caps
 from xce.proto import schema as S
 from xce.proto.codec import encode
 from xce.proto.opcodes import Op
-from xce.raft import Result
+from xce.result import Err, Result
 from xce.resources import WIRE_NAMES
 from xce.state import (Finish, Place, RegisterHost)
 
@@ -95,10 +95,10 @@ class WorkerDoor:
             last = i == len(cmds) - 1
 
             def reply(result: Result, cmd: Place = cmd, last: bool = last) -> None:
-                if result[0] == "ok":
-                    accepted.append(cmd.job_id)
+                if isinstance(result, Err):
+                    rejected[cmd.job_id] = result.error.message
                 else:
-                    rejected[cmd.job_id] = result[1][1]
+                    accepted.append(cmd.job_id)
                 if last:
                     self.ok(ident, rid, S.PlaceReply(accepted=accepted, rejected=rejected))
             self.commit(cmd, reply)

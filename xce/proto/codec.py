@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from xce.errors import ERROR_CLASSES, NotLeader, ProtocolError, XceError
+from xce.errors import ProtocolError, XceError
 from xce.proto.opcodes import Op
 from xce.proto.schema import (DEFAULT_MAX_BODY, MAX_BODY, PROTOCOL_VERSION, REPLIES, REQUESTS,
                               Envelope, ErrorReply, Event)
@@ -126,8 +126,8 @@ def decode_error(env: Envelope) -> XceError:
 
 
 def error_body(exc: XceError) -> ErrorReply:
-    leader = exc.leader if isinstance(exc, NotLeader) else None
-    return ErrorReply(code=exc.code, message=exc.message, leader=leader)
+    code, message, fields = exc.to_wire()
+    return ErrorReply(code=code, message=message, **fields)
 
 
 def error_reply(rid: int, exc: XceError, term: int = 0) -> bytes:
@@ -135,9 +135,4 @@ def error_reply(rid: int, exc: XceError, term: int = 0) -> bytes:
 
 
 def error_from_reply(err: ErrorReply) -> XceError:
-    if err.code == NotLeader.code:
-        return NotLeader(err.leader)
-    cls = ERROR_CLASSES.get(err.code, XceError)
-    exc = cls.__new__(cls)
-    XceError.__init__(exc, err.message)
-    return exc
+    return XceError.from_wire(err.code, err.message, msgspec.structs.asdict(err))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from xce.model import Alloc, Host, HostUsage, Job, JobSpec, Queue
+from xce.proto.idempotency import key_problem
 from xce.proto.opcodes import Op
 from xce.views import HostView, JobView
 
@@ -31,17 +32,37 @@ class Empty(msgspec.Struct):
 
 
 class ErrorReply(msgspec.Struct):
+    """An XceError on the wire (xce/errors.py ``to_wire``): its code, message and fields.
+
+    Each field below is an attribute of some error class, with that class's default.
+    """
+
     code: str
     message: str
-    leader: str | None = None
+    leader: str | None = None      # NotLeader: the leader's client endpoint, if known
+    permission: str | None = None  # PermissionDenied: the permission that was missing
+    text: str = ""                 # ResReqError: the requirement string...
+    pos: int | None = None         # ...and where in it the problem is
 
 
 # ---- clients -------------------------------------------------------------------------------
 
-class SubmitRequest(msgspec.Struct):
+class Write(msgspec.Struct, kw_only=True):
+    """A client's state-changing request.  Its idempotency key is required (xce/proto/idempotency.py):
+    re-sending the same request gets the first answer and never acts twice.  Built only in
+    xce/proto/writes.py; a key-less write is refused by the decoder, naming the field."""
+
+    key: str  # encoded last: kw_only fields follow the others
+
+    def __post_init__(self) -> None:
+        problem = key_problem(self.key)
+        if problem is not None:
+            raise ValueError(f"{problem} (`key`)")
+
+
+class SubmitRequest(Write):
     jobs: list[JobSpec]
     dry_run: bool = False
-    key: str = ""  # idempotency key: resending the same request never submits twice
 
 
 class SubmitReply(msgspec.Struct):
@@ -91,7 +112,7 @@ class QueuesReply(msgspec.Struct):
     counts: dict[str, dict[str, int]] = {}
 
 
-class KillRequest(msgspec.Struct):
+class KillRequest(Write):
     ids: list[int]
     reason: str = ""
 
@@ -100,12 +121,12 @@ class KillReply(msgspec.Struct):
     results: dict[int, str]
 
 
-class ModifyRequest(msgspec.Struct):
+class ModifyRequest(Write):
     id: int
     mem_limit: int | None
 
 
-class HostAdminRequest(msgspec.Struct):
+class HostAdminRequest(Write):
     names: list[str]
     action: str  # "open" | "close"
 

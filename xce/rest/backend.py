@@ -21,7 +21,10 @@ from typing import Any, Protocol
 from xce.auth import TokenService
 from xce.client import Client
 from xce.policy import Policy
+from xce.errors import InvalidRequest
 from xce.proto import schema as S
+from xce.proto import writes
+from xce.proto.idempotency import key_problem
 from xce.proto.opcodes import Op
 from xce.rest.auditlog import AuditLog
 from xce.rest.config import RestConf
@@ -84,3 +87,14 @@ class Services:
         """A controller request on behalf of the request's principal (its own token)."""
         token = getattr(req.context, "token", "") or self.anonymous_token
         return await self.backend.call(token, op, body, timeout)
+
+
+def idempotency_key(req: Any) -> str:
+    """The caller's ``Idempotency-Key`` (keys are scoped by principal at the controller), or a new one."""
+    key = req.get_header("Idempotency-Key")
+    if key is None:
+        return writes.new_key()
+    problem = key_problem(key)
+    if problem is not None:
+        raise InvalidRequest(f"header Idempotency-Key: {problem}")
+    return key

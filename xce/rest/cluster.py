@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from xce.proto import schema as S
+from xce.proto import writes
 from xce.proto.opcodes import Op
-from xce.rest.backend import Services
+from xce.rest.backend import Services, idempotency_key
 from xce.rest.routes import route
 from xce.views import HostView
 
@@ -31,7 +32,7 @@ async def get_host(svc: Services, req: Any, name: str) -> HostView:
 
 async def _admin(svc: Services, req: Any, name: str, action: str) -> HostView:
     await svc.call(req, Op.HOSTS, S.HostsRequest(names=[name]))  # 404 for an unknown host
-    await svc.call(req, Op.HOST_ADMIN, S.HostAdminRequest(names=[name], action=action))
+    await svc.call(req, Op.HOST_ADMIN, writes.host_admin([name], action, key=idempotency_key(req)))
     req.context.audit_result = f"host {name} {action}d" if action == "close" else f"host {name} opened"
     return (await svc.call(req, Op.HOSTS, S.HostsRequest(names=[name]))).hosts[0]
 

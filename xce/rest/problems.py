@@ -10,7 +10,6 @@ The handler also leaves the detail on ``req.context.problem`` for the audit log.
 from __future__ import annotations
 
 import logging
-import re
 from http import HTTPStatus
 from typing import Any
 
@@ -22,7 +21,6 @@ from xce.errors import NotLeader, PermissionDenied, Unauthenticated, Unavailable
 log = logging.getLogger("xce.rest")
 PROBLEM_JSON = "application/problem+json"
 _enc = msgspec.json.Encoder()
-_PERMISSION = re.compile(r"^permission ([a-z_]+\.[a-z_]+) ")  # xce.policy.denied's wording
 
 
 class Problem(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -68,10 +66,7 @@ async def handle_xce(req: Any, resp: Any, ex: XceError, params: dict[str, Any]) 
         headers.setdefault("Retry-After", "1")
     if isinstance(ex, Unauthenticated) and "WWW-Authenticate" not in headers and req.get_header("Authorization"):
         headers["WWW-Authenticate"] = f'Bearer realm="xce", error="invalid_token", error_description="{_q(ex.message)}"'
-    permission = getattr(ex, "permission", None)
-    if permission is None and isinstance(ex, PermissionDenied):  # raised by the controller: the
-        m = _PERMISSION.match(ex.message)                         # wire carries only the message
-        permission = m.group(1) if m else None
+    permission = ex.permission if isinstance(ex, PermissionDenied) else None
     _send(req, resp, status, Problem(type=problem_type(ex.code), title=_title(status), status=status,
                                      detail=ex.message, instance=req.path, code=ex.code,
                                      permission=permission), headers)

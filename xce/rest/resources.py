@@ -6,6 +6,9 @@ greater than it) and ``limit``; a full page carries ``Link: <...>; rel="next"``.
 Ownership: with only an ``own`` grant a listing is narrowed to the caller's jobs,
 and a single job is loaded first so its owner can be checked against the policy.
 A submission always runs as the caller unless the caller holds jobs.submit_as.
+Every write sends the controller an idempotency key: the request's ``Idempotency-Key``
+header if it has one (a client re-sending its POST then gets the first answer), else a
+fresh one, reused on each of the backend's own retries.
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from xce.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from xce.model import MEM_LIMIT_FLOOR, JobSpec, check_mem_limit
 from xce.policy import denied
 from xce.proto import schema as S
+from xce.proto import writes
 from xce.proto.opcodes import Op
-from xce.rest.backend import Services
+from xce.rest.backend import Services, idempotency_key
 from xce.rest.routes import Reply, route
 from xce.rest.schema import (MAX_MEM, AccountingQuery, JobsQuery, ModifyBody, SubmitBody,
                              SubmitResult)
@@ -92,7 +96,7 @@ async def submit_job(svc: Services, req: Any, body: SubmitBody) -> Reply:
     spec = JobSpec(command=body.command, name=body.name, user=user, queue=body.queue, slots=body.slots,
                    resreq=body.resreq, mem_limit=_bytes(body.mem_limit), cwd=body.cwd, env=body.env,
                    stdout=body.stdout, stderr=body.stderr, rerunnable=body.rerunnable)
-    r = await svc.call(req, Op.SUBMIT, S.SubmitRequest(jobs=[spec], dry_run=body.dry_run))
+    r = await svc.call(req, Op.SUBMIT, writes.submit([spec], key=idempotency_key(req), dry_run=body.dry_run))
     if body.dry_run:
         req.context.audit_result = f"dry run: would go to {r.queues[0]}"
         return Reply(SubmitResult(None, r.queues[0]), 200)
@@ -106,7 +110,7 @@ async def submit_job(svc: Services, req: Any, body: SubmitBody) -> Reply:
 async def kill_job(svc: Services, req: Any, job_id: int) -> Reply:
     await owned_job(svc, req, job_id, "jobs.kill")
     who = req.context.principal.user
-    r = await svc.call(req, Op.KILL, S.KillRequest(ids=[job_id], reason=f"killed by {who}"))
+    r = await svc.call(req, Op.KILL, writes.kill([job_id], key=idempotency_key(req), reason=f"killed by {who}"))
     what = r.results.get(job_id, "not found")
     req.context.audit_result = f"job {job_id}: {what}"
     if what == "not found":
@@ -121,7 +125,7 @@ async def kill_job(svc: Services, req: Any, job_id: int) -> Reply:
 async def modify_job(svc: Services, req: Any, job_id: int, body: ModifyBody) -> JobView:
     await owned_job(svc, req, job_id, "jobs.modify")
     limit = _bytes(body.mem_limit)
-    await svc.call(req, Op.MODIFY, S.ModifyRequest(id=job_id, mem_limit=limit))
+    await svc.call(req, Op.MODIFY, writes.modify(job_id, limit, key=idempotency_key(req)))
     req.context.audit_result = f"job {job_id}: mem_limit set to {limit}"
     return (await svc.call(req, Op.JOBS, S.JobsRequest(ids=[job_id]))).jobs[0]
 

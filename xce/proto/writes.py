@@ -1,0 +1,44 @@
+"""The one builder of each client write: submit, kill, modify, host admin.
+
+Every door (xce.client, the CLI, REST, the console) builds its write requests here and
+nowhere else (tests/test_writes.py checks the tree), and each builder takes the
+idempotency key as a required argument: the caller makes one with ``new_key()`` per
+thing its user asked for and keeps it for every retry.  The wire refuses a write
+without a key too (``schema.Write``).  The stdlib fast path (xce/cli/quick.py) writes
+the bytes ``submit`` would, which tests/test_lite.py checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xce.errors import InvalidRequest
+from xce.model import JobSpec
+from xce.proto import schema as S
+from xce.proto.idempotency import key_problem, new_key
+
+__all__ = ["host_admin", "kill", "modify", "new_key", "submit"]
+
+
+def submit(jobs: Sequence[JobSpec], *, key: str, dry_run: bool = False) -> S.SubmitRequest:
+    return S.SubmitRequest(jobs=list(jobs), dry_run=dry_run, key=_checked(key))
+
+
+def kill(ids: Sequence[int], *, key: str, reason: str = "") -> S.KillRequest:
+    return S.KillRequest(ids=list(ids), reason=reason, key=_checked(key))
+
+
+def modify(job_id: int, mem_limit: int | None, *, key: str) -> S.ModifyRequest:
+    return S.ModifyRequest(id=job_id, mem_limit=mem_limit, key=_checked(key))
+
+
+def host_admin(names: Sequence[str], action: str, *, key: str) -> S.HostAdminRequest:
+    return S.HostAdminRequest(names=list(names), action=action, key=_checked(key))
+
+
+def _checked(key: str) -> str:
+    """A caller's bad key is its input error (the Struct would say ValueError)."""
+    problem = key_problem(key)
+    if problem is not None:
+        raise InvalidRequest(problem)
+    return key
