@@ -75,3 +75,19 @@ def test_fsync_durability_syncs_the_term_and_vote_file_too(tmp_path: Path, monke
         assert meta["currentTerm"] == 7
     finally:
         r.destroy()
+
+
+def test_a_batch_answers_each_command_with_a_tagged_result_holding_the_error_whole(tmp_path: Path) -> None:
+    from xce.errors import NotFound
+    from xce.result import Err, Ok
+    from xce.state import Modify
+
+    r = node(tmp_path, free_port())
+    try:
+        wait_for(r.is_leader, 10, "a leader")
+        ok, err = commit(r, [SetQueues(time=1.0, queues=[Queue(name="normal")], default_queue="normal"),
+                             Modify(time=2.0, job_id=9, mem_limit=None, key="k", by="alice")])
+        assert ok == Ok("ok")
+        assert isinstance(err, Err) and type(err.error) is NotFound and err.error.message == "job 9 is not known"
+    finally:
+        r.destroy()

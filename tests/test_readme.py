@@ -45,27 +45,24 @@ def test_the_readme_examples_are_the_ones_these_tests_run() -> None:
 
 
 def test_using_it_and_scripting_run_to_the_end(tmp_path: Path) -> None:
-    """The "Using it" lines one by one (each must succeed), then the scripting example."""
+    """The "Using it" lines one by one (each must succeed); the scripting example before `xce down`."""
     sd = tmp_path / "xce"
     env = env_for(sd)
     (_, using), (_, script) = blocks()[2], blocks()[3]
+    lines = [cmd for line in using.splitlines() if (cmd := line.split("#", 1)[0].strip())]
+    assert lines[0].startswith("xce up") and lines[-1] == "xce down"
     try:
-        for line in using.splitlines():
-            cmd = line.split("#", 1)[0].strip()
-            if not cmd:
-                continue
-            r = subprocess.run(cmd, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True,
-                               timeout=120)
-            assert r.returncode == 0, f"{cmd!r} exited {r.returncode}\n{r.stdout}\n{r.stderr}"
-            if cmd.startswith("xce down"):
-                break
-            if cmd.startswith("xce up"):  # the scripting example runs against this cluster
+        for cmd in lines:
+            if cmd == "xce down":  # the cluster the lines made: the scripting example's too
                 started = time.monotonic()
                 r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
                                    capture_output=True, text=True, timeout=60)
                 assert r.returncode == 0, r.stderr
-                assert time.monotonic() - started < 30  # ten 1 s jobs, then 5 s of events
-                assert len([ln for ln in r.stdout.splitlines() if "DONE" in ln]) == 10, r.stdout
+                assert time.monotonic() - started < 30  # ten 1 s jobs on 4 slots, then 5 s of events
+                assert len([ln for ln in r.stdout.splitlines() if " DONE " in ln]) == 10, r.stdout
+            r = subprocess.run(cmd, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True,
+                               timeout=120)
+            assert r.returncode == 0, f"{cmd!r} exited {r.returncode}\n{r.stdout}\n{r.stderr}"
     finally:
         xce(sd, "down", check=False)
 

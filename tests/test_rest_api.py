@@ -10,6 +10,7 @@ from test_rest_fakes import Harness, jobview
 
 from xce.errors import NotLeader, Unavailable
 from xce.policy import DEFAULT_FILE, PERMISSIONS, Principal, load_policy
+from xce.proto import schema as S
 from xce.proto.opcodes import Op
 from xce.rest.app import endpoints
 from xce.rest.config import PUBLIC_PATHS
@@ -301,3 +302,19 @@ def test_controller_refusals_keep_the_permission(h: Harness) -> None:
     assert r.status_code == 403 and r.json["permission"] == "jobs.list"
     r = h.req("DELETE", "/v1/jobs/2")   # the controller hid bob's job: named as the kill it was
     assert r.status_code == 403 and r.json["permission"] == "jobs.kill" and "job 2" in r.json["detail"]
+
+
+def test_every_write_sends_a_key_and_an_idempotency_key_header_is_the_key(h: Harness) -> None:
+    """Each REST write reaches the controller with a key: the caller's header, else a fresh one."""
+    h.req("POST", "/v1/jobs", json={"command": ["true"]})
+    h.req("POST", "/v1/jobs", json={"command": ["true"]}, headers={"Idempotency-Key": "retry-1"})
+    jid = max(h.fake.jobs)
+    h.req("PATCH", f"/v1/jobs/{jid}", json={"mem_limit": "1G"}, headers={"Idempotency-Key": "retry-2"})
+    h.req("DELETE", f"/v1/jobs/{jid}")
+    h.req("POST", "/v1/hosts/node1/close", as_=("root", "admin"))
+    sent = [(op, body.key) for _, op, body in h.fake.calls if isinstance(body, S.Write)]
+    assert [op for op, _ in sent] == [Op.SUBMIT, Op.SUBMIT, Op.MODIFY, Op.KILL, Op.HOST_ADMIN]
+    keys = [k for _, k in sent]
+    assert keys[1:3] == ["retry-1", "retry-2"] and len(set(keys)) == 5 and all(keys)
+    r = h.req("POST", "/v1/jobs", json={"command": ["true"]}, headers={"Idempotency-Key": "x" * 129})
+    assert r.status_code == 400 and "Idempotency-Key" in r.json["detail"]

@@ -9,13 +9,11 @@ The wire form is ``to_wire()`` -> (code, message, fields) and ``XceError.from_wi
 back: ``fields`` names the attributes a class carries beyond its message (a
 ``NotLeader``'s ``leader``, a ``PermissionDenied``'s ``permission``), each with its
 default as a class attribute, so an error comes back whole: same class, same
-message, same fields (tests/test_wire_errors.py round-trips every class).
+message, same fields (tests/test_wire_errors.py round-trips every class).  Imports
+nothing: the fast path (xce/cli/quick.py) loads this module.
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Any
 
 
 class XceError(Exception):
@@ -29,12 +27,12 @@ class XceError(Exception):
         super().__init__(message)
         self.message = message
 
-    def to_wire(self) -> tuple[str, str, dict[str, Any]]:
+    def to_wire(self) -> tuple[str, str, dict[str, object]]:
         """(code, message, fields): what an error reply carries."""
         return self.code, self.message, {f: getattr(self, f) for f in self.fields}
 
     @staticmethod
-    def from_wire(code: str, message: str, fields: Mapping[str, Any]) -> XceError:
+    def from_wire(code: str, message: str, fields: dict[str, object]) -> XceError:
         """The error a reply describes, whole.  An unknown code (a newer peer) is an XceError.
 
         Built without the class's ``__init__``: the message arrives finished (a
