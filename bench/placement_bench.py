@@ -1,53 +1,107 @@
 """The placement core alone: one round with N pending jobs on H hosts.
 
-    python bench/placement_bench.py            # 100,000 x 5,000 and 10,000 x 1,000
+    python bench/placement_bench.py                 # 100,000 x 5,000, 10,000 x 1,000, 1,000 x 100
+    python bench/placement_bench.py --old DIR       # also main's placement.py copied into DIR
 
 Jobs have a spread of memory requests (64M..4G, as in the LANL trace's range of
 requests relative to node size) and 1..4 slots; hosts have 16 slots and 64G,
-a quarter of them half full with running jobs.  Prints seconds per round.
+a quarter of them half full with running jobs.  Prints milliseconds per round (best of 3):
+
+- ``greedy``: backfill off, no fairshare (the round as it was before the policy stages);
+- ``policy``: the defaults (EASY backfill), plus fairshare over 200 users with usage
+  from 20,000 finished jobs, run limits on every job (10 min..8 h), and the running jobs'
+  releases: the round the scheduler runs, timed from the usage fold to the plan;
+- ``old``: the same greedy round with the placement module given by ``--old``.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import random
 import sys
 import time
+from pathlib import Path
 
 from xce.accounting import Ledger
-from xce.model import Host, Job, JobSpec
+from xce.model import Alloc, Host, HostUsage, Job, JobSpec, JobState
 from xce.placement import host_caps, pending_order, schedule
 from xce.resreq import parse_resreq
+from xce.sched.backfill import BackfillRules, releases
+from xce.sched.fairshare import EQUAL_SHARES, UsageBook, fairshare_of
 
 G = 1024**3
+NOW = 1_700_000_000.0
+USERS = [f"u{i:03d}" for i in range(200)]
 
 
-def build(n_jobs: int, n_hosts: int, seed: int = 1) -> tuple[dict, list[Job]]:
+def build(n_jobs: int, n_hosts: int, seed: int = 1) -> tuple[list[Host], Ledger, list[Job], list[Job], list[Job]]:
     rnd = random.Random(seed)
     hosts = [Host(name=f"n{i:05d}", slots_total=16, mem_total=64 * G) for i in range(n_hosts)]
     ledger = Ledger()
+    running = []
     for i, h in enumerate(hosts[: n_hosts // 4]):
-        ledger.open(10_000_000 + i, h.name, 32 * G, {"slots": 8})
+        jid = 10_000_000 + i
+        ledger.open(jid, h.name, 32 * G, {"slots": 8})
+        spec = JobSpec(command=["true"], queue="normal", slots=8, user=rnd.choice(USERS),
+                       run_limit=rnd.choice((600.0, 3600.0, 28800.0)))
+        running.append(Job(id=jid, spec=spec, req=parse_resreq("rusage[mem=32G]"), state=JobState.RUN,
+                           start_time=NOW - rnd.uniform(0, 3600), allocs=[Alloc(h.name, 8, 32 * G, {"slots": 8})]))
     reqs = [parse_resreq(f"rusage[mem={m}M]") for m in (64, 128, 256, 512, 1024, 2048, 4096)]
-    jobs = [Job(id=i + 1, spec=JobSpec(command=["true"], queue="normal", slots=rnd.randint(1, 4)),
-                req=rnd.choice(reqs)) for i in range(n_jobs)]
+    jobs = [Job(id=i + 1, spec=JobSpec(command=["true"], queue="normal", slots=rnd.randint(1, 4),
+                                       user=rnd.choice(USERS), run_limit=rnd.choice((600.0, 3600.0, 28800.0))),
+                req=rnd.choice(reqs), submit_time=NOW) for i in range(n_jobs)]
+    finished = [Job(id=20_000_000 + i, spec=JobSpec(command=["true"], user=rnd.choice(USERS)),
+                    req=reqs[0], state=JobState.DONE, start_time=NOW - 7200 - i, end_time=NOW - 3600 - i,
+                    allocs=[Alloc("n00000", 2, G, {"slots": 2})],
+                    usage=[HostUsage(host="n00000", reserved=G, peak=2 * G)]) for i in range(20_000)]
+    return hosts, ledger, running, jobs, finished
+
+
+def run(n_jobs: int, n_hosts: int, mode: str, old: object = None) -> tuple[float, int, int]:
+    hosts, ledger, running, jobs, finished = build(n_jobs, n_hosts)
     caps = host_caps(hosts, ledger, {})
-    return caps, jobs
-
-
-def run(n_jobs: int, n_hosts: int) -> tuple[float, int]:
-    caps, jobs = build(n_jobs, n_hosts)
+    if mode == "old":
+        t0 = time.perf_counter()
+        plan = old.schedule(caps, old.pending_order(jobs, {"normal": 30}), NOW)  # type: ignore[attr-defined]
+        return time.perf_counter() - t0, len(plan.placements), 0
+    if mode == "greedy":
+        t0 = time.perf_counter()
+        plan = schedule(caps, pending_order(jobs, {"normal": 30}), NOW, backfill=BackfillRules(mode="off"))
+        return time.perf_counter() - t0, len(plan.placements), 0
+    book = UsageBook(half_life=5 * 3600)
+    book.fold(finished, NOW - 1)  # the scheduler's book before this round: only the new ones are folded now
     t0 = time.perf_counter()
-    pend = pending_order(jobs, {"normal": 30})
-    plan = schedule(caps, pend, 0.0)
-    return time.perf_counter() - t0, len(plan.placements)
+    book.fold(finished, NOW)
+    fs = fairshare_of({None: EQUAL_SHARES}, book.with_running(running, NOW, ledger), jobs)
+    rules = BackfillRules()
+    plan = schedule(caps, pending_order(jobs, {"normal": 30}, fs), NOW, backfill=rules,
+                    releases=releases(running, rules, NOW, ledger))
+    return time.perf_counter() - t0, len(plan.placements), len(plan.reservations)
+
+
+def load_old(directory: str) -> object:
+    spec = importlib.util.spec_from_file_location("old_placement", Path(directory) / "placement.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["old_placement"] = mod  # dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def main() -> int:
-    sizes = [(100_000, 5_000), (10_000, 1_000), (1_000, 100)]
-    for n, h in sizes:
-        best = min(run(n, h) for _ in range(3))
-        print(f"placement round: {n:>7,} pending x {h:>5,} hosts: {best[0] * 1000:8.1f} ms "
-              f"({best[1]:,} placed)")
+    p = argparse.ArgumentParser()
+    p.add_argument("--old", help="a directory holding the placement.py to compare with")
+    p.add_argument("--sizes", default="100000x5000,10000x1000,1000x100")
+    a = p.parse_args()
+    old = load_old(a.old) if a.old else None
+    modes = ["old", "greedy", "policy"] if old else ["greedy", "policy"]
+    for size in a.sizes.split(","):
+        n, h = map(int, size.split("x"))
+        for mode in modes:
+            best = min(run(n, h, mode, old) for _ in range(3))
+            print(f"placement round {mode:>6}: {n:>7,} pending x {h:>5,} hosts: {best[0] * 1000:8.1f} ms "
+                  f"({best[1]:,} placed, {best[2]} reserved)", flush=True)
     return 0
 
 

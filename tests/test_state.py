@@ -437,7 +437,8 @@ FULL_REQ = ResReq(
     order=(OrderKey("mem", False),), span_hosts=1, span_ptile=1)  # both spans: for persistence only
 FULL_SPEC = JobSpec(command=["python", "-c", "pass"], name="full", user="ann", queue="re", slots=2,
                     resreq=FULL_REQ.text, mem_limit=3 * G, cwd="/scratch/ann", env={"OMP_NUM_THREADS": "2"},
-                    stdout="out.%J", stderr="err.%J", rerunnable=True)
+                    stdout="out.%J", stderr="err.%J", rerunnable=True, priority=5,
+                    run_limit=600.0, run_estimate=300.0, project="climate", group="geo")
 
 
 def full_state() -> ClusterState:

@@ -64,6 +64,13 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     stdout: str | None = None
     stderr: str | None = None
     rerunnable: bool | None = None  # None: the queue decides
+    # Scheduling policy (xce/sched/, docs/scheduling.md).  Appended with defaults: a message
+    # from a sender that predates them decodes with these values.
+    priority: int = 0                  # per-job priority within its queue (-sp); higher first
+    run_limit: float | None = None     # seconds (-W); None: none given
+    run_estimate: float | None = None  # seconds (-We), what backfill plans with; None: none given
+    project: str = ""                  # fairshare and limits principal (-P)
+    group: str = ""                    # fairshare and limits principal (-G)
 
 
 def check_mem_limit(limit: int | None) -> None:

@@ -25,8 +25,12 @@ from dataclasses import dataclass, field
 
 from xce import accounting
 from xce.accounting import Ledger
-from xce.model import Alloc, Host, Job, JobState
+from xce.model import Alloc, Host, Job
 from xce.resreq import ResReq, select_matches
+from xce.sched.backfill import Backfill, BackfillRules, Release, Reservation
+from xce.sched.fairshare import Fairshare
+from xce.sched.limits import LimitBook
+from xce.sched.order import Ordering
 from xce.units import fmt_bytes
 
 
@@ -96,6 +100,11 @@ class HostCap:
     def select_attrs(self) -> dict[str, int | str]:
         return {**self.attrs, "mem": self.mem_available, "slots": self.slots_free,
                 "maxmem": self.mem_total, "maxslots": self.slots_total, "hname": self.name}
+
+    def clone(self) -> HostCap:
+        """A copy to move forward on its own (backfill's view of the host at a later time)."""
+        return HostCap(self.name, self.schedulable, self.slots_total, self.slots_free, self.mem_total,
+                       self.os_available, self.slack, dict(self.virtual_free), self.attrs)
 
     def charge(self, slots: int, mem: int, virtual: Iterable[tuple[str, int]]) -> None:
         # A fresh placement is unreported: its whole reservation is slack.
@@ -236,6 +245,7 @@ def rank_key(d: Demand) -> Callable[[HostCap], tuple]:
 class Plan:
     placements: list[tuple[int, list[Alloc]]] = field(default_factory=list)
     reasons: dict[int, str] = field(default_factory=dict)
+    reservations: list[Reservation] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -244,68 +254,147 @@ class _Class:
     pos: int = 0         # hosts before it cannot take the whole job any more this round
     spread_pos: int = 0  # hosts before it cannot take even the smallest share
     failed: str | None = None
+    # Hosts a veto (backfill, a host limit) turned away: walked apart, since a veto depends
+    # on the job (its run time), not the class, and must not stop the pointers.
+    vetoed: list[HostCap] = field(default_factory=list)
+    vetoed_names: set[str] = field(default_factory=set)
+    reservable: bool = True  # False once a reservation sweep found no start for it
 
 
-def pending_order(jobs: Iterable[Job], queue_priority: Mapping[str, int]) -> list[Job]:
-    pend = [j for j in jobs if j.state == JobState.PEND]
-    pend.sort(key=lambda j: (-queue_priority.get(j.spec.queue, 0), j.id))
-    return pend
+Veto = Callable[[Demand, HostCap, int, bool], str | None]
+EASY = BackfillRules()
+
+
+def pending_order(jobs: Iterable[Job], queue_priority: Mapping[str, int],
+                  fairshare: Mapping[str | None, Fairshare] | None = None) -> list[Job]:
+    """Pending jobs in round order: queue, fairshare, job priority, submit (xce/sched/order.py)."""
+    return Ordering(queue_priority, fairshare).order(jobs)
 
 
 def schedule(caps: Mapping[str, HostCap], pending: list[Job], now: float,
              cluster_free: Mapping[str, int] | None = None,
-             cluster_names: Iterable[str] = ()) -> Plan:
-    """Place ``pending`` (already in priority order) onto ``caps`` (mutated as an overlay)."""
+             cluster_names: Iterable[str] = (), *, backfill: BackfillRules = EASY,
+             releases: Iterable[Release] = (), limits: LimitBook | None = None) -> Plan:
+    """Place ``pending`` (already in priority order) onto ``caps`` (mutated as an overlay).
+
+    ``backfill`` gives blocked jobs reservations that lower jobs may not delay (``releases``
+    say when running jobs give back what they hold; without them they hold it for good);
+    ``limits`` (mutated too) holds jobs that would pass a limit.
+    """
     plan = Plan()
-    classes: dict[Demand, _Class] = {}
-    demands: dict[tuple[int, ResReq], Demand] = {}
-    ranked: dict[tuple, list[HostCap]] = {}  # classes differing only in size share one ranking
-    cfree = dict(cluster_free or {})
-    cnames = {n: 0 for n in cluster_names}
-    free_slots = sum(max(0, h.slots_free) for h in caps.values() if h.schedulable is None)
-    no_room: dict[tuple[int, int], str] = {}  # (slots needed, slots free) -> that reason
+    rnd = _Round(caps, now, cluster_free, cluster_names, backfill, releases, limits)
     for job in pending:
-        slots = job.spec.slots  # a demand's slots are the job's: checked before the (dearer) demand
-        if free_slots < slots:
-            why = no_room.get((slots, free_slots))
-            if why is None:
-                why = no_room[(slots, free_slots)] = f"slots: needs {slots}; the cluster has {free_slots} free"
-            plan.reasons[job.id] = why
-            continue
-        dk = (slots, job.req)
-        d = demands.get(dk)
+        rnd.place(job, plan)
+    plan.reservations = rnd.bf.reservations
+    return plan
+
+
+class _Round:
+    """One round's overlay: demands, classes and their rankings, free slots, reservations."""
+
+    def __init__(self, caps: Mapping[str, HostCap], now: float, cluster_free: Mapping[str, int] | None,
+                 cluster_names: Iterable[str], backfill: BackfillRules, releases: Iterable[Release],
+                 limits: LimitBook | None) -> None:
+        self.caps = caps
+        self.classes: dict[Demand, _Class] = {}
+        self.demands: dict[tuple[int, ResReq], Demand] = {}
+        self.ranked: dict[tuple, list[HostCap]] = {}  # classes differing only in size share one ranking
+        self.cfree = dict(cluster_free or {})
+        self.cnames = {n: 0 for n in cluster_names}
+        self.free_slots = sum(max(0, h.slots_free) for h in caps.values() if h.schedulable is None)
+        self.no_room: dict[tuple[int, int], str] = {}  # (slots needed, slots free) -> that reason
+        self.bf = Backfill(backfill, now, fit_reason, _place_fresh, releases)
+        self.limits = limits
+        self.sweeps = 16  # reservation sweeps a round may try (each a pass over the releases)
+
+    def demand(self, job: Job) -> Demand:
+        dk = (job.spec.slots, job.req)
+        d = self.demands.get(dk)
         if d is None:
-            d = demands[dk] = demand_of(slots, job.req, cnames)
-        short = _cluster_short(d, cfree) if d.cluster else None
-        if short:
-            plan.reasons[job.id] = short
-            continue
-        cls = classes.get(d)
+            d = self.demands[dk] = demand_of(job.spec.slots, job.req, self.cnames)
+        return d
+
+    def klass(self, d: Demand) -> _Class:
+        cls = self.classes.get(d)
         if cls is None:
             rk = (d.select, d.order)
-            if rk not in ranked:
-                cands = [h for h in caps.values() if h.schedulable is None
+            if rk not in self.ranked:
+                cands = [h for h in self.caps.values() if h.schedulable is None
                          and f_select(d, h, 0, True) is None]
                 cands.sort(key=rank_key(d))
-                ranked[rk] = cands
-            cls = classes[d] = _Class(ranked[rk])
+                self.ranked[rk] = cands
+            cls = self.classes[d] = _Class(self.ranked[rk])
             if not cls.candidates:
-                cls.failed = (never_fits(d, caps.values()) or _no_candidate(d, caps.values()))
+                cls.failed = (never_fits(d, self.caps.values()) or _no_candidate(d, self.caps.values()))
+                cls.reservable = False
+        return cls
+
+    def place(self, job: Job, plan: Plan) -> None:
+        slots = job.spec.slots  # a demand's slots are the job's: checked before the (dearer) demand
+        if self.free_slots < slots:
+            why = self.no_room.get((slots, self.free_slots))
+            if why is None:
+                why = self.no_room[(slots, self.free_slots)] = f"slots: needs {slots}; the cluster has {self.free_slots} free"
+            return self.hold(job, None, why, plan)
+        d = self.demand(job)
+        short = _cluster_short(d, self.cfree) if d.cluster else None
+        short = short or (self.limits.job_reason(job, slots, total_mem(d, 1)) if self.limits else None)
+        if short:
+            plan.reasons[job.id] = short
+            return
+        cls = self.klass(d)
         if cls.failed:
-            plan.reasons[job.id] = cls.failed
-            continue
-        allocs, why = _place_one(d, cls)
+            return self.hold(job, d, cls.failed, plan)
+        allocs, why, vetoed = _place_one(d, cls, self.veto(job))
         if allocs is None:
-            cls.failed = why
-            plan.reasons[job.id] = why
-            continue
+            if not vetoed:
+                cls.failed = why
+            return self.hold(job, d, why, plan)
+        if self.limits:  # the exact charge, now that the hosts (and so the per-host memory) are known
+            over = self.limits.job_reason(job, slots, sum(a.mem for a in allocs))
+            if over:
+                plan.reasons[job.id] = over
+                return
+        self.commit(job, d, allocs, plan)
+
+    def veto(self, job: Job) -> Veto | None:
+        """The job-specific checks beside the fit rule: reservations it must not delay, host limits."""
+        bf = self.bf if self.bf.points else None
+        lim = self.limits if self.limits and self.limits.host_limits else None
+        if bf is None and lim is None:
+            return None
+        end = self.bf.end_of(job)
+
+        def veto(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+            why = lim.host_reason(h.name, slots, d.mem_for(slots, first)) if lim else None
+            return why or (bf.veto(d, h, slots, first, end) if bf else None)
+
+        return veto
+
+    def commit(self, job: Job, d: Demand, allocs: list[Alloc], plan: Plan) -> None:
         for a in allocs:
-            caps[a.host].charge(a.slots, a.mem, a.virtual.items())
-            free_slots -= a.slots
+            self.caps[a.host].charge(a.slots, a.mem, a.virtual.items())
+            self.free_slots -= a.slots
         for name, n in d.cluster:
-            cfree[name] = cfree.get(name, 0) - n
+            self.cfree[name] = self.cfree.get(name, 0) - n
+        if self.limits:
+            self.limits.charge(job, allocs)
+        if self.bf.rules.reservations:
+            self.bf.placed(d, allocs, self.bf.end_of(job))
         plan.placements.append((job.id, allocs))
-    return plan
+
+    def hold(self, job: Job, d: Demand | None, why: str, plan: Plan) -> None:
+        """A job that cannot start now: the first blocked ones get a reservation."""
+        if self.bf.wants and self.sweeps > 0:
+            d = d or self.demand(job)
+            cls = self.klass(d)
+            if cls.reservable:
+                self.sweeps -= 1
+                r = self.bf.reserve(job, d, cls.candidates, _single(d))
+                cls.reservable = r is not None
+                if r is not None:
+                    why = f"{why}; {r.says()}"
+        plan.reasons[job.id] = why
 
 
 def _no_candidate(d: Demand, hosts: Iterable[HostCap]) -> str:
@@ -323,29 +412,51 @@ def _cluster_short(d: Demand, cfree: Mapping[str, int]) -> str | None:
     return None
 
 
-def _place_one(d: Demand, cls: _Class) -> tuple[list[Alloc] | None, str]:
-    """Walk the class's ranked candidates forward.
+def _single(d: Demand) -> bool:
+    return d.span_hosts == 1 or (d.ptile is None and d.slots == 1)
+
+
+def _place_fresh(d: Demand, hosts: list[HostCap]) -> list[Alloc] | None:
+    """Where ``d`` would go on ``hosts`` (ranked) as they are: backfill's look at a later time."""
+    return _place_one(d, _Class(hosts))[0]
+
+
+def _place_one(d: Demand, cls: _Class, veto: Veto | None = None) -> tuple[list[Alloc] | None, str, bool]:
+    """Walk the class's ranked candidates forward; (allocs or None, why not, whether a veto said no).
 
     Resources only shrink within a round, so a host that cannot take this class
     now never will: both pointers skip such hosts for good, which keeps a round
-    linear in hosts plus jobs instead of their product.
+    linear in hosts plus jobs instead of their product.  A host a veto turns away is set
+    aside (``cls.vetoed``) and tried again by each later job of the class.
     """
     cands = cls.candidates
-    single = d.span_hosts == 1 or (d.ptile is None and d.slots == 1)
-    best_reason = ""
+    single = _single(d)
+    best_reason = vetoed = ""
     if single or d.ptile is None:
         # Prefer one host with room for every slot.
         i = cls.pos
         while i < len(cands):
-            why = fit_reason(d, cands[i], d.slots, True)
-            if why is None:
-                return [_alloc(d, cands[i], d.slots, True)], ""
-            best_reason = best_reason or why
+            h = cands[i]
+            why = None if h.name in cls.vetoed_names else fit_reason(d, h, d.slots, True)
+            if why is None and h.name not in cls.vetoed_names:
+                no = veto(d, h, d.slots, True) if veto else None
+                if no is None:
+                    return [_alloc(d, h, d.slots, True)], "", False
+                vetoed = vetoed or no
+                cls.vetoed.append(h)
+                cls.vetoed_names.add(h.name)
+            best_reason = best_reason or why or ""
             if i == cls.pos:
                 cls.pos += 1
             i += 1
+        for h in cls.vetoed:
+            if fit_reason(d, h, d.slots, True) is None:
+                no = veto(d, h, d.slots, True) if veto else None
+                if no is None:
+                    return [_alloc(d, h, d.slots, True)], "", False
+                vetoed = vetoed or no
         if single:
-            return None, _best_reason(d, cands, best_reason)
+            return None, vetoed or _best_reason(d, cands, best_reason), bool(vetoed)
     chunk = d.ptile or 0
     least = (d.slots % chunk or chunk) if chunk else 1  # the smallest share any host may take
     allocs: list[Alloc] = []
@@ -371,11 +482,16 @@ def _place_one(d: Demand, cls: _Class) -> tuple[list[Alloc] | None, str]:
         if take <= 0:
             continue
         if fit_reason(d, h, take, not allocs) is None:
+            no = veto(d, h, take, not allocs) if veto else None
+            if no is not None:
+                vetoed = vetoed or no
+                continue
             allocs.append(_alloc(d, h, take, not allocs))
             remaining -= take
             if remaining == 0:
-                return allocs, ""
-    return None, _best_reason(d, cands, best_reason or f"slots: needs {d.slots} across hosts")
+                return allocs, "", False
+    why = vetoed or _best_reason(d, cands, best_reason or f"slots: needs {d.slots} across hosts")
+    return None, why, bool(vetoed)
 
 
 def _alloc(d: Demand, h: HostCap, slots: int, first: bool) -> Alloc:

@@ -24,7 +24,8 @@ SUBMIT, OK, ERROR = 10, 1, 2  # xce/proto/opcodes.py; tests/test_quick_submit.py
 # writes every field in this order, and the door's bytes must equal the full path's.
 SPEC_DEFAULTS: dict[str, object] = {
     "command": [], "name": "", "user": "", "queue": "", "slots": 1, "resreq": "", "mem_limit": None,
-    "cwd": "", "env": {}, "stdout": None, "stderr": None, "rerunnable": None}
+    "cwd": "", "env": {}, "stdout": None, "stderr": None, "rerunnable": None,
+    "priority": 0, "run_limit": None, "run_estimate": None, "project": "", "group": ""}
 VALUE_OPTIONS = {"-q": "queue", "-n": "slots", "-R": "resreq", "-M": "mem_limit", "-J": "name",
                  "-o": "stdout", "-e": "stderr", "--cwd": "cwd"}
 
