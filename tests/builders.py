@@ -53,11 +53,12 @@ def spec(mem: str | None = "1G", slots: int = 1, resreq: str = "", queue: str = 
 def job(id: int = 1, mem: str | None = "1G", slots: int = 1, resreq: str = "", queue: str = "normal",
         state: JobState = JobState.PEND, resources: Mapping[str, ResourceDef] | None = None,
         **kw: Any) -> Job:
-    """A job as the state machine would hold it; extra keywords go to Job.
+    """A job as the state machine would hold it; extra keywords go to Job, or to its JobSpec
+    where they name a spec field (``user="alice"``, ``run_limit=600``).
 
     ``resources`` is the catalog the resreq is parsed against (default: the builtins).
     """
-    s = spec(mem, slots, resreq, queue)
+    s = spec(mem, slots, resreq, queue, **{k: kw.pop(k) for k in list(kw) if k in JobSpec.__struct_fields__})
     return Job(id=id, spec=s, req=parse_resreq(s.resreq, resources), state=state, submit_time=T0, **kw)
 
 

@@ -8,6 +8,7 @@ strings ("4G") parsed once here into bytes.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -77,6 +78,40 @@ class ResourceConf(msgspec.Struct, forbid_unknown_fields=True):
     description: str = ""
 
 
+class ShareConf(msgspec.Struct, forbid_unknown_fields=True):
+    """A node of a fairshare tree: its shares among its siblings; its members keyed on ``by``."""
+
+    shares: int = 1
+    by: str = "user"  # user | group | project: what the members' names are
+    members: dict[str, int | ShareConf] = {}
+
+
+class FairshareConf(msgspec.Struct, forbid_unknown_fields=True):
+    enabled: bool = True
+    half_life: float = 18_000.0  # seconds (LSF's HIST_HOURS = 5)
+    slot_weight: float = 1.0
+    mem_weight: float = 1.0
+    tree: ShareConf = msgspec.field(default_factory=lambda: ShareConf(members={"default": 1}))
+    queues: dict[str, ShareConf] = {}  # a queue's own tree (LSF queue-level FAIRSHARE)
+
+
+class BackfillConf(msgspec.Struct, forbid_unknown_fields=True):
+    mode: str = "easy"  # off | easy | conservative
+    depth: int = 1      # conservative: how many blocked jobs hold a reservation
+    default_run_limit: float = 0.0  # seconds a job without -W/-We is expected to run; 0: unknown
+    queue_run_limit: dict[str, float] = {}
+
+
+class LimitConf(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    per: str                 # user | group | project | queue | host
+    members: list[str] = []  # empty: every one of them
+    jobs: int | None = None  # running jobs
+    slots: int | None = None
+    mem: str = ""            # charged memory ("64G"); "": no cap
+    pending: int | None = None
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True):
     cluster: ClusterConf = msgspec.field(default_factory=ClusterConf)
     controller: ControllerConf = msgspec.field(default_factory=ControllerConf)
@@ -85,6 +120,9 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     security: SecurityConf = msgspec.field(default_factory=SecurityConf)
     queues: dict[str, QueueConf] = msgspec.field(default_factory=lambda: {"normal": QueueConf(default=True)})
     resources: dict[str, ResourceConf] = {}
+    fairshare: FairshareConf = msgspec.field(default_factory=FairshareConf)
+    backfill: BackfillConf = msgspec.field(default_factory=BackfillConf)
+    limits: list[LimitConf] = []
     state_dir: str = ""
     rest_url: str = ""
     source: str = ""
@@ -189,3 +227,66 @@ def _check(cfg: Config, source: str) -> None:
             raise bad(f"resources.{name}.scope", "must be 'host' or 'cluster'")
         if name in BUILTIN:
             raise bad(f"resources.{name}", "is a builtin resource")
+    _check_policy(cfg, bad)
+
+
+def _check_policy(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
+    """[fairshare], [backfill] and [[limits]] (docs/scheduling.md)."""
+    fs = cfg.fairshare
+    if fs.half_life <= 0:
+        raise bad("fairshare.half_life", f"must be > 0 seconds, got {fs.half_life}")
+    for key, w in (("slot_weight", fs.slot_weight), ("mem_weight", fs.mem_weight)):
+        if w < 0:
+            raise bad(f"fairshare.{key}", f"must be >= 0, got {w}")
+    if fs.slot_weight + fs.mem_weight <= 0:
+        raise bad("fairshare.slot_weight", "slot_weight and mem_weight are both 0: usage would count nothing")
+    _check_tree(fs.tree, "fairshare.tree", bad)
+    for q, tree in fs.queues.items():
+        if q not in cfg.queues:
+            raise bad(f"fairshare.queues.{q}", f"no such queue (queues: {', '.join(cfg.queues)})")
+        _check_tree(tree, f"fairshare.queues.{q}", bad)
+    bf = cfg.backfill
+    if bf.mode not in ("off", "easy", "conservative"):
+        raise bad("backfill.mode", f"must be 'off', 'easy' or 'conservative', got {bf.mode!r}")
+    if bf.depth < 1:
+        raise bad("backfill.depth", f"must be >= 1, got {bf.depth}")
+    if bf.default_run_limit < 0:
+        raise bad("backfill.default_run_limit", f"must be >= 0 seconds, got {bf.default_run_limit}")
+    for q, t in bf.queue_run_limit.items():
+        if q not in cfg.queues or t <= 0:
+            raise bad(f"backfill.queue_run_limit.{q}", "no such queue" if q not in cfg.queues else f"must be > 0, got {t}")
+    names: set[str] = set()
+    for i, lim in enumerate(cfg.limits):
+        _check_limit(lim, f"limits[{i}]", names, bad)
+
+
+def _check_tree(node: ShareConf, key: str, bad: Callable[[str, str], ConfigError]) -> None:
+    if node.by not in ("user", "group", "project"):
+        raise bad(f"{key}.by", f"must be 'user', 'group' or 'project', got {node.by!r}")
+    for name, m in node.members.items():
+        shares = m if isinstance(m, int) else m.shares
+        if shares < 1:
+            raise bad(f"{key}.members.{name}", f"shares must be >= 1, got {shares}")
+        if not isinstance(m, int):
+            _check_tree(m, f"{key}.members.{name}", bad)
+
+
+def _check_limit(lim: LimitConf, key: str, names: set[str], bad: Callable[[str, str], ConfigError]) -> None:
+    if lim.name in names:
+        raise bad(f"{key}.name", f"limit {lim.name!r} is defined twice")
+    names.add(lim.name)
+    if lim.per not in ("user", "group", "project", "queue", "host"):
+        raise bad(f"{key}.per", f"must be user, group, project, queue or host, got {lim.per!r}")
+    caps = {"jobs": lim.jobs, "slots": lim.slots, "pending": lim.pending}
+    if all(v is None for v in caps.values()) and not lim.mem:
+        raise bad(key, f"limit {lim.name!r} caps nothing: give jobs, slots, mem or pending")
+    for k, v in caps.items():
+        if v is not None and v < 0:
+            raise bad(f"{key}.{k}", f"must be >= 0, got {v}")
+    if lim.per == "host" and lim.pending is not None:
+        raise bad(f"{key}.pending", "a host has no pending jobs: cap pending per user, group, project or queue")
+    if lim.mem:
+        try:
+            parse_mem(lim.mem)
+        except XceError as e:
+            raise bad(f"{key}.mem", e.message) from None

@@ -25,9 +25,10 @@ from xce.follow import EventFollower, Sync
 from xce.heap import HeapUpkeep
 from xce.mirror import Mirror
 from xce.model import JobState
-from xce.placement import HostCap, host_caps, pending_order, schedule
+from xce.placement import HostCap, host_caps, schedule
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
+from xce.sched.site import PolicyState, SitePolicy
 
 log = logging.getLogger("xce.scheduler")
 
@@ -76,6 +77,7 @@ class Scheduler:
         self.sent_reasons: dict[int, str] = {}
         self.waiting_when_full: set[int] = set()  # pending jobs a round saw with every slot taken
         self.cluster_totals = cfg.cluster_totals()
+        self.policy = PolicyState(SitePolicy.from_config(cfg))
 
     def drain(self, wait_ms: int) -> None:
         """Follow the stream for up to ``wait_ms``: a new snapshot or hard news wants a round."""
@@ -117,12 +119,14 @@ class Scheduler:
             # with a deep queue skips most rounds this way (each job's RUN event asks for one).
             return
         prio = {q.name: q.priority for q in m.queues.values()}
-        pending = [j for j in pending_order(m.pending.values(), prio)
-                   if self.in_flight.get(j.id) != j.attempt]
+        got = self.policy.round_inputs(m.jobs.values(), m.pending.values(), m.running.values(), m.live.ledger,
+                                       prio, now)
+        pending = [j for j in got.ordering.order(m.pending.values()) if self.in_flight.get(j.id) != j.attempt]
         if not pending:
             return
         cluster_free = self._cluster_free()
-        plan = schedule(caps, pending, now, cluster_free, self.cluster_totals)
+        plan = schedule(caps, pending, now, cluster_free, self.cluster_totals, backfill=self.policy.policy.backfill,
+                        releases=got.releases, limits=got.limits)
         ms = (time.perf_counter() - t0) * 1000
         # The plan charged its placements to ``caps``: full now means full once they run.
         full = not any(h.schedulable is None and h.slots_free > 0 for h in caps.values())

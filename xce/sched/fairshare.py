@@ -126,16 +126,25 @@ class UsageBook:
         self.as_of = now
 
     def fold(self, jobs: Iterable[Job], now: float) -> int:
-        """Fold the ended jobs not folded yet (a job that never started adds nothing)."""
+        """Fold the ended jobs of ``jobs`` not folded yet (one that never started adds nothing).
+
+        ``jobs`` is every job the cluster still keeps: the ids remembered as folded are
+        those, so a forgotten job's id is let go while its usage stays in the book.
+        """
         self.decay_to(now)
         n = 0
+        seen: set[int] = set()
+        folded = self.folded
         for j in jobs:
-            if j.state not in TERMINAL or j.id in self.folded:
+            if j.state not in TERMINAL:
                 continue
-            self.folded.add(j.id)
+            seen.add(j.id)
+            if j.id in folded:
+                continue
             n += 1
             if j.start_time is not None and j.end_time is not None:
                 self._add(key_of(j), job_rates(j), j.start_time, j.end_time, self.as_of)
+        self.folded = seen
         return n
 
     def _add(self, key: Key, rates: tuple[float, float], start: float, end: float, at: float,

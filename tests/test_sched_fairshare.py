@@ -1,0 +1,174 @@
+"""Fairshare alone: decayed usage folded from records, share trees, the priority formula."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from builders import T0, alloc, b, job
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from xce.accounting import Ledger
+from xce.model import HostUsage, JobState
+from xce.sched.fairshare import (EQUAL_SHARES, Fairshare, ShareNode, UsageBook, Weights, decayed, fairshare_of,
+                                 job_rates, tree_of)
+
+H = 3600.0
+G = b("1G")
+
+
+def done(id: int, user: str, start: float, end: float, slots: int = 1, reserved: str = "1G", peak: str = "1G",
+         **kw) -> object:
+    return job(id, user=user, state=JobState.DONE, start_time=start, end_time=end,
+               allocs=[alloc("n1", slots, reserved)],
+               usage=[HostUsage(host="n1", reserved=b(reserved), peak=b(peak))], **kw)
+
+
+# ---- usage -----------------------------------------------------------------------------------
+
+def test_decay_is_the_exact_integral() -> None:
+    # One slot for one half-life, seen at its end: h/ln2 * (1 - 1/2).
+    assert decayed(1.0, 0.0, H, H, H) == pytest.approx(H / math.log(2) / 2)
+    # Seen one half-life later: half of that.
+    assert decayed(1.0, 0.0, H, 2 * H, H) == pytest.approx(H / math.log(2) / 4)
+    assert decayed(1.0, 5.0, 5.0, 9.0, H) == 0.0
+
+
+def test_memory_is_charged_max_reserved_actual_at_peak() -> None:
+    """accounting.charge(reserved, peak): above the reservation the peak counts, under it the reservation."""
+    over = done(1, "a", T0, T0 + 10, reserved="1G", peak="3G")
+    under = done(2, "a", T0, T0 + 10, reserved="2G", peak="500M")
+    assert job_rates(over) == (1.0, 3 * G)
+    assert job_rates(under) == (1.0, 2 * G)
+
+
+def test_a_running_job_is_charged_from_its_ledger_account() -> None:
+    led = Ledger()
+    j = job(1, user="a", state=JobState.RUN, start_time=T0, allocs=[alloc("n1", 2, "1G")])
+    assert job_rates(j, led) == (2.0, G)  # no account: the reservation
+    led.open(1, "n1", G, {"slots": 2})
+    led.report(1, "n1", 4 * G, 4 * G)
+    assert job_rates(j, led) == (2.0, 4 * G)
+
+
+def test_fold_is_incremental_and_order_free() -> None:
+    a, c = done(1, "alice", T0, T0 + H), done(2, "bob", T0 + H, T0 + 2 * H, slots=2)
+    once = UsageBook(H)
+    once.fold([a, c], T0 + 3 * H)
+    step = UsageBook(H)
+    step.fold([a], T0 + 1.5 * H)
+    step.fold([a, c], T0 + 3 * H)  # alice's job is not counted twice
+    assert step.usage.keys() == once.usage.keys()
+    for k in once.usage:
+        assert step.usage[k] == pytest.approx(once.usage[k])
+
+
+def test_usage_is_re_derived_from_records_after_failover() -> None:
+    """A fresh book (a new scheduler) folding the same records at the same time agrees."""
+    recs = [done(i, f"u{i % 3}", T0 + i * 60, T0 + i * 60 + 600, slots=1 + i % 4) for i in range(30)]
+    old = UsageBook(H)
+    for k in range(0, 30, 7):
+        old.fold(recs[:k], T0 + k * 60 + 600)
+    old.fold(recs, T0 + 5 * H)
+    new = UsageBook(H)
+    new.fold(recs, T0 + 5 * H)
+    assert {k: pytest.approx(v) for k, v in new.usage.items()} == old.usage
+
+
+def test_running_jobs_count_until_now() -> None:
+    book = UsageBook(H)
+    r = job(1, user="a", state=JobState.RUN, start_time=T0, allocs=[alloc("n1", 1, "1G")])
+    got = book.with_running([r], T0 + H)
+    assert got[("a", "", "", "normal")][0] == pytest.approx(decayed(1.0, T0, T0 + H, T0 + H, H))
+    assert book.usage == {}  # the book holds ended jobs only
+
+
+# ---- priority --------------------------------------------------------------------------------
+
+def key(user: str, group: str = "", project: str = "", queue: str = "normal") -> tuple[str, str, str, str]:
+    return (user, group, project, queue)
+
+
+PRIORITY_CASES = [
+    # tree, usage {key: (slot_s, mem_s)}, pending keys, who, expected priority
+    (EQUAL_SHARES, {}, [key("a"), key("b")], key("a"), 1.0),
+    # two equal users, a used everything: UE(a) = 1, S = 1/2 -> 2^-2; b has none -> 1
+    (EQUAL_SHARES, {key("a"): (10.0, 10.0)}, [key("b")], key("a"), 0.25),
+    (EQUAL_SHARES, {key("a"): (10.0, 10.0)}, [key("b")], key("b"), 1.0),
+    # a named user with 3 shares and the default for others: S(a) = 3/4, UE = 1/2 -> 2^-(2/3)
+    (ShareNode(members={"a": ShareNode(shares=3), "default": ShareNode()}),
+     {key("a"): (5.0, 5.0), key("b"): (5.0, 5.0)}, [], key("a"), 2 ** (-(0.5 / 0.75))),
+    # no default: a user the tree does not name has no share
+    (ShareNode(members={"a": ShareNode()}), {}, [key("a"), key("z")], key("z"), 0.0),
+]
+
+
+@pytest.mark.parametrize("tree,usage,pending,who,expect", PRIORITY_CASES)
+def test_priority(tree, usage, pending, who, expect: float) -> None:
+    assert Fairshare(tree, usage, pending).priority(who) == pytest.approx(expect)
+
+
+def test_a_group_tree_inherits_the_groups_usage() -> None:
+    """bio used everything through alice; bob in bio ranks below carol in an idle group."""
+    tree = ShareNode(by="group", members={
+        "bio": ShareNode(by="user", members={"default": ShareNode()}),
+        "chem": ShareNode(by="user", members={"default": ShareNode()})})
+    fs = Fairshare(tree, {key("alice", "bio"): (10.0, 0.0)}, [key("bob", "bio"), key("carol", "chem")])
+    assert fs.priority(key("carol", "chem")) == 1.0
+    assert fs.priority(key("alice", "bio")) < fs.priority(key("bob", "bio")) < 1.0
+
+
+def test_weights_choose_what_counts() -> None:
+    usage = {key("a"): (10.0, 0.0), key("b"): (0.0, 10.0)}
+    slots_only = Fairshare(EQUAL_SHARES, usage, [], Weights(slots=1.0, mem=0.0))
+    assert slots_only.priority(key("a")) < slots_only.priority(key("b")) == 1.0
+    mem_only = Fairshare(EQUAL_SHARES, usage, [], Weights(slots=0.0, mem=1.0))
+    assert mem_only.priority(key("b")) < mem_only.priority(key("a")) == 1.0
+
+
+def test_a_queue_tree_counts_only_its_queue() -> None:
+    usage = {key("a", queue="short"): (10.0, 10.0), key("b", queue="long"): (10.0, 10.0)}
+    fs = fairshare_of({None: EQUAL_SHARES, "short": EQUAL_SHARES}, usage,
+                      [job(1, user="a", queue="short"), job(2, user="b", queue="short")])
+    assert fs["short"].priority(key("b", queue="short")) == 1.0
+    assert fs["short"].priority(key("a", queue="short")) < 1.0
+    assert fs[None].priority(key("a")) == fs[None].priority(key("b"))
+
+
+def test_tree_from_config() -> None:
+    from xce.config import from_dict
+
+    cfg = from_dict({"fairshare": {"tree": {"by": "project", "members": {
+        "climate": 3, "genomics": {"shares": 2, "members": {"alice": 1, "default": 1}}}}}})
+    t = tree_of(cfg.fairshare.tree)
+    assert t.by == "project" and t.members["climate"] == ShareNode(shares=3)
+    assert t.members["genomics"].shares == 2 and set(t.members["genomics"].members) == {"alice", "default"}
+
+
+# ---- the property ----------------------------------------------------------------------------
+
+users = st.sampled_from(["a", "b", "c", "d"])
+groups = st.sampled_from(["g1", "g2"])
+amounts = st.floats(0.0, 1e6, allow_nan=False)
+usages = st.dictionaries(st.tuples(users, groups), st.tuples(amounts, amounts), max_size=8)
+TREES = [EQUAL_SHARES,
+         ShareNode(members={"a": ShareNode(shares=5), "b": ShareNode(shares=2), "default": ShareNode()}),
+         ShareNode(by="group", members={"g1": ShareNode(shares=3, members={"a": ShareNode(shares=2),
+                                                                           "default": ShareNode()}),
+                                        "default": ShareNode(members={"default": ShareNode()})})]
+
+
+@settings(max_examples=300, deadline=None)
+@given(usages, users, groups, st.tuples(amounts, amounts), st.sampled_from(range(len(TREES))),
+       st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_more_usage_never_raises_priority(use, user, group, more, tree, ws, wm) -> None:
+    usage = {key(u, g): v for (u, g), v in use.items()}
+    k = key(user, group)
+    pending = [key(u, g) for u in "abcd" for g in ("g1", "g2")]
+    w = Weights(ws, wm)
+    before = Fairshare(TREES[tree], usage, pending, w).priority(k)
+    old = usage.get(k, (0.0, 0.0))
+    usage[k] = (old[0] + more[0], old[1] + more[1])
+    after = Fairshare(TREES[tree], usage, pending, w).priority(k)
+    assert after <= before + 1e-12
