@@ -59,7 +59,8 @@ def job(id: int = 1, mem: str | None = "1G", slots: int = 1, resreq: str = "", q
     ``resources`` is the catalog the resreq is parsed against (default: the builtins).
     """
     s = spec(mem, slots, resreq, queue, **{k: kw.pop(k) for k in list(kw) if k in JobSpec.__struct_fields__})
-    return Job(id=id, spec=s, req=parse_resreq(s.resreq, resources), state=state, submit_time=T0, **kw)
+    kw.setdefault("submit_time", T0)
+    return Job(id=id, spec=s, req=parse_resreq(s.resreq, resources), state=state, **kw)
 
 
 def alloc(host: str = "node1", slots: int = 1, mem: str | int = "1G") -> Alloc:

@@ -14,8 +14,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from xce.config import (ClusterConf, Config, ControllerConf, QueueConf, ResourceConf, SchedulerConf,
-                        WorkerConf, load)
+from xce.config import (BackfillConf, ClusterConf, Config, ControllerConf, FairshareConf, QueueConf, ResourceConf,
+                        SchedulerConf, WorkerConf, load)
 from xce.errors import ConfigError
 
 FILE = Path(__file__).resolve().parent.parent / "config" / "xce.toml"
@@ -26,7 +26,7 @@ EXAMPLE_RESOURCES = {"example_lic": ResourceConf(kind="virtual", scope="cluster"
 # Config fields that are not settings: ``source`` is filled in by the loader with the file's path.
 NOT_SETTINGS = {"source"}
 SECTIONS = {"cluster": ClusterConf, "controller": ControllerConf, "scheduler": SchedulerConf,
-            "worker": WorkerConf}
+            "worker": WorkerConf, "fairshare": FairshareConf, "backfill": BackfillConf}
 TABLES = {"queues": QueueConf, "resources": ResourceConf}
 
 

@@ -174,6 +174,7 @@ class Backfill:
                         + [(p.start, 1, h, p) for h in by_name for p in self.points.get(h, ())],
                         key=lambda e: (e[0], e[1]))  # at one instant releases first: they are due
         future: dict[str, HostCap] = {}
+        run = self.rules.runtime(job.spec)
         free = sum(max(0, h.slots_free) for h in cands)
         tries = 0
         touched: list[HostCap] = []
@@ -188,34 +189,39 @@ class Backfill:
             allocs = None
             if single:
                 allocs = next((self.place(d, [c]) for c in touched if self.fit(d, c, d.slots, True) is None
-                               and self._fits_later(d, c, d.slots, True, t)), None)
+                               and self._fits_later(d, c, d.slots, True, t, t + run)), None)
             elif free >= d.slots and tries < 8:  # a spread over hosts: try the whole ranked list
                 tries += 1
                 allocs = self.place(d, [future.get(c.name, c) for c in cands])
-                if allocs and not all(self._fits_later(d, future.get(a.host, by_name[a.host]), a.slots, i == 0, t)
-                                      for i, a in enumerate(allocs)):
+                if allocs and not all(self._fits_later(d, future.get(a.host, by_name[a.host]), a.slots, i == 0, t,
+                                                       t + run) for i, a in enumerate(allocs)):
                     allocs = None
             touched.clear()
             if allocs:
-                return self._hold(job, t, allocs, {n: future.get(n, c) for n, c in by_name.items()
-                                                   if any(a.host == n for a in allocs)})
+                return self._hold(job, t, t + run, allocs, {a.host: future.get(a.host, by_name[a.host])
+                                                            for a in allocs})
         return None
 
-    def _fits_later(self, d: Demand, h: HostCap, slots: int, first: bool, t: float) -> bool:
-        return all(self.fit(d, p.cap, slots, first) is None for p in self.points.get(h.name, ()) if p.start > t)
+    def _fits_later(self, d: Demand, h: HostCap, slots: int, first: bool, t: float, end: float) -> bool:
+        """Whether a reservation over [t, end) on ``h`` fits the later ones that start meanwhile."""
+        return all(self.fit(d, p.cap, slots, first) is None for p in self.points.get(h.name, ()) if t < p.start < end)
 
-    def _hold(self, job: Job, t: float, allocs: list[Alloc], at_t: dict[str, HostCap]) -> Reservation:
+    def _hold(self, job: Job, t: float, end: float, allocs: list[Alloc], at_t: dict[str, HostCap]) -> Reservation:
+        """Hold ``allocs`` over [t, end): a point at ``t``, charged to the points it overlaps,
+        and given back at ``end`` (when known) for the reservations after it."""
         r = Reservation(job.id, t, allocs, self.now)
         self.reservations.append(r)
         for a in allocs:
             virtual = _virtual(a)
             pts = self.points.setdefault(a.host, [])
             for p in pts:
-                if p.start > t:  # a reservation holds from its start on
+                if t < p.start < end:
                     p.cap.charge(a.slots, a.mem, virtual)
             cap = at_t[a.host].clone()
             cap.charge(a.slots, a.mem, virtual)
             bisect.insort(pts, _Point(t, cap, r), key=lambda p: p.start)
+            if end < math.inf:
+                self.timeline.setdefault(a.host, []).append(Release(end, a.host, a.slots, 0, a.mem, virtual))
         return r
 
 

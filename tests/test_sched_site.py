@@ -1,0 +1,84 @@
+"""The site policy from config, its errors, and a round's inputs from a cluster's jobs."""
+
+from __future__ import annotations
+
+import pytest
+from builders import T0, alloc, cap, caps, job
+
+from xce.config import Config, from_dict
+from xce.errors import ConfigError
+from xce.model import HostUsage, JobState
+from xce.placement import schedule
+from xce.sched.backfill import BackfillRules
+from xce.sched.fairshare import EQUAL_SHARES
+from xce.sched.site import PolicyState, SitePolicy
+
+BAD = [
+    ({"fairshare": {"half_life": 0}}, "key fairshare.half_life: must be > 0 seconds"),
+    ({"fairshare": {"slot_weight": 0, "mem_weight": 0}}, "key fairshare.slot_weight: slot_weight and mem_weight"),
+    ({"fairshare": {"mem_weight": -1}}, "key fairshare.mem_weight: must be >= 0"),
+    ({"fairshare": {"tree": {"members": {"a": 0}}}}, "key fairshare.tree.members.a: shares must be >= 1"),
+    ({"fairshare": {"tree": {"members": {"g": {"by": "team"}}}}}, "key fairshare.tree.members.g.by: must be"),
+    ({"fairshare": {"queues": {"nope": {}}}}, "key fairshare.queues.nope: no such queue (queues: normal)"),
+    ({"fairshare": {"tree": {"colour": 1}}}, "key fairshare.tree: Object contains unknown field `colour`"),
+    ({"backfill": {"mode": "aggressive"}}, "key backfill.mode: must be 'off', 'easy' or 'conservative'"),
+    ({"backfill": {"depth": 0}}, "key backfill.depth: must be >= 1"),
+    ({"backfill": {"queue_run_limit": {"normal": -5}}}, "key backfill.queue_run_limit.normal: must be > 0"),
+    ({"limits": [{"name": "a", "per": "user"}]}, "key limits[0]: limit 'a' caps nothing"),
+    ({"limits": [{"name": "a", "per": "user", "jobs": 1}, {"name": "a", "per": "host", "jobs": 1}]},
+     "key limits[1].name: limit 'a' is defined twice"),
+    ({"limits": [{"name": "a", "per": "team", "jobs": 1}]}, "key limits[0].per: must be user, group"),
+    ({"limits": [{"name": "a", "per": "user", "mem": "lots"}]}, "key limits[0].mem: bad memory size 'lots'"),
+    ({"limits": [{"name": "a", "per": "host", "pending": 3}]}, "key limits[0].pending: a host has no pending"),
+    ({"limits": [{"per": "user", "jobs": 1}]}, "key limits[0]: Object missing required field `name`"),
+]
+
+
+@pytest.mark.parametrize("data,why", BAD, ids=[w[:40] for _, w in BAD])
+def test_bad_policy_config_names_the_key(data: dict, why: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        from_dict(data, "site.toml")
+    assert e.value.message.startswith("site.toml: ") and why in e.value.message, e.value.message
+
+
+def test_defaults_are_equal_shares_and_easy_backfill() -> None:
+    p = SitePolicy.from_config(Config())
+    assert p.fairshare and p.trees == {None: EQUAL_SHARES}
+    assert p.backfill == BackfillRules() and p.backfill.reservations == 1 and p.limits == ()
+
+
+def test_site_policy_from_config() -> None:
+    cfg = from_dict({"queues": {"short": {}}, "fairshare": {"queues": {"short": {"by": "project"}}},
+                     "backfill": {"mode": "conservative", "depth": 3, "default_run_limit": 60,
+                                  "queue_run_limit": {"short": 600}},
+                     "limits": [{"name": "u", "per": "user", "slots": 4}]})
+    p = SitePolicy.from_config(cfg)
+    assert set(p.trees) == {None, "short"} and p.trees["short"].by == "project"
+    assert p.backfill == BackfillRules("conservative", 3, 60.0, {"short": 600.0})
+    assert [lim.name for lim in p.limits] == ["u"]
+
+
+def test_round_inputs_from_the_clusters_jobs() -> None:
+    """alice's finished work puts bob's job first; her running job's limit gives a release;
+    the limit book counts her running slots."""
+    cfg = from_dict({"limits": [{"name": "u", "per": "user", "slots": 3}]})
+    st = PolicyState(SitePolicy.from_config(cfg))
+    ended = job(1, user="alice", state=JobState.DONE, start_time=T0 - 7200, end_time=T0 - 3600,
+                allocs=[alloc("n1", 4)], usage=[HostUsage(host="n1", reserved=1 << 30, peak=1 << 30)])
+    run = job(2, user="alice", state=JobState.RUN, start_time=T0 - 60, run_limit=600.0, allocs=[alloc("n1", 2)])
+    pend = [job(3, user="alice"), job(4, user="bob"), job(5, user="alice")]
+    got = st.round_inputs([ended, run, *pend], pend, [run], None, {"normal": 30}, T0)
+    assert [j.id for j in got.ordering.order(pend)] == [4, 3, 5]
+    assert "fairshare: alice's priority" in got.ordering.explain(pend[0], pend[1])
+    assert [(r.host, r.end) for r in got.releases] == [("n1", T0 + 540)]
+    plan = schedule(caps(cap("n1", slots=8)), got.ordering.order(pend), T0, releases=got.releases, limits=got.limits)
+    assert sorted(j for j, _ in plan.placements) == [3, 4]
+    assert plan.reasons[5] == "limit u: alice uses 3 of 3 slots"
+    assert st.book.folded == {1}
+
+
+def test_fairshare_off_is_queue_job_priority_and_submit() -> None:
+    st = PolicyState(SitePolicy.from_config(from_dict({"fairshare": {"enabled": False}})))
+    pend = [job(1, user="a"), job(2, user="b", priority=2)]
+    got = st.round_inputs(pend, pend, [], None, {"normal": 30}, T0)
+    assert [j.id for j in got.ordering.order(pend)] == [2, 1] and got.ordering.figures(pend[0])["fairshare"] == 1.0
