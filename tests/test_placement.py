@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xce.accounting import Ledger
-from xce.model import JobState
-from xce.placement import (Demand, check_placement, demand_of, f_mem, f_schedulable, f_select, f_slots,
-                           f_virtual, fit_reason, host_caps, never_fits, pending_order, rank_key, schedule)
+from xce.model import Alloc, JobState
+from xce.placement import (Demand, allocation_reason, build_allocs, check_placement, demand_of, f_mem,
+                           f_schedulable, f_select, f_slots, f_virtual, fit_reason, host_caps, never_fits, pending_order, rank_key, schedule)
 from xce.resreq import parse_resreq
 
 G, M = b("1G"), b("1M")
@@ -381,3 +381,35 @@ def test_schedule_agrees_with_check_placement_and_never_fits(raw_caps, specs) ->
             assert not runs
         elif d.select is None:  # and whatever never_fits lets through, an empty cluster does run
             assert runs, (d, list(empty.values()))
+
+
+# ---- the leader builds every allocation from the job's own request -------------------------
+
+def test_build_allocs_gives_what_the_scheduler_gives() -> None:
+    d = demand("1G", slots=3, resreq="rusage[mem=1G:gpu=1] span[ptile=2]")
+    assert build_allocs(d, [("n1", 2), ("n2", 1)]) == [
+        Alloc("n1", 2, mem=G, virtual={"slots": 2, "gpu": 1}), Alloc("n2", 1, mem=G, virtual={"slots": 1, "gpu": 1})]
+
+
+@pytest.mark.parametrize("resreq,slots,allocs,why", [
+    ("", 1, [Alloc("n2", 1, mem=1, virtual={"slots": 1})],
+     "allocation on n2: mem 1B, the job's request gives 1.0G"),
+    ("rusage[mem=1G:gpu=1]", 1, [Alloc("n1", 1, mem=G, virtual={"slots": 1})],
+     "allocation on n1: virtual {'slots': 1}, the job's request gives {'gpu': 1, 'slots': 1}"),
+    ("rusage[mem=1G:gpu=1]", 1, [Alloc("n1", 1, mem=G, virtual={"slots": 1, "gpu": 1, "lic": 0})],
+     "allocation on n1: virtual {'gpu': 1, 'lic': 0, 'slots': 1}, the job's request gives {'gpu': 1, 'slots': 1}"),
+    ("span[hosts=1]", 2, [Alloc("n1", 1, mem=G, virtual={"slots": 1}), Alloc("n2", 1, mem=G, virtual={"slots": 1})],
+     "span[hosts=1]: the placement uses 2 hosts"),
+    ("span[ptile=2]", 4, [Alloc("n1", 3, mem=G, virtual={"slots": 3}), Alloc("n2", 1, mem=G, virtual={"slots": 1})],
+     "span[ptile=2]: a share of 3 slots on n1"),
+    ("span[ptile=2]", 3, [Alloc("n1", 1, mem=G, virtual={"slots": 1}), Alloc("n2", 1, mem=G, virtual={"slots": 1}),
+                          Alloc("n3", 1, mem=G, virtual={"slots": 1})],
+     "span[ptile=2]: 3 slots take 2 hosts, the placement uses 3"),
+    ("", 1, [Alloc("n1", 1, mem=G, virtual={"slots": 1}), Alloc("n1", 0, mem=G, virtual={"slots": 0})],
+     "a placement names each host once and gives each at least one slot"),
+])
+def test_check_placement_refuses_sizes_and_shapes_the_request_does_not_give(resreq, slots, allocs, why) -> None:
+    d = demand("1G", slots=slots, resreq=resreq)
+    cs = caps(cap("n1", virtual_free={"gpu": 4}), cap("n2", virtual_free={"gpu": 4}), cap("n3"))
+    assert check_placement(d, allocs, cs) == why
+    assert allocation_reason(d, allocs) == why  # what the audit applies, without the hosts' figures

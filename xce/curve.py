@@ -241,6 +241,10 @@ def client_keys(cfg: Config) -> ClientKeys | None:
     return ephemeral(_server_public(cfg)) if cfg.security.curve else None
 
 
+# The allowed key that may act as the scheduler (PLACE), and that may not act as a worker.
+SCHEDULER_KEY = "scheduler"
+
+
 def daemon_keys(cfg: Config, default_name: str) -> ClientKeys | None:
     """A daemon's own key pair (the one the controller's allow-list knows), or None when CURVE is off."""
     if not cfg.security.curve:

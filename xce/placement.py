@@ -495,8 +495,19 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None) -> tuple[list[A
 
 
 def _alloc(d: Demand, h: HostCap, slots: int, first: bool) -> Alloc:
-    return Alloc(host=h.name, slots=slots, mem=d.mem_for(slots, first),
+    return alloc_for(d, h.name, slots, first)
+
+
+def alloc_for(d: Demand, host: str, slots: int, first: bool) -> Alloc:
+    """The one allocation rule: a share of ``slots`` on ``host`` holds what the request gives it
+    (per-job amounts on the first host only)."""
+    return Alloc(host=host, slots=slots, mem=d.mem_for(slots, first),
                  virtual={"slots": slots, **dict(d.virtual)})
+
+
+def build_allocs(d: Demand, shares: Iterable[tuple[str, int]]) -> list[Alloc]:
+    """The allocations of a job that takes ``shares`` ((host, slots), first host first)."""
+    return [alloc_for(d, host, slots, i == 0) for i, (host, slots) in enumerate(shares)]
 
 
 def _best_reason(d: Demand, cands: list[HostCap], fallback: str) -> str:
@@ -507,10 +518,40 @@ def _best_reason(d: Demand, cands: list[HostCap], fallback: str) -> str:
     return fit_reason(d, best, min(d.slots, d.ptile or d.slots), True) or fallback
 
 
-def check_placement(d: Demand, allocs: list[Alloc], caps: Mapping[str, HostCap]) -> str | None:
-    """The controller's re-check of a proposed placement, with the same fit rule."""
+def allocation_reason(d: Demand, allocs: list[Alloc]) -> str | None:
+    """Why ``allocs`` are not what the job's own request gives, or None.
+
+    The shape (slots in all, span[]) and each share's sizes, as ``alloc_for`` builds them:
+    the leader refuses any other placement, and the audit checks every stored one.
+    """
     if sum(a.slots for a in allocs) != d.slots:
         return f"placement gives {sum(a.slots for a in allocs)} slots, job needs {d.slots}"
+    if len({a.host for a in allocs}) != len(allocs) or any(a.slots < 1 for a in allocs):
+        return "a placement names each host once and gives each at least one slot"
+    if d.span_hosts == 1 and len(allocs) != 1:
+        return f"span[hosts=1]: the placement uses {len(allocs)} hosts"
+    if d.ptile is not None:
+        wide = next((a for a in allocs if a.slots > d.ptile), None)
+        if wide is not None:
+            return f"span[ptile={d.ptile}]: a share of {wide.slots} slots on {wide.host}"
+        need = -(-d.slots // d.ptile)
+        if len(allocs) != need:
+            return f"span[ptile={d.ptile}]: {d.slots} slots take {need} hosts, the placement uses {len(allocs)}"
+    for i, a in enumerate(allocs):
+        want = alloc_for(d, a.host, a.slots, i == 0)
+        if a.mem != want.mem:
+            return f"allocation on {a.host}: mem {fmt_bytes(a.mem)}, the job's request gives {fmt_bytes(want.mem)}"
+        if a.virtual != want.virtual:
+            return (f"allocation on {a.host}: virtual {dict(sorted(a.virtual.items()))}, "
+                    f"the job's request gives {dict(sorted(want.virtual.items()))}")
+    return None
+
+
+def check_placement(d: Demand, allocs: list[Alloc], caps: Mapping[str, HostCap]) -> str | None:
+    """The controller's re-check of a proposed placement: the request's own sizes, and the same fit rule."""
+    why = allocation_reason(d, allocs)
+    if why is not None:
+        return why
     for i, a in enumerate(allocs):
         h = caps.get(a.host)
         if h is None:

@@ -125,6 +125,11 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
         # confirmed ones.  Only the unconfirmed are rescanned for re-sending.
         self.unconfirmed: dict[tuple[int, str], tuple[int, float]] = {}  # (job, host) -> (attempt, sent)
         self.confirmed: dict[tuple[int, str], int] = {}                   # (job, host) -> attempt
+        # Kills of shares no worker confirmed started: (job, host) -> (first sent, last sent).
+        # After kill_wait (the time a silent host takes to go unavail) the share is ended.
+        self.unstarted_kills: dict[tuple[int, str], tuple[float, float]] = {}
+        self.kill_wait = c.heartbeat_misses * cfg.worker.heartbeat
+        self.leader_since = 0.0  # when this leadership began: dispatch records are complete after it
         self.seq = 0
         self.epoch = uuid.uuid4().hex[:12]
         self.was_leader = False
@@ -342,14 +347,17 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
                     if now - sent > 2.0][:2000]
             for jid, host in redo:
                 job = st.jobs.get(jid)
-                if job is not None and job.state == JobState.RUN and host not in job.finished_hosts:
+                if job is not None and job.state == JobState.RUN and host not in job.finished_hosts \
+                        and not job.kill_requested:
                     self.dispatch(job, host, now)
-                else:
+                else:  # ended, or killed (chase_kills follows a kill up)
                     del self.unconfirmed[(jid, host)]
+            self.chase_kills(st.jobs, now)
             if now >= self.next_prune:  # drop confirmations of jobs that ended another way
                 self.next_prune = now + 60
                 self.confirmed = {k: a for k, a in self.confirmed.items()
-                                  if (j := st.jobs.get(k[0])) is not None and j.state in ACTIVE}
+                                  if (j := st.jobs.get(k[0])) is not None and j.state in ACTIVE
+                                  and j.attempt == a}
             finished = len(st.finished_order)
         if finished > self.cfg.controller.keep_finished + 1000:
             self.commit(Cleanup(time=now, keep_finished=self.cfg.controller.keep_finished), lambda r: None)

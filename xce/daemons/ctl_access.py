@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import zmq
 
+from xce.curve import SCHEDULER_KEY
 from xce.errors import PermissionDenied, Unauthenticated, XceError
 from xce.policy import OP_PERMISSIONS, authorize
 from xce.proto import schema as S
@@ -17,7 +18,10 @@ if TYPE_CHECKING:
 
 
 # What only a daemon (a key on the CURVE allow-list) may send: registering, reporting, placing.
-DAEMON_OPS = frozenset({Op.REGISTER, Op.HEARTBEAT, Op.JOB_STARTED, Op.JOB_FINISHED, Op.PLACE})
+# Placing is the scheduler's alone, and reporting a host's its worker's alone.
+SCHEDULER_OPS = frozenset({Op.PLACE})
+WORKER_OPS = frozenset({Op.REGISTER, Op.HEARTBEAT, Op.JOB_STARTED, Op.JOB_FINISHED})
+DAEMON_OPS = SCHEDULER_OPS | WORKER_OPS
 # What the request log records (the ZeroMQ door's audit trail): every state-changing request.
 AUDITED_OPS = frozenset({Op.SUBMIT, Op.KILL, Op.MODIFY, Op.HOST_ADMIN})
 DAEMON_GRANT_TTL = 5.0  # seconds a verified daemon grant is reused: bounds how late a key-ring revocation bites
@@ -37,7 +41,12 @@ class Access:
         if name is None:
             raise Unauthenticated(f"{op.name} needs a daemon key: this connection's CURVE key "
                                   f"{user_id or '(none)'} is not in the allow-list (xce keys add)")
-        if op != Op.PLACE and self.cfg.security.bind_hosts and body.host != name:
+        if op in SCHEDULER_OPS and name != SCHEDULER_KEY:
+            raise PermissionDenied(f"{op.name} needs the scheduler's key {SCHEDULER_KEY!r}: this "
+                                   f"connection's key is {name!r}")
+        if op in WORKER_OPS and name == SCHEDULER_KEY:
+            raise PermissionDenied(f"{op.name}: the scheduler's key {SCHEDULER_KEY!r} does not speak for a host")
+        if op in WORKER_OPS and self.cfg.security.bind_hosts and body.host != name:
             raise PermissionDenied(f"{op.name} for host {body.host!r}: this connection's key {name!r} "
                                    f"speaks only for host {name!r} (security.bind_hosts)")
         if op == Op.REGISTER:

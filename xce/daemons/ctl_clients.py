@@ -13,6 +13,8 @@ from xce.model import ACTIVE, TERMINAL, check_mem_limit, check_spec
 from xce.placement import demand_of, host_caps, never_fits
 from xce.proto import schema as S
 from xce.proto.codec import encode
+from xce.proto.limits import KILL_REASON, check_text
+from xce.proto.limits import check_spec as over_limit
 from xce.proto.opcodes import Op
 from xce.result import Ok, Result
 from xce.state import (Kill, Modify, SetHostAdmin, Submit)
@@ -46,6 +48,9 @@ class ClientDoor:
                 check_spec(spec)
             except InvalidRequest as e:
                 raise InvalidRequest(where + e.message) from None
+            too_big = over_limit(spec)  # so that whatever is accepted can be dispatched
+            if too_big is not None:
+                raise InvalidRequest(f"{where}{too_big}")
             q = spec.queue or default
             if q not in queues:
                 raise InvalidRequest(f"{where}queue {q!r} does not exist (queues: {', '.join(sorted(queues))})")
@@ -132,6 +137,9 @@ class ClientDoor:
     def h_kill(self: Controller, ident: bytes, rid: int, body: S.KillRequest) -> None:
         if not body.ids:
             raise InvalidRequest("kill: no job ids given")
+        too_long = check_text(KILL_REASON, body.reason)
+        if too_long is not None:
+            raise InvalidRequest(too_long)
         self.commit(Kill(time=time.time(), job_ids=body.ids, reason=body.reason or "killed by user",
                          key=body.key, by=self.key_owner()),
                     self.replier(ident, rid, lambda res: S.KillReply(results=res)))
@@ -208,10 +216,12 @@ class ClientDoor:
             self.after_apply()
 
     def h_audit(self: Controller, ident: bytes, rid: int, body: S.Empty) -> None:
-        from xce.audit import audit
+        from xce.audit import Dispatch, audit
 
+        dispatch = Dispatch(started=self.confirmed, now=time.time(), known_since=self.leader_since,
+                            grace=self.cfg.worker.heartbeat)
         with self.raft.lock:
-            problems, checked = audit(self.state, self.live)
+            problems, checked = audit(self.state, self.live, self.cluster_totals, dispatch)
         self.ok(ident, rid, S.AuditReply(problems=problems, checked=checked))
 
     def h_request_log(self: Controller, ident: bytes, rid: int, body: S.RequestLogQuery) -> None:

@@ -147,4 +147,6 @@ class Publisher:
                             lambda r: None)
             self.unconfirmed.clear()
             self.confirmed.clear()
+            self.unstarted_kills.clear()
+            self.leader_since = now
         self.was_leader = leader

@@ -7,11 +7,13 @@ import time
 from typing import TYPE_CHECKING, Any
 
 
+from xce.errors import InvalidRequest
 from xce.live import host_mem
-from xce.model import ACTIVE, TERMINAL, Host, Job, JobState
-from xce.placement import check_placement, demand_of, host_caps
+from xce.model import ACTIVE, TERMINAL, Host, HostUsage, Job, JobState
+from xce.placement import build_allocs, check_placement, demand_of, host_caps
 from xce.proto import schema as S
 from xce.proto.codec import encode
+from xce.proto.limits import HOST_NAME, body_limit, check_text
 from xce.proto.opcodes import Op
 from xce.result import Err, Result
 from xce.resources import WIRE_NAMES
@@ -37,8 +39,7 @@ class WorkerDoor:
         if job.state == JobState.RUN and job.kill_requested:
             for host in job.hosts:
                 if host not in job.finished_hosts:
-                    self.send_worker(host, Op.KILL_JOB, S.KillJob(
-                        job_id=job.id, attempt=job.attempt, reason=job.reason or "killed by user"))
+                    self.order_kill(job, host, now)
         elif job.state == JobState.RUN:
             for a in job.allocs:
                 key = (job.id, a.host)
@@ -47,14 +48,56 @@ class WorkerDoor:
                     self.dispatch(job, a.host, now)
 
     def dispatch(self: Controller, job: Job, host: str, now: float) -> None:
+        """Send RUN_JOB for the job's share on ``host``; an order over its limit ends that share."""
+        if job.kill_requested:
+            return  # a killed job is never started: the kill's orders end it (order_kill)
         alloc = next(a for a in job.allocs if a.host == host)
         from xce.live import mem_decay
 
         duration, decay = mem_decay(job)
         self.unconfirmed[(job.id, host)] = (job.attempt, now)
-        self.send_worker(host, Op.RUN_JOB, S.RunJob(
+        ident = self.workers.get(host)
+        if ident is None:
+            return
+        data = encode(Op.RUN_JOB, 0, S.RunJob(
             job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
-            mem_duration_s=duration, mem_decay=decay))
+            mem_duration_s=duration, mem_decay=decay), term=self.raft.term())
+        limit = body_limit(Op.RUN_JOB)
+        if len(data) > limit:  # a worker would refuse it: end the share now, not re-send it forever
+            self.end_share(job, host, now, f"cannot dispatch to {host}: its RUN_JOB order is {len(data):,} "
+                                           f"bytes, over the limit of {limit:,} bytes")
+            return
+        self.send(ident, data)
+
+    def order_kill(self: Controller, job: Job, host: str, now: float) -> None:
+        self.send_worker(host, Op.KILL_JOB, S.KillJob(
+            job_id=job.id, attempt=job.attempt, reason=job.reason or "killed by user"))
+        if self.confirmed.get((job.id, host)) != job.attempt:
+            # No worker confirmed it started there: chase_kills re-sends, then ends the share.
+            first, _ = self.unstarted_kills.get((job.id, host), (now, now))
+            self.unstarted_kills[(job.id, host)] = (first, now)
+
+    def chase_kills(self: Controller, jobs: dict[int, Job], now: float) -> None:
+        """Kills of shares no worker confirmed started: re-sent every 2 s, and after ``kill_wait``
+        the share is ended, so a job no worker runs cannot stay RUN (the worker, which gets the
+        kill after any order for the same job, reports a task it never started as ended)."""
+        for key, (first, sent) in list(self.unstarted_kills.items()):
+            job = jobs.get(key[0])
+            if job is None or job.state != JobState.RUN or key[1] in job.finished_hosts \
+                    or self.confirmed.get(key) == job.attempt:
+                del self.unstarted_kills[key]
+            elif now - first > self.kill_wait:
+                self.end_share(job, key[1], now, f"killed before it started: {key[1]} never confirmed it")
+            elif now - sent > 2.0:
+                self.order_kill(job, key[1], now)
+
+    def end_share(self: Controller, job: Job, host: str, now: float, reason: str) -> None:
+        """Commit the end of the job's share on ``host``, which no worker runs."""
+        log.warning("job %d on %s: %s", job.id, host, reason)
+        self.unstarted_kills.pop((job.id, host), None)
+        reserved = next((a.mem for a in job.allocs if a.host == host), 0)
+        self.commit(Finish(time=now, job_id=job.id, attempt=job.attempt, host=host, reason=reason,
+                           usage=HostUsage(host=host, reserved=reserved)), lambda r: None)
 
     def send_worker(self: Controller, host: str, op: Op, body: Any) -> None:
         ident = self.workers.get(host)
@@ -80,9 +123,11 @@ class WorkerDoor:
                 if why is not None:
                     rejected[p.job_id] = why
                     continue
-                for a in p.allocs:
+                # Built from the job's own request, never taken as sent (they are equal once checked).
+                allocs = build_allocs(d, [(a.host, a.slots) for a in p.allocs])
+                for a in allocs:
                     caps[a.host].charge(a.slots, a.mem, a.virtual.items())
-                cmds.append(Place(time=now, job_id=p.job_id, attempt=p.attempt, allocs=p.allocs))
+                cmds.append(Place(time=now, job_id=p.job_id, attempt=p.attempt, allocs=allocs))
             changed = {j: r for j, r in body.reasons.items() if self.live.reasons.get(j) != r}
             self.live.reasons.update(body.reasons)
         self.pending_soft["reasons"].update(changed)
@@ -121,6 +166,9 @@ class WorkerDoor:
                 self.workers.pop(host, None)
 
     def h_register(self: Controller, ident: bytes, rid: int, body: S.RegisterRequest) -> None:
+        why = check_text(HOST_NAME, body.host)
+        if why is not None:
+            raise InvalidRequest(why)
         now = time.time()
         self.workers[body.host] = ident
         self.live.os_available[body.host] = body.os_available
@@ -149,6 +197,8 @@ class WorkerDoor:
                             # It was started there and the worker no longer has it.
                             self.commit(Finish(time=now, job_id=job.id, attempt=job.attempt, host=body.host,
                                                reason="lost: the worker no longer has the job"), lambda r: None)
+                        elif job.kill_requested:  # killed, and the worker (which lists all it runs) never started it
+                            self.end_share(job, body.host, now, f"killed before it started on {body.host}")
                         else:
                             self.dispatch(job, body.host, now)
                     elif job.state in ACTIVE and job.kill_requested and body.host in job.hosts:
@@ -192,8 +242,10 @@ class WorkerDoor:
         self.ok(ident, rid, S.Ack())
 
     def h_job_finished(self: Controller, ident: bytes, rid: int, body: S.JobFinished) -> None:
+        # ``confirmed`` keeps the entry (the periodic prune drops it): the share is known to have
+        # run until its Finish commits, so the audit does not call it "RUN with no task" meanwhile.
         self.unconfirmed.pop((body.job_id, body.host), None)
-        self.confirmed.pop((body.job_id, body.host), None)
+        self.unstarted_kills.pop((body.job_id, body.host), None)
         self.commit(Finish(time=body.time, job_id=body.job_id, attempt=body.attempt, host=body.host,
                            exit_code=body.exit_code, signal=body.signal, reason=body.reason,
                            usage=body.usage),

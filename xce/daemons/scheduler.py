@@ -61,9 +61,9 @@ class Scheduler:
 
         self.cfg = cfg
         self.ctx = zmq.Context()
-        from xce.curve import daemon_keys
+        from xce.curve import SCHEDULER_KEY, daemon_keys
 
-        self.keys = daemon_keys(cfg, "scheduler")
+        self.keys = daemon_keys(cfg, SCHEDULER_KEY)
         self.conn = Connection(endpoints_of(cfg), token=daemon_token(cfg), timeout=5.0, ctx=self.ctx,
                                curve=self.keys)
         self.mirror = Mirror()

@@ -35,7 +35,7 @@ from xce.errors import ProtocolError, XceError
 from xce.model import HostUsage
 from xce.proto import schema as S
 from xce.proto.codec import (decode_envelope, decode_error, decode_reply, decode_request, encode,
-                             error_reply)
+                             error_reply, order_key)
 from xce.proto.opcodes import Op
 from xce.units import parse_mem
 from xce.worker import measure
@@ -229,7 +229,12 @@ class Worker:
                     raise ProtocolError(f"order from term {env.term}, but term {self.term} was seen: "
                                         "refusing a deposed leader")
                 self.term = max(self.term, env.term)
-                op, body = decode_request(env)
+                try:
+                    op, body = decode_request(env)
+                except ProtocolError as e:
+                    if env.op == Op.RUN_JOB and self.refuse_run(env, e):
+                        continue
+                    raise
                 if op == Op.RUN_JOB:
                     self.run_job(body)
                 elif op == Op.KILL_JOB:
@@ -309,15 +314,31 @@ class Worker:
             self.registered = False
             self.next_register = 0.0
 
+    def ending(self, key: tuple[int, int]) -> bool:
+        """Whether the end of task ``key`` is reported but not yet committed."""
+        return any((m.job_id, m.attempt) == key for _, m in self.pending_exits) \
+            or any((m.job_id, m.attempt) == key for _, m, _ in self.unacked.values())
+
+    def refuse_run(self, env: S.Envelope, e: ProtocolError) -> bool:
+        """End the job of a RUN_JOB this worker cannot accept (over its limit, a bad field):
+        the leader would send the same order again for ever and the job stay RUN with no task.
+        False when the order does not even name its job."""
+        key = order_key(env)
+        if key is None:
+            return False
+        log.error("refusing the order for job %d: %s", key[0], e.message)
+        if self.runner.find(*key) is None and not self.ending(key):
+            self.finish_now(*key, time.time(), None, None, f"dispatch refused by {self.name}: {e.message}",
+                            HostUsage(host=self.name))
+        return True
+
     def run_job(self, body: S.RunJob) -> None:
         assert self.sock is not None
         key = (body.job_id, body.attempt)
         task = self.runner.find(*key)
         if task is not None and task.ended is None:
             task.mem_limit = body.spec.mem_limit  # a repeated order carries `xce modify -M`
-        if task is not None \
-                or any((m.job_id, m.attempt) == key for _, m in self.pending_exits) \
-                or any((m.job_id, m.attempt) == key for _, m, _ in self.unacked.values()):
+        if task is not None or self.ending(key):
             return  # a retried dispatch: already started once
         env = {"XCE_JOBID": str(body.job_id), "XCE_HOSTS": " ".join(body.hosts),
                "XCE_HOST": self.name, "XCE_SLOTS": str(body.alloc.slots),
@@ -344,6 +365,11 @@ class Worker:
         task = self.runner.find(body.job_id, body.attempt)
         if task is not None:
             self.runner.kill(task, body.reason)
+        elif not self.ending((body.job_id, body.attempt)):
+            # Orders arrive in the order sent, so any RUN_JOB for it came first: it never started
+            # here, and never will (the leader sends no RUN_JOB for a killed job).
+            self.finish_now(body.job_id, body.attempt, time.time(), None, None,
+                            f"{body.reason} (it never started on {self.name})", HostUsage(host=self.name))
 
     def reap(self, now: float) -> None:
         for ex in self.runner.poll():

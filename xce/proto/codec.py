@@ -14,11 +14,12 @@ from typing import Any
 import msgspec
 
 from xce.errors import ProtocolError, XceError
+from xce.proto import limits
 from xce.proto.opcodes import Op
 from xce.proto.schema import (DEFAULT_MAX_BODY, MAX_BODY, PROTOCOL_VERSION, REPLIES, REQUESTS,
-                              Envelope, ErrorReply, Event)
+                              Envelope, ErrorReply, Event, OrderKey)
 
-MAX_FRAME = 64 * 2**20  # ZMQ_MAXMSGSIZE on every socket that takes input from others
+MAX_FRAME = limits.MAX_FRAME  # ZMQ_MAXMSGSIZE on every socket that takes input from others
 
 _enc = msgspec.msgpack.Encoder()
 _env_dec = msgspec.msgpack.Decoder(Envelope)
@@ -97,6 +98,16 @@ def decode_event_body(body: bytes) -> Event:
         raise ProtocolError(f"bad EVENT body: {e}") from None
     except RecursionError:
         raise ProtocolError("bad EVENT body: nested too deeply") from None
+
+
+def order_key(env: Envelope) -> tuple[int, int] | None:
+    """The (job, attempt) an order names, read past its size limit and any other bad field;
+    None when even those cannot be read."""
+    try:
+        key = _decoder(OrderKey).decode(env.body)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return key.job_id, key.attempt
 
 
 def decode_reply(env: Envelope, request: Op) -> Any:

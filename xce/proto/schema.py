@@ -11,6 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from xce.model import Alloc, Host, HostUsage, Job, JobSpec, Queue
+from xce.proto import limits
 from xce.proto.idempotency import key_problem
 from xce.proto.opcodes import Op
 from xce.views import HostView, JobView
@@ -367,6 +368,13 @@ class RunJob(msgspec.Struct, kw_only=True):
     mem_decay: bool = False
 
 
+class OrderKey(msgspec.Struct):
+    """Just the (job, attempt) of an order: what a worker reads from one it refuses, to end that job."""
+
+    job_id: int
+    attempt: int
+
+
 class KillJob(msgspec.Struct, kw_only=True):
     job_id: int
     attempt: int
@@ -396,7 +404,5 @@ REPLIES: dict[Op, type] = {
     Op.JOB_FINISHED: Ack, Op.RUN_JOB: Ack, Op.KILL_JOB: Ack,
 }
 
-# Largest body accepted per request, so a flood is refused with a reply naming the
-# limit; ZMQ_MAXMSGSIZE (codec.MAX_FRAME) is the backstop that drops the peer.
-MAX_BODY: dict[Op, int] = {Op.SUBMIT: 48 * 2**20, Op.PLACE: 48 * 2**20}
-DEFAULT_MAX_BODY = 4 * 2**20
+# Largest body accepted per request: the one table of limits (xce/proto/limits.py).
+MAX_BODY, DEFAULT_MAX_BODY = limits.MAX_BODY, limits.DEFAULT_MAX_BODY

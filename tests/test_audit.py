@@ -1,0 +1,47 @@
+"""`xce admin audit`'s checks on the hard allocations and on dispatch (pure: no daemons)."""
+
+from __future__ import annotations
+
+from builders import T0, cluster_state, host, spec, submit
+
+from xce.audit import Dispatch, audit
+from xce.live import Live
+from xce.model import Alloc
+from xce.state import Place
+
+G = 2**30
+
+
+def placed(allocs: list[Alloc], resreq: str = "") -> tuple:
+    st = cluster_state(hosts=(host("node1"), host("node2")))
+    (jid,) = submit(st, spec("1G", resreq=resreq))
+    st.apply(Place(time=T0, job_id=jid, attempt=0, allocs=allocs))
+    live = Live()
+    live.sync_job(st.jobs[jid], T0)
+    return st, live, jid
+
+
+def test_an_allocation_the_request_does_not_give_is_a_violation() -> None:
+    """A worker key once placed a 1G job with a 1-byte reservation, and the audit saw nothing."""
+    st, live, jid = placed([Alloc("node2", 1, mem=1, virtual={"slots": 1})])
+    problems, _ = audit(st, live)
+    assert f"job {jid}: allocation on node2: mem 1B, the job's request gives 1.0G" in problems
+    st, live, jid = placed([Alloc("node2", 1, mem=G, virtual={"slots": 1})])
+    assert audit(st, live)[0] == []
+
+
+def test_a_job_running_with_no_task_on_its_host_past_one_heartbeat_is_a_violation() -> None:
+    st, live, jid = placed([Alloc("node1", 1, mem=G, virtual={"slots": 1})])
+    never_started = Dispatch(started={}, now=T0 + 1.5, known_since=T0 - 100, grace=1.0)
+    problems, checked = audit(st, live, dispatch=never_started)
+    assert problems == [f"job {jid} is RUN on node1 but no task runs there (placed 1.5 s ago; "
+                        "the worker never confirmed it)"]
+    assert checked["dispatches"] == 1
+    # within one heartbeat of the placement, or of the leadership (workers are re-registering): not yet
+    assert audit(st, live, dispatch=Dispatch(started={}, now=T0 + 0.5, known_since=T0 - 100, grace=1.0))[0] == []
+    assert audit(st, live, dispatch=Dispatch(started={}, now=T0 + 1.5, known_since=T0 + 1, grace=1.0))[0] == []
+    # started: no problem; started at another attempt: a problem
+    ok = Dispatch(started={(jid, "node1"): 1}, now=T0 + 9, known_since=T0 - 100, grace=1.0)
+    assert audit(st, live, dispatch=ok)[0] == []
+    stale = Dispatch(started={(jid, "node1"): 0}, now=T0 + 9, known_since=T0 - 100, grace=1.0)
+    assert len(audit(st, live, dispatch=stale)[0]) == 1

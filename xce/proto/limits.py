@@ -1,0 +1,107 @@
+"""Every size limit XCE enforces, in one table: what a message may weigh, and each job-spec field.
+
+Owns the numbers and the checks that apply them; the codec (message bodies, frames), the
+controller's submit (job specs, kill reasons), its registration (host names) and its dispatch
+(orders) read them here and nowhere else.  docs/protocol.md §7 is this table in prose.
+
+Invariant (asserted below, and tested with the biggest spec that passes): a spec that passes
+``check_spec``, with its allocation and a host list of up to ``RUN_JOB_HOSTS`` hosts, encodes
+into a RUN_JOB body within that order's limit.  So whatever submit accepts, a worker accepts
+as an order; a job that spans still more hosts is ended at dispatch with the reason (the
+controller measures the encoded order before it sends it).
+
+Sizes are bytes of UTF-8, counted as the kernel counts them where it has a limit of its own:
+an argv or environment block holds each string plus a NUL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from xce.model import JobSpec
+from xce.proto.opcodes import Op
+
+KiB = 1024
+MiB = 1024 * KiB
+
+
+class FieldLimit(NamedTuple):
+    field: str              # the JobSpec field (or, for the others, what it names)
+    max_bytes: int
+    max_items: int | None   # entries of a list or map; None for a string
+    what: str               # what it holds and how it is counted, for messages and the docs
+
+
+# A job's spec: what one job may carry.  Sized for real jobs (a module-heavy HPC environment
+# is tens of KiB), and so that the controller's memory per job stays bounded (docs/protocol.md §7).
+SPEC_LIMITS: tuple[FieldLimit, ...] = (
+    FieldLimit("command", 128 * KiB, 4096, "a job's argv: each argument + NUL"),
+    FieldLimit("env", 128 * KiB, 4096, "a job's environment: each KEY=VALUE + NUL"),
+    FieldLimit("name", 1 * KiB, None, "a job name"),
+    FieldLimit("user", 256, None, "a user name"),
+    FieldLimit("queue", 256, None, "a queue name"),
+    FieldLimit("resreq", 8 * KiB, None, "a resource requirement string"),
+    FieldLimit("cwd", 4 * KiB, None, "a path (PATH_MAX)"),
+    FieldLimit("stdout", 4 * KiB, None, "a path (PATH_MAX)"),
+    FieldLimit("stderr", 4 * KiB, None, "a path (PATH_MAX)"),
+)
+SPEC_FIELD: Mapping[str, FieldLimit] = {f.field: f for f in SPEC_LIMITS}
+
+# Other strings a request stores in hard state.
+HOST_NAME = FieldLimit("host name", 255, None, "a registering host's name (DNS: 253)")
+KILL_REASON = FieldLimit("kill reason", 1 * KiB, None, "the reason a KILL gives")
+
+# Messages.  Each request's encoded body; ZMQ_MAXMSGSIZE (MAX_FRAME) is the backstop that
+# drops a peer sending more, without a reply.
+MAX_FRAME = 64 * MiB
+DEFAULT_MAX_BODY = 4 * MiB
+MAX_BODY: dict[Op, int] = {Op.SUBMIT: 48 * MiB, Op.PLACE: 48 * MiB}
+
+# msgpack's bound on what a spec encodes to: each string's header is at most 5 bytes (str32),
+# each map entry has two; the fixed part (field names, scalars, container headers) is small.
+_STR_HEADER = 5
+_SPEC_FIXED = 512
+SPEC_BOUND = _SPEC_FIXED + sum(f.max_bytes + 2 * _STR_HEADER * (f.max_items or 1) for f in SPEC_LIMITS)
+# An allocation: its host, and one virtual entry per resource its request names (each at
+# least 4 characters of the resreq, "r=1:"); a name, its header and an int64 each.
+_ALLOC_BOUND = 64 + HOST_NAME.max_bytes + _STR_HEADER + 4 * SPEC_FIELD["resreq"].max_bytes
+_RUN_JOB_FIXED = 256  # ids, attempt, term, decay fields, the envelope
+
+
+def body_limit(op: Op) -> int:
+    return MAX_BODY.get(op, DEFAULT_MAX_BODY)
+
+
+# How many hosts of the longest name a RUN_JOB may list with the biggest spec (about 13,900).
+RUN_JOB_HOSTS = (body_limit(Op.RUN_JOB) - SPEC_BOUND - _ALLOC_BOUND - _RUN_JOB_FIXED) \
+    // (HOST_NAME.max_bytes + _STR_HEADER)
+assert RUN_JOB_HOSTS >= 10_000, "the RUN_JOB limit no longer holds the biggest spec and a large job"
+assert body_limit(Op.SUBMIT) >= SPEC_BOUND and MAX_FRAME > max(MAX_BODY.values()) + 4 * KiB
+
+
+def measure(value: Any) -> tuple[int, int]:
+    """(bytes, items) of a spec field as the table counts it."""
+    if value is None:
+        return 0, 0
+    if isinstance(value, str):
+        return len(value.encode()), 1
+    if isinstance(value, dict):
+        return sum(len(k.encode()) + len(v.encode()) + 2 for k, v in value.items()), len(value)
+    return sum(len(a.encode()) + 1 for a in value), len(value)
+
+
+def check_spec(spec: JobSpec) -> str | None:
+    """Why ``spec`` is over a limit ("env: 4,299,166 bytes is over the limit of ..."), or None."""
+    for f in SPEC_LIMITS:
+        size, items = measure(getattr(spec, f.field))
+        if f.max_items is not None and items > f.max_items:
+            return f"{f.field}: {items:,} entries is over the limit of {f.max_items:,} ({f.what})"
+        if size > f.max_bytes:
+            return f"{f.field}: {size:,} bytes is over the limit of {f.max_bytes:,} bytes ({f.what})"
+    return None
+
+
+def check_text(f: FieldLimit, value: str) -> str | None:
+    size = len(value.encode())
+    return None if size <= f.max_bytes else f"{f.field}: {size:,} bytes is over the limit of {f.max_bytes:,} bytes"
