@@ -73,7 +73,7 @@ def body_limit(op: Op) -> int:
     return MAX_BODY.get(op, DEFAULT_MAX_BODY)
 
 
-# How many hosts of the longest name a RUN_JOB may list with the biggest spec (about 13,900).
+# How many hosts of the longest name a RUN_JOB may list with the biggest spec (14,593).
 RUN_JOB_HOSTS = (body_limit(Op.RUN_JOB) - SPEC_BOUND - _ALLOC_BOUND - _RUN_JOB_FIXED) \
     // (HOST_NAME.max_bytes + _STR_HEADER)
 assert RUN_JOB_HOSTS >= 10_000, "the RUN_JOB limit no longer holds the biggest spec and a large job"
