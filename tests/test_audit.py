@@ -32,16 +32,20 @@ def test_an_allocation_the_request_does_not_give_is_a_violation() -> None:
 
 def test_a_job_running_with_no_task_on_its_host_past_one_heartbeat_is_a_violation() -> None:
     st, live, jid = placed([Alloc("node1", 1, mem=G, virtual={"slots": 1})])
-    never_started = Dispatch(started={}, now=T0 + 1.5, known_since=T0 - 100, grace=1.0)
+    up = {"node1": T0 - 100}
+    never_started = Dispatch(started={}, registered=up, now=T0 + 1.5, grace=1.0)
     problems, checked = audit(st, live, dispatch=never_started)
     assert problems == [f"job {jid} is RUN on node1 but no task runs there (placed 1.5 s ago; "
                         "the worker never confirmed it)"]
     assert checked["dispatches"] == 1
-    # within one heartbeat of the placement, or of the leadership (workers are re-registering): not yet
-    assert audit(st, live, dispatch=Dispatch(started={}, now=T0 + 0.5, known_since=T0 - 100, grace=1.0))[0] == []
-    assert audit(st, live, dispatch=Dispatch(started={}, now=T0 + 1.5, known_since=T0 + 1, grace=1.0))[0] == []
+    # within one heartbeat of the placement, or of the host's registration with this leader
+    # (after a failover its worker lists its tasks then), or not registered yet: not yet
+    assert audit(st, live, dispatch=Dispatch(started={}, registered=up, now=T0 + 0.5, grace=1.0))[0] == []
+    assert audit(st, live, dispatch=Dispatch(started={}, registered={"node1": T0 + 1}, now=T0 + 1.5,
+                                             grace=1.0))[0] == []
+    assert audit(st, live, dispatch=Dispatch(started={}, registered={}, now=T0 + 9, grace=1.0))[0] == []
     # started: no problem; started at another attempt: a problem
-    ok = Dispatch(started={(jid, "node1"): 1}, now=T0 + 9, known_since=T0 - 100, grace=1.0)
+    ok = Dispatch(started={(jid, "node1"): 1}, registered=up, now=T0 + 9, grace=1.0)
     assert audit(st, live, dispatch=ok)[0] == []
-    stale = Dispatch(started={(jid, "node1"): 0}, now=T0 + 9, known_since=T0 - 100, grace=1.0)
+    stale = Dispatch(started={(jid, "node1"): 0}, registered=up, now=T0 + 9, grace=1.0)
     assert len(audit(st, live, dispatch=stale)[0]) == 1

@@ -8,7 +8,8 @@ Checks, naming every violation:
   allocation, and none on a host whose share ended;
 - every running job's allocations are what its own request gives (placement.allocation_reason);
 - every RUN job has a task on each host whose share still runs, one heartbeat after it was
-  placed (given the leader's dispatch records: ``Dispatch``);
+  placed or its host registered with this leader, whichever is later (given the leader's
+  dispatch records: ``Dispatch``);
 - no account belongs to a job that is not running.
 """
 
@@ -28,9 +29,10 @@ class Dispatch:
     """What the leader knows of the tasks its workers run (soft state)."""
 
     started: Mapping[tuple[int, str], int]  # (job, host) -> the attempt its worker confirmed
+    registered: Mapping[str, float]  # host -> when its worker registered with this leader, listing
+    #                                  every task it runs: from then on ``started`` is complete
     now: float
-    known_since: float  # records are complete from then on (this leadership began; workers re-register)
-    grace: float        # one heartbeat: how long a placement may go unconfirmed
+    grace: float  # one heartbeat: how long a placement may go unconfirmed
 
 
 @dataclass
@@ -82,12 +84,11 @@ def _accounts(job: Job, live: Live, problems: list[str]) -> None:
 
 def _tasks(job: Job, d: Dispatch, problems: list[str]) -> int:
     """Check one RUN job's shares against the confirmed tasks; how many shares were checked."""
-    since = max(job.start_time or 0.0, d.known_since)
-    if d.now - since <= d.grace:
-        return 0
     checked = 0
     for host in job.hosts:
-        if host in job.finished_hosts:
+        registered = d.registered.get(host)
+        if host in job.finished_hosts or registered is None \
+                or d.now - max(job.start_time or 0.0, registered) <= d.grace:
             continue
         checked += 1
         if d.started.get((job.id, host)) != job.attempt:

@@ -129,7 +129,9 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
         # After kill_wait (the time a silent host takes to go unavail) the share is ended.
         self.unstarted_kills: dict[tuple[int, str], tuple[float, float]] = {}
         self.kill_wait = c.heartbeat_misses * cfg.worker.heartbeat
-        self.leader_since = 0.0  # when this leadership began: dispatch records are complete after it
+        # host -> when its worker registered with this leader, listing every task it runs: from
+        # then on ``confirmed`` is complete for that host (the audit and chase_kills rely on it).
+        self.registered_at: dict[str, float] = {}
         self.seq = 0
         self.epoch = uuid.uuid4().hex[:12]
         self.was_leader = False

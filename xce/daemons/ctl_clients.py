@@ -218,7 +218,7 @@ class ClientDoor:
     def h_audit(self: Controller, ident: bytes, rid: int, body: S.Empty) -> None:
         from xce.audit import Dispatch, audit
 
-        dispatch = Dispatch(started=self.confirmed, now=time.time(), known_since=self.leader_since,
+        dispatch = Dispatch(started=self.confirmed, registered=self.registered_at, now=time.time(),
                             grace=self.cfg.worker.heartbeat)
         with self.raft.lock:
             problems, checked = audit(self.state, self.live, self.cluster_totals, dispatch)

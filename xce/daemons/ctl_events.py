@@ -148,5 +148,5 @@ class Publisher:
             self.unconfirmed.clear()
             self.confirmed.clear()
             self.unstarted_kills.clear()
-            self.leader_since = now
+            self.registered_at.clear()
         self.was_leader = leader

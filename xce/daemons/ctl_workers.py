@@ -72,8 +72,9 @@ class WorkerDoor:
     def order_kill(self: Controller, job: Job, host: str, now: float) -> None:
         self.send_worker(host, Op.KILL_JOB, S.KillJob(
             job_id=job.id, attempt=job.attempt, reason=job.reason or "killed by user"))
-        if self.confirmed.get((job.id, host)) != job.attempt:
-            # No worker confirmed it started there: chase_kills re-sends, then ends the share.
+        if host in self.registered_at and self.confirmed.get((job.id, host)) != job.attempt:
+            # Its worker listed its tasks to this leader and never confirmed this one: chase_kills
+            # re-sends, then ends the share.  (An unregistered host's worker tells at registration.)
             first, _ = self.unstarted_kills.get((job.id, host), (now, now))
             self.unstarted_kills[(job.id, host)] = (first, now)
 
@@ -164,6 +165,7 @@ class WorkerDoor:
                 log.warning("key %r of host %s was revoked: the worker is cut off", key, host)
                 del self.worker_keys[host]
                 self.workers.pop(host, None)
+                self.registered_at.pop(host, None)
 
     def h_register(self: Controller, ident: bytes, rid: int, body: S.RegisterRequest) -> None:
         why = check_text(HOST_NAME, body.host)
@@ -190,6 +192,7 @@ class WorkerDoor:
                     else:
                         self.unconfirmed.pop((t.job_id, body.host), None)
                         self.confirmed[(t.job_id, body.host)] = t.attempt
+                self.registered_at[body.host] = now
                 for job in self.state.jobs.values():
                     if job.state in ACTIVE and body.host in job.hosts \
                             and body.host not in job.finished_hosts and (job.id, job.attempt) not in known:
