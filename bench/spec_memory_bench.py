@@ -4,7 +4,7 @@
 
 Starts `xce up --hosts 1` in a fresh temporary state directory, stops its scheduler
 (SIGSTOP, so every job stays pending and held), and reads the controller's VmRSS before and
-after submitting --big jobs at every limit of xce/proto/limits.py (command and environment
+after submitting --big jobs at every limit of xce/limits.py (command and environment
 each at 128 KiB, in thousands of entries) and --typical jobs (`sleep 1`, this shell's
 environment).  Brings the cluster down after.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from xce.client import Client
 from xce.model import JobSpec
-from xce.proto import limits
+from xce import limits
 
 
 def xce(sd: Path, *args: str) -> None:
@@ -43,7 +43,7 @@ def biggest(user: str, i: int) -> JobSpec:
     cmd = ["echo"] + ["a" * 30] * 4000
     cmd.append("b" * (limits.SPEC_FIELD["command"].max_bytes - sum(len(a) + 1 for a in cmd) - 1))
     spec = JobSpec(command=cmd, env=env, user=user, cwd="/tmp", name=f"big{i}")
-    assert limits.check_spec(spec) is None
+    assert limits.spec_limit_reason(spec) is None
     return spec
 
 

@@ -8,6 +8,7 @@ key the cluster allows, as an attacker with a stolen key would be.
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import signal
 import subprocess
@@ -26,7 +27,7 @@ from xce.auth import ensure_daemon_token
 from xce.curve import ClientKeys, KeyStore
 from xce.errors import InvalidRequest
 from xce.model import Alloc, JobSpec
-from xce.proto import limits
+from xce import limits
 from xce.proto import schema as S
 from xce.proto.codec import decode_envelope, encode
 from xce.proto.opcodes import Op
@@ -78,11 +79,14 @@ def scheduler_paused(cluster) -> Iterator[None]:
 
 def test_a_job_too_big_to_dispatch_is_refused_at_submit_naming_the_limit(cluster) -> None:
     env = {"BIG": "x" * int(4.1 * 2**20)}  # the reported attack: accepted, RUN, never started
-    with pytest.raises(InvalidRequest) as e:
-        cluster.client.submit(["true"], env=env)
     size = len("BIG=") + int(4.1 * 2**20) + 1
+    # A ready-made JobSpec goes to the controller unchecked: the leader refuses it itself.
+    with pytest.raises(InvalidRequest) as e:
+        cluster.client.submit_many([JobSpec(command=["true"], env=env, user=getpass.getuser(), cwd="/tmp")])
     assert f"env: {size:,} bytes" in e.value.message
     assert f"limit of {limits.SPEC_FIELD['env'].max_bytes:,} bytes" in e.value.message
+    with pytest.raises(InvalidRequest, match=f"env: {size:,} bytes"):  # and xce.client's own check, first
+        cluster.client.submit(["true"], env=env)
     assert not [j for j in cluster.client.jobs(all=True) if j.state == "RUN"]
     # at the limit, it runs
     f = limits.SPEC_FIELD["env"]
@@ -143,7 +147,7 @@ def test_a_worker_ends_the_job_of_an_order_it_refuses(fake_controller: FakeContr
     done = msgspec.msgpack.decode(env.body, type=S.JobFinished)
     assert (done.job_id, done.attempt, done.host) == (5, 1, "fake1")
     assert done.reason.startswith("dispatch refused by fake1: RUN_JOB body of ")
-    assert f"exceeds the {limits.body_limit(Op.RUN_JOB)}-byte limit" in done.reason
+    assert f"exceeds the {limits.body_limit('RUN_JOB')}-byte limit" in done.reason
     assert fake_controller.proc.poll() is None
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from xce.errors import ProtocolError
-from xce.model import Alloc, JobSpec
-from xce.proto import limits
+from xce import limits
+from xce.errors import InvalidRequest, ProtocolError
+from xce.model import Alloc, JobSpec, check_spec
 from xce.proto.codec import decode_envelope, decode_request, encode
 from xce.proto.opcodes import Op
 from xce.proto.schema import RunJob
@@ -38,7 +38,8 @@ def biggest_spec() -> JobSpec:
 
 
 def test_the_biggest_spec_submit_accepts_passes_the_check() -> None:
-    assert limits.check_spec(biggest_spec()) is None
+    assert limits.spec_limit_reason(biggest_spec()) is None
+    check_spec(biggest_spec())  # every door's check applies the table
 
 
 def test_what_submit_accepts_a_worker_accepts_as_an_order() -> None:
@@ -54,7 +55,7 @@ def test_what_submit_accepts_a_worker_accepts_as_an_order() -> None:
     op, back = decode_request(decode_envelope(data))
     assert op == Op.RUN_JOB and back.spec == spec
     assert len(data) <= limits.MAX_FRAME
-    assert limits.body_limit(Op.SUBMIT) >= limits.SPEC_BOUND  # one such job fits in a submit
+    assert limits.body_limit("SUBMIT") >= limits.SPEC_BOUND  # one such job fits in a submit
 
 
 @pytest.mark.parametrize("field,value,size", [
@@ -69,7 +70,9 @@ def test_what_submit_accepts_a_worker_accepts_as_an_order() -> None:
 ])
 def test_a_field_over_its_limit_is_refused_naming_the_limit_and_the_size(field: str, value, size) -> None:
     spec = JobSpec(**{"command": ["true"], field: value})
-    why = limits.check_spec(spec)
+    why = limits.spec_limit_reason(spec)
+    with pytest.raises(InvalidRequest, match=f"^{field}: "):
+        check_spec(spec)
     assert why is not None and why.startswith(f"{field}: ")
     f = limits.SPEC_FIELD[field]
     if size is None:  # too many items
@@ -82,8 +85,9 @@ def test_the_message_limits_come_from_the_table() -> None:
     from xce.proto import codec, schema
 
     assert codec.MAX_FRAME == limits.MAX_FRAME
-    assert schema.MAX_BODY is limits.MAX_BODY and schema.DEFAULT_MAX_BODY == limits.DEFAULT_MAX_BODY
-    body = b"\x80" + b"\x00" * limits.body_limit(Op.RUN_JOB)
+    assert {op.name: n for op, n in schema.MAX_BODY.items()} == limits.MAX_BODY
+    assert schema.DEFAULT_MAX_BODY == limits.DEFAULT_MAX_BODY
+    body = b"\x80" + b"\x00" * limits.body_limit("RUN_JOB")
     with pytest.raises(ProtocolError, match="RUN_JOB body of"):
         decode_request(_envelope(Op.RUN_JOB, body))
 

@@ -18,6 +18,7 @@ from enum import StrEnum
 import msgspec
 
 from xce.errors import InvalidRequest
+from xce.limits import spec_limit_reason
 from xce.resreq import ResReq
 from xce.units import MIB, fmt_bytes
 
@@ -87,6 +88,9 @@ def check_spec(spec: JobSpec) -> None:
     if spec.slots < 1:
         raise InvalidRequest(f"slots must be >= 1, got {spec.slots}")
     check_mem_limit(spec.mem_limit)
+    too_big = spec_limit_reason(spec)  # so that whatever is accepted can be dispatched
+    if too_big is not None:
+        raise InvalidRequest(too_big)
 
 
 class Alloc(msgspec.Struct, frozen=True, gc=False):

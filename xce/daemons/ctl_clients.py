@@ -13,8 +13,7 @@ from xce.model import ACTIVE, TERMINAL, check_mem_limit, check_spec
 from xce.placement import demand_of, host_caps, never_fits
 from xce.proto import schema as S
 from xce.proto.codec import encode
-from xce.proto.limits import KILL_REASON, check_text
-from xce.proto.limits import check_spec as over_limit
+from xce.limits import KILL_REASON, check_text
 from xce.proto.opcodes import Op
 from xce.result import Ok, Result
 from xce.state import (Kill, Modify, SetHostAdmin, Submit)
@@ -48,9 +47,6 @@ class ClientDoor:
                 check_spec(spec)
             except InvalidRequest as e:
                 raise InvalidRequest(where + e.message) from None
-            too_big = over_limit(spec)  # so that whatever is accepted can be dispatched
-            if too_big is not None:
-                raise InvalidRequest(f"{where}{too_big}")
             q = spec.queue or default
             if q not in queues:
                 raise InvalidRequest(f"{where}queue {q!r} does not exist (queues: {', '.join(sorted(queues))})")

@@ -13,7 +13,7 @@ from xce.model import ACTIVE, TERMINAL, Host, HostUsage, Job, JobState
 from xce.placement import build_allocs, check_placement, demand_of, host_caps
 from xce.proto import schema as S
 from xce.proto.codec import encode
-from xce.proto.limits import HOST_NAME, body_limit, check_text
+from xce.limits import HOST_NAME, body_limit, check_text
 from xce.proto.opcodes import Op
 from xce.result import Err, Result
 from xce.resources import WIRE_NAMES
@@ -62,7 +62,7 @@ class WorkerDoor:
         data = encode(Op.RUN_JOB, 0, S.RunJob(
             job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
             mem_duration_s=duration, mem_decay=decay), term=self.raft.term())
-        limit = body_limit(Op.RUN_JOB)
+        limit = body_limit(Op.RUN_JOB.name)
         if len(data) > limit:  # a worker would refuse it: end the share now, not re-send it forever
             self.end_share(job, host, now, f"cannot dispatch to {host}: its RUN_JOB order is {len(data):,} "
                                            f"bytes, over the limit of {limit:,} bytes")

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from xce.errors import ProtocolError, XceError
-from xce.proto import limits
+from xce import limits
 from xce.proto.opcodes import Op
 from xce.proto.schema import (DEFAULT_MAX_BODY, MAX_BODY, PROTOCOL_VERSION, REPLIES, REQUESTS,
                               Envelope, ErrorReply, Event, OrderKey)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from xce.model import Alloc, Host, HostUsage, Job, JobSpec, Queue
-from xce.proto import limits
+from xce import limits
 from xce.proto.idempotency import key_problem
 from xce.proto.opcodes import Op
 from xce.views import HostView, JobView
@@ -404,5 +404,6 @@ REPLIES: dict[Op, type] = {
     Op.JOB_FINISHED: Ack, Op.RUN_JOB: Ack, Op.KILL_JOB: Ack,
 }
 
-# Largest body accepted per request: the one table of limits (xce/proto/limits.py).
-MAX_BODY, DEFAULT_MAX_BODY = limits.MAX_BODY, limits.DEFAULT_MAX_BODY
+# Largest body accepted per request: the one table of limits (xce/limits.py).
+MAX_BODY: dict[Op, int] = {Op[name]: n for name, n in limits.MAX_BODY.items()}
+DEFAULT_MAX_BODY = limits.DEFAULT_MAX_BODY

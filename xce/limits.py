@@ -1,8 +1,10 @@
 """Every size limit XCE enforces, in one table: what a message may weigh, and each job-spec field.
 
-Owns the numbers and the checks that apply them; the codec (message bodies, frames), the
-controller's submit (job specs, kill reasons), its registration (host names) and its dispatch
-(orders) read them here and nowhere else.  docs/protocol.md §7 is this table in prose.
+Owns the numbers and the checks that apply them; ``model.check_spec`` (every door's job
+check), the codec (message bodies, frames), the controller's kill (reasons), registration
+(host names) and dispatch (orders) read them here and nowhere else.  docs/protocol.md §7 is
+this table in prose.  Part of the pure core: it imports nothing of XCE, so the model and the
+wire both can (message limits are keyed by opcode name; xce/proto/schema.py maps them to Op).
 
 Invariant (asserted below, and tested with the biggest spec that passes): a spec that passes
 ``check_spec``, with its allocation and a host list of up to ``RUN_JOB_HOSTS`` hosts, encodes
@@ -18,9 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, NamedTuple
-
-from xce.model import JobSpec
-from xce.proto.opcodes import Op
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -56,7 +55,7 @@ KILL_REASON = FieldLimit("kill reason", 1 * KiB, None, "the reason a KILL gives"
 # drops a peer sending more, without a reply.
 MAX_FRAME = 64 * MiB
 DEFAULT_MAX_BODY = 4 * MiB
-MAX_BODY: dict[Op, int] = {Op.SUBMIT: 48 * MiB, Op.PLACE: 48 * MiB}
+MAX_BODY: Mapping[str, int] = {"SUBMIT": 48 * MiB, "PLACE": 48 * MiB}  # by opcode name
 
 # msgpack's bound on what a spec encodes to: each string's header is at most 5 bytes (str32),
 # each map entry has two; the fixed part (field names, scalars, container headers) is small.
@@ -69,15 +68,16 @@ _ALLOC_BOUND = 64 + HOST_NAME.max_bytes + _STR_HEADER + 4 * SPEC_FIELD["resreq"]
 _RUN_JOB_FIXED = 256  # ids, attempt, term, decay fields, the envelope
 
 
-def body_limit(op: Op) -> int:
+def body_limit(op: str) -> int:
+    """The largest encoded body of request (or order) ``op``, by its opcode name."""
     return MAX_BODY.get(op, DEFAULT_MAX_BODY)
 
 
 # How many hosts of the longest name a RUN_JOB may list with the biggest spec (14,593).
-RUN_JOB_HOSTS = (body_limit(Op.RUN_JOB) - SPEC_BOUND - _ALLOC_BOUND - _RUN_JOB_FIXED) \
+RUN_JOB_HOSTS = (body_limit("RUN_JOB") - SPEC_BOUND - _ALLOC_BOUND - _RUN_JOB_FIXED) \
     // (HOST_NAME.max_bytes + _STR_HEADER)
 assert RUN_JOB_HOSTS >= 10_000, "the RUN_JOB limit no longer holds the biggest spec and a large job"
-assert body_limit(Op.SUBMIT) >= SPEC_BOUND and MAX_FRAME > max(MAX_BODY.values()) + 4 * KiB
+assert body_limit("SUBMIT") >= SPEC_BOUND and MAX_FRAME > max(MAX_BODY.values()) + 4 * KiB
 
 
 def measure(value: Any) -> tuple[int, int]:
@@ -91,7 +91,7 @@ def measure(value: Any) -> tuple[int, int]:
     return sum(len(a.encode()) + 1 for a in value), len(value)
 
 
-def check_spec(spec: JobSpec) -> str | None:
+def spec_limit_reason(spec: Any) -> str | None:
     """Why ``spec`` is over a limit ("env: 4,299,166 bytes is over the limit of ..."), or None."""
     for f in SPEC_LIMITS:
         size, items = measure(getattr(spec, f.field))
