@@ -259,6 +259,9 @@ class _Class:
     vetoed: list[HostCap] = field(default_factory=list)
     vetoed_names: set[str] = field(default_factory=set)
     reservable: bool = True  # False once a reservation sweep found no start for it
+    # (end, why): a job of the class ending that late failed on a veto, so any ending as late
+    # or later fails too (a later end overlaps more reservations; resources only shrink).
+    vetoed_from: tuple[float, str] | None = None
 
 
 Veto = Callable[[Demand, HostCap, int, bool], str | None]
@@ -305,7 +308,7 @@ class _Round:
         self.no_room: dict[tuple[int, int], str] = {}  # (slots needed, slots free) -> that reason
         self.bf = Backfill(backfill, now, fit_reason, _place_fresh, releases)
         self.limits = limits
-        self.sweeps = 16  # reservation sweeps a round may try (each a pass over the releases)
+        self.sweeps = 16 if self.bf.most else 0  # reservation sweeps a round may try (each a pass over the releases)
 
     def demand(self, job: Job) -> Demand:
         dk = (job.spec.slots, job.req)
@@ -345,10 +348,16 @@ class _Round:
         cls = self.klass(d)
         if cls.failed:
             return self.hold(job, d, cls.failed, plan)
-        allocs, why, vetoed = _place_one(d, cls, self.veto(job))
+        veto = self.veto(job)
+        end = self.bf.end_of(job) if veto else 0.0
+        if veto and cls.vetoed_from and end >= cls.vetoed_from[0]:
+            return self.hold(job, d, cls.vetoed_from[1], plan)
+        allocs, why, vetoed = _place_one(d, cls, veto)
         if allocs is None:
             if not vetoed:
                 cls.failed = why
+            elif cls.vetoed_from is None or end < cls.vetoed_from[0]:
+                cls.vetoed_from = (end, why)
             return self.hold(job, d, why, plan)
         if self.limits:  # the exact charge, now that the hosts (and so the per-host memory) are known
             over = self.limits.job_reason(job, slots, sum(a.mem for a in allocs))
@@ -379,13 +388,13 @@ class _Round:
             self.cfree[name] = self.cfree.get(name, 0) - n
         if self.limits:
             self.limits.charge(job, allocs)
-        if self.bf.rules.reservations:
+        if self.bf.most:
             self.bf.placed(d, allocs, self.bf.end_of(job))
         plan.placements.append((job.id, allocs))
 
     def hold(self, job: Job, d: Demand | None, why: str, plan: Plan) -> None:
         """A job that cannot start now: the first blocked ones get a reservation."""
-        if self.bf.wants and self.sweeps > 0:
+        if self.sweeps > 0 and self.bf.wants:
             d = d or self.demand(job)
             cls = self.klass(d)
             if cls.reservable:
@@ -394,6 +403,7 @@ class _Round:
                 cls.reservable = r is not None
                 if r is not None:
                     why = f"{why}; {r.says()}"
+                    self.sweeps *= self.bf.wants  # none left to hold: no more sweeps
         plan.reasons[job.id] = why
 
 

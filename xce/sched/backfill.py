@@ -54,7 +54,8 @@ class BackfillRules:
 
     @property
     def reservations(self) -> int:
-        return {"off": 0, "easy": 1}.get(self.mode, self.depth)
+        """How many blocked jobs hold a reservation in a round."""
+        return 0 if self.mode == "off" else 1 if self.mode == "easy" else self.depth
 
     def runtime(self, spec: JobSpec) -> float:
         """How long a job is expected to run (seconds; inf: unknown, it holds what it takes for
@@ -134,12 +135,13 @@ class Backfill:
         self.timeline: dict[str, list[Release]] = {}
         self.points: dict[str, list[_Point]] = {}
         self.reservations: list[Reservation] = []
+        self.most = rules.reservations
         for r in releases:
             self.timeline.setdefault(r.host, []).append(r)
 
     @property
     def wants(self) -> bool:
-        return len(self.reservations) < self.rules.reservations
+        return len(self.reservations) < self.most
 
     def end_of(self, job: Job) -> float:
         return self.now + self.rules.runtime(job.spec)
@@ -155,13 +157,18 @@ class Backfill:
         return None
 
     def placed(self, d: Demand, allocs: list[Alloc], end: float) -> None:
-        """A job placed now: charge the points it overlaps, and give it back at its end."""
+        """A job placed now: charge the points it overlaps, and give it back at its end (for the
+        reservations still to come this round)."""
+        later = end < math.inf and self.wants
         for a in allocs:
+            pts = self.points.get(a.host)
+            if pts is None and not later:
+                continue
             virtual = _virtual(a)
-            for p in self.points.get(a.host, ()):
+            for p in pts or ():
                 if p.start < end:
                     p.cap.charge(a.slots, a.mem, virtual)
-            if end < math.inf:
+            if later:
                 self.timeline.setdefault(a.host, []).append(Release(end, a.host, a.slots, 0, a.mem, virtual))
 
     # ---- a blocked job -------------------------------------------------------------------
