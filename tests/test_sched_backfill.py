@@ -144,3 +144,14 @@ def test_a_later_reservation_may_not_run_into_an_earlier_one() -> None:
     pending = [wide(1, run_limit=1000.0), wide(2, slots=2, run_limit=1000.0), wide(3, slots=2, run_limit=200.0)]
     plan = schedule(cs, pending, T0, backfill=CONSERVATIVE, releases=[rel("n1", 300, 2), rel("n1", 600, 2)])
     assert [(r.job_id, r.start - T0) for r in plan.reservations] == [(1, 600.0), (2, 1600.0)]
+
+
+@pytest.mark.parametrize("field,value", [("run_limit", 0.0), ("run_limit", -5.0), ("run_estimate", math.inf),
+                                         ("run_estimate", math.nan)])
+def test_a_run_figure_must_be_positive_seconds(field: str, value: float) -> None:
+    from xce.errors import InvalidRequest
+    from xce.model import check_spec
+
+    with pytest.raises(InvalidRequest, match=f"{field} must be a positive number of seconds, got {value}"):
+        check_spec(job(1, **{field: value}).spec)
+    check_spec(job(1, **{field: 60.0}).spec)

@@ -91,6 +91,10 @@ def check_spec(spec: JobSpec) -> None:
     too_big = spec_limit_reason(spec)  # so that whatever is accepted can be dispatched
     if too_big is not None:
         raise InvalidRequest(too_big)
+    for name in ("run_limit", "run_estimate"):
+        t = getattr(spec, name)
+        if t is not None and not 0 < t < float("inf"):
+            raise InvalidRequest(f"{name} must be a positive number of seconds, got {t}")
 
 
 class Alloc(msgspec.Struct, frozen=True, gc=False):
