@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from xce import accounting
 from xce.model import TERMINAL, Job
@@ -44,9 +45,11 @@ BY = ("user", "group", "project")
 Key = tuple[str, str, str, str]  # (user, group, project, queue)
 
 
+SPEC_KEY = attrgetter("user", "group", "project", "queue")  # a JobSpec's Key, built at C speed
+
+
 def key_of(job: Job) -> Key:
-    s = job.spec
-    return (s.user, s.group, s.project, s.queue)
+    return SPEC_KEY(job.spec)  # type: ignore[no-any-return]
 
 
 # ---- the share tree --------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from xce.model import Job, JobSpec, JobState
-from xce.sched.fairshare import Fairshare
+from xce.model import Job, JobState
+from xce.sched.fairshare import SPEC_KEY, Fairshare
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,17 +54,15 @@ class Ordering:
         if not trees:
             return lambda j: (-qp.get(j.spec.queue, 0), -1.0, -j.spec.priority, j.submit_time, j.id)
         cluster = trees.get(None)
-        cache: dict[tuple, float] = {}
 
-        def share(s: JobSpec) -> float:
-            k = (s.user, s.group, s.project, s.queue)
-            got = cache.get(k)
-            if got is None:
-                fs = trees.get(s.queue) or cluster
-                got = cache[k] = fs.priority(k) if fs is not None else 1.0
-            return got
+        class Shares(dict):
+            def __missing__(self, k: tuple[str, str, str, str]) -> float:
+                fs = trees.get(k[3]) or cluster
+                got = self[k] = fs.priority(k) if fs is not None else 1.0
+                return got
 
-        return lambda j: (-qp.get(j.spec.queue, 0), -share(j.spec), -j.spec.priority, j.submit_time, j.id)
+        share = Shares()
+        return lambda j: (-qp.get(j.spec.queue, 0), -share[SPEC_KEY(j.spec)], -j.spec.priority, j.submit_time, j.id)
 
     def figures(self, j: Job) -> dict[str, float]:
         """Each stage's figure for one job (what `xce jobs -l` shows)."""
