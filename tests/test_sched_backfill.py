@@ -85,7 +85,8 @@ def test_conservative_reservations_follow_each_other_on_one_host() -> None:
 
 def test_the_reservation_explains_itself() -> None:
     plan = schedule(caps(cap("node3", slots=4, slots_free=0)), [wide(12)], T0, releases=[rel("node3", 3900, 4)])
-    assert plan.reasons[12] == f"slots: needs 4; the cluster has 0 free; reserved to start at {when(T0 + 3900, T0)} on node3"
+    assert plan.reasons[12] == \
+        f"slots: needs 4; the cluster has 0 free; reserved to start at {when(T0 + 3900, T0)} on node3"
     assert when(T0 + 3900, T0).endswith("(in 1h05m)")
 
 

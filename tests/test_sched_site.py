@@ -82,3 +82,17 @@ def test_fairshare_off_is_queue_job_priority_and_submit() -> None:
     pend = [job(1, user="a"), job(2, user="b", priority=2)]
     got = st.round_inputs(pend, pend, [], None, {"normal": 30}, T0)
     assert [j.id for j in got.ordering.order(pend)] == [2, 1] and got.ordering.figures(pend[0])["fairshare"] == 1.0
+
+
+def test_placements_in_flight_hold_their_share_of_a_limit() -> None:
+    """A job the scheduler placed that the cluster still shows pending counts against the limit,
+    so the next round does not place past it; once it shows running it counts once."""
+    st = PolicyState(SitePolicy.from_config(from_dict({"limits": [{"name": "u", "per": "user", "jobs": 1}]})))
+    placed, nxt = job(1, user="ann"), job(2, user="ann")
+    got = st.round_inputs([placed, nxt], [placed, nxt], [], None, {"normal": 30}, T0, {1: [alloc("n1")]})
+    assert got.limits.job_reason(nxt, 1, 0) == "limit u: ann uses 1 of 1 running jobs"
+    without = st.round_inputs([placed, nxt], [placed, nxt], [], None, {"normal": 30}, T0)
+    assert without.limits.job_reason(nxt, 1, 0) is None
+    ran = job(1, user="ann", state=JobState.RUN, start_time=T0, allocs=[alloc("n1")])
+    got = st.round_inputs([ran, nxt], [nxt], [ran], None, {"normal": 30}, T0, {1: [alloc("n1")]})
+    assert got.limits.used[("user", "ann")][0] == 1

@@ -254,7 +254,8 @@ def _check_policy(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
         raise bad("backfill.default_run_limit", f"must be >= 0 seconds, got {bf.default_run_limit}")
     for q, t in bf.queue_run_limit.items():
         if q not in cfg.queues or t <= 0:
-            raise bad(f"backfill.queue_run_limit.{q}", "no such queue" if q not in cfg.queues else f"must be > 0, got {t}")
+            why = "no such queue" if q not in cfg.queues else f"must be > 0, got {t}"
+            raise bad(f"backfill.queue_run_limit.{q}", why)
     names: set[str] = set()
     for i, lim in enumerate(cfg.limits):
         _check_limit(lim, f"limits[{i}]", names, bad)

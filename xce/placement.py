@@ -337,7 +337,8 @@ class _Round:
         if self.free_slots < slots:
             why = self.no_room.get((slots, self.free_slots))
             if why is None:
-                why = self.no_room[(slots, self.free_slots)] = f"slots: needs {slots}; the cluster has {self.free_slots} free"
+                why = f"slots: needs {slots}; the cluster has {self.free_slots} free"
+                self.no_room[(slots, self.free_slots)] = why
             return self.hold(job, None, why, plan)
         d = self.demand(job)
         short = _cluster_short(d, self.cfree) if d.cluster else None

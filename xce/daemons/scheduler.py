@@ -24,7 +24,7 @@ from xce.errors import XceError
 from xce.follow import EventFollower, Sync
 from xce.heap import HeapUpkeep
 from xce.mirror import Mirror
-from xce.model import JobState
+from xce.model import Alloc, JobState
 from xce.placement import HostCap, host_caps, schedule
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
@@ -74,6 +74,7 @@ class Scheduler:
         self.next_round = 0.0
         self.stopping = False
         self.in_flight: dict[int, int] = {}  # job -> attempt it was placed at
+        self.in_flight_allocs: dict[int, list[Alloc]] = {}  # and where: counted against limits until the mirror runs it
         self.sent_reasons: dict[int, str] = {}
         self.waiting_when_full: set[int] = set()  # pending jobs a round saw with every slot taken
         self.cluster_totals = cfg.cluster_totals()
@@ -119,8 +120,9 @@ class Scheduler:
             # with a deep queue skips most rounds this way (each job's RUN event asks for one).
             return
         prio = {q.name: q.priority for q in m.queues.values()}
+        flying = {j: al for j, al in self.in_flight_allocs.items() if j in self.in_flight}
         got = self.policy.round_inputs(m.jobs.values(), m.pending.values(), m.running.values(), m.live.ledger,
-                                       prio, now)
+                                       prio, now, flying)
         pending = [j for j in got.ordering.order(m.pending.values()) if self.in_flight.get(j.id) != j.attempt]
         if not pending:
             return
@@ -139,8 +141,10 @@ class Scheduler:
             reasons=changed, round_ms=ms)
         reply = self.conn.request(Op.PLACE, req, timeout=10)
         self.sent_reasons.update(changed)
+        placed = dict(plan.placements)
         for jid in reply.accepted:
             self.in_flight[jid] = m.jobs[jid].attempt
+            self.in_flight_allocs[jid] = placed[jid]
         if reply.rejected:
             log.info("controller rejected %d placement(s): %s", len(reply.rejected),
                      next(iter(reply.rejected.values())))
@@ -152,6 +156,7 @@ class Scheduler:
                               if j in m.jobs and m.jobs[j].attempt == a and m.jobs[j].state == JobState.PEND}
             if not self.synced:
                 break
+        self.in_flight_allocs = {j: al for j, al in self.in_flight_allocs.items() if j in self.in_flight}
         if reply.rejected:
             self.dirty = True
 

@@ -17,10 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from xce import accounting
 from xce.model import Alloc, Job
 from xce.units import fmt_bytes
+
+if TYPE_CHECKING:
+    from xce.config import LimitConf
 
 PER = ("user", "group", "project", "queue", "host")
 COUNTS = ("jobs", "slots", "mem")
@@ -49,9 +53,12 @@ def limits_of(confs: Iterable[object]) -> tuple[Limit, ...]:
     """Limits from config (xce.config.LimitConf, already validated)."""
     from xce.units import parse_mem
 
-    return tuple(Limit(name=c.name, per=c.per, members=frozenset(c.members),  # type: ignore[attr-defined]
-                       jobs=c.jobs, slots=c.slots, mem=parse_mem(c.mem) if c.mem else None,  # type: ignore[attr-defined]
-                       pending=c.pending) for c in confs)  # type: ignore[attr-defined]
+    out = []
+    for c in confs:
+        c = cast("LimitConf", c)
+        out.append(Limit(name=c.name, per=c.per, members=frozenset(c.members), jobs=c.jobs, slots=c.slots,
+                         mem=parse_mem(c.mem) if c.mem else None, pending=c.pending))
+    return tuple(out)
 
 
 class LimitBook:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from xce.accounting import Ledger
-from xce.model import Job
+from xce.model import Alloc, Job
 from xce.sched.backfill import BackfillRules, Release, releases
 from xce.sched.fairshare import ShareNode, UsageBook, Weights, fairshare_of, tree_of
 from xce.sched.limits import Limit, LimitBook, limits_of
@@ -57,10 +57,14 @@ class PolicyState:
         self.book = UsageBook(policy.half_life)
 
     def round_inputs(self, jobs: Iterable[Job], pending: Iterable[Job], running: Iterable[Job],
-                     ledger: Ledger | None, queue_priority: Mapping[str, int], now: float) -> RoundInputs:
-        """``jobs``: every job the cluster keeps (the ended ones are folded once each)."""
+                     ledger: Ledger | None, queue_priority: Mapping[str, int], now: float,
+                     in_flight: Mapping[int, list[Alloc]] | None = None) -> RoundInputs:
+        """``jobs``: every job the cluster keeps (the ended ones are folded once each).
+        ``in_flight``: placements proposed earlier that the cluster does not show running yet:
+        they hold their share of every limit already."""
         p = self.policy
         running = list(running)
+        pending = list(pending)
         fs = None
         if p.fairshare:
             self.book.fold(jobs, now)
@@ -68,4 +72,8 @@ class PolicyState:
             fs = fairshare_of(p.trees, usage, pending, p.weights)
         rel = releases(running, p.backfill, now, ledger) if p.backfill.reservations else []
         book = LimitBook.build(p.limits, running, pending, ledger) if p.limits else None
+        if book is not None and in_flight:
+            for j in pending:
+                if j.id in in_flight:
+                    book.charge(j, in_flight[j.id])
         return RoundInputs(Ordering(queue_priority, fs), rel, book)
