@@ -3,10 +3,13 @@
 Pure: no sockets, no clock (``now`` is a parameter), no randomness.  A round is
 a short pipeline, as in Nomad and the Kubernetes scheduler:
 
-    order pending (queue priority, then submit order)
-      -> for each job: FILTER hosts (schedulable, select, slots, mem, virtual)
+    order pending (queue priority, fairshare, job priority, submit: xce/sched/order.py)
+      -> for each job: LIMITS of its user/group/project/queue (xce/sched/limits.py)
+      -> FILTER hosts (schedulable, select, slots, mem, virtual)
+      -> VETO a host where it would delay a reservation, or pass a host limit
       -> RANK the survivors (order[], default: most memory available first)
-      -> take the first that fit, charge a tentative overlay, go on.
+      -> take the first that fit, charge a tentative overlay, go on;
+         the first job(s) that cannot start get a reservation (xce/sched/backfill.py).
 
 Each filter returns ``None`` or the reason it rejected the host, in words an
 operator reads ("mem: needs 4.0G, node2 has 3.1G available for scheduling
@@ -308,7 +311,7 @@ class _Round:
         self.no_room: dict[tuple[int, int], str] = {}  # (slots needed, slots free) -> that reason
         self.bf = Backfill(backfill, now, fit_reason, _place_fresh, releases)
         self.limits = limits
-        self.sweeps = 16 if self.bf.most else 0  # reservation sweeps a round may try (each a pass over the releases)
+        self.sweeps = 16 if self.bf.most else 0  # reservation sweeps a round may try (each sorts the releases)
 
     def demand(self, job: Job) -> Demand:
         dk = (job.spec.slots, job.req)
