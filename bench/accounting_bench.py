@@ -25,16 +25,16 @@ from pathlib import Path
 import psutil
 import zmq
 
-from xce.accounting import Ledger
 from xce.cli.up import free_port
-from xce.client import Connection
+from xce.core.accounting import Ledger
+from xce.core.model import Alloc
 from xce.daemons.worker import ACK_EVERY
-from xce.model import Alloc
 from xce.proto import schema as S
 from xce.proto.codec import decode_envelope, encode
 from xce.proto.opcodes import Op
-from xce.live import Live
-from xce.zmqutil import subscriber, use_curve
+from xce.replica.live import Live
+from xce.transport.connection import Connection
+from xce.transport.sockets import subscriber, use_curve
 
 MB = 1024 * 1024
 SLICES = 50  # a second's heartbeats go out in this many bursts, 20 ms apart
@@ -96,8 +96,8 @@ def controller_cpu(hosts: int, per_host: int, seconds: float, bare: bool) -> Non
     admin = daemon = ""
     worker_keys = client = None
     if not bare:
-        from xce.auth import ensure_daemon_token, ensure_local_admin
-        from xce.curve import ClientKeys, KeyStore, ephemeral
+        from xce.security.auth import ensure_daemon_token, ensure_local_admin
+        from xce.security.curve import ClientKeys, KeyStore, ephemeral
 
         store = KeyStore(sd / "keys")
         server = store.init()

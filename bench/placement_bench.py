@@ -8,7 +8,7 @@ requests relative to node size) and 1..4 slots; hosts have 16 slots and 64G,
 a quarter of them half full with running jobs.  Prints milliseconds per round, wall and
 this process's CPU time, each the best of 5 (the CPU figure is the steadier one on a
 shared machine).  Each round starts with the collector frozen, as the daemons keep it
-(xce/heap.py):
+(xce/daemons/heap.py):
 
 - ``greedy``: backfill off, no fairshare (the round as it was before the policy stages);
 - ``policy``: the defaults (EASY backfill), plus fairshare over 200 users with usage
@@ -27,12 +27,12 @@ import sys
 import time
 from pathlib import Path
 
-from xce.accounting import Ledger
-from xce.model import Alloc, Host, HostUsage, Job, JobSpec, JobState
-from xce.placement import host_caps, pending_order, schedule
-from xce.resreq import parse_resreq
-from xce.sched.backfill import BackfillRules, releases
-from xce.sched.fairshare import EQUAL_SHARES, UsageBook, fairshare_of
+from xce.core.accounting import Ledger
+from xce.core.model import Alloc, Host, HostUsage, Job, JobSpec, JobState
+from xce.core.placement import host_caps, pending_order, schedule
+from xce.core.resreq import parse_resreq
+from xce.core.sched.backfill import BackfillRules, releases
+from xce.core.sched.fairshare import EQUAL_SHARES, UsageBook, fairshare_of
 
 G = 1024**3
 NOW = 1_700_000_000.0
@@ -68,7 +68,7 @@ def run(n_jobs: int, n_hosts: int, mode: str, old: object = None) -> tuple[float
     book = UsageBook(half_life=5 * 3600)
     book.fold(finished, NOW - 1)  # the scheduler's book before this round: only the new ones are folded now
     gc.collect()
-    gc.freeze()  # as the daemons keep their long-lived model out of the collector (xce/heap.py)
+    gc.freeze()  # as the daemons keep their long-lived model out of the collector (xce/daemons/heap.py)
     t0, c0 = time.perf_counter(), time.process_time()
     if mode == "old":
         plan = old.schedule(caps, old.pending_order(jobs, {"normal": 30}), NOW)  # type: ignore[attr-defined]

@@ -96,8 +96,8 @@ class CannedBackend:
     """Answers JOBS with 100 jobs and SUBMIT with an id: the REST layer alone, no controller."""
 
     def __init__(self) -> None:
+        from xce.core.views import JobView
         from xce.proto import schema as S
-        from xce.views import JobView
 
         job = dict(name="j", user="bench", queue="normal", state="PEND", slots=1, hosts=[], command=["true"],
                    resreq="rusage[mem=10]", mem_reserved=10 << 20, mem_actual=None, mem_peak=0,
@@ -115,12 +115,12 @@ class CannedBackend:
 
 def in_process(rounds: int = 15, n: int = 500) -> list[str]:
     """Per-request cost of the app (ASGI call, no HTTP, canned controller) with and without the chain."""
-    from xce.auth import KeyRing, TokenService
-    from xce.policy import Principal, load_policy
     from xce.rest.app import create_app
     from xce.rest.auditlog import AuditLog
     from xce.rest.backend import Services
     from xce.rest.config import RestConf
+    from xce.security.auth import KeyRing, TokenService
+    from xce.security.policy import Principal, load_policy
 
     ring = KeyRing()
     ring.add("EdDSA")

@@ -4,7 +4,7 @@
 
 Starts `xce up --hosts 1` in a fresh temporary state directory, stops its scheduler
 (SIGSTOP, so every job stays pending and held), and reads the controller's VmRSS before and
-after submitting --big jobs at every limit of xce/limits.py (command and environment
+after submitting --big jobs at every limit of xce/core/limits.py (command and environment
 each at 128 KiB, in thousands of entries) and --typical jobs (`sleep 1`, this shell's
 environment).  Brings the cluster down after.
 """
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 from xce.client import Client
-from xce.model import JobSpec
-from xce import limits
+from xce.core import limits
+from xce.core.model import JobSpec
 
 
 def xce(sd: Path, *args: str) -> None:

@@ -12,7 +12,7 @@ so other load on the machine does not count; the frame's wall time is printed to
           does (until session 4 the bench handed over objects: no decode).  The console keeps
           samples until a frame reads them (xce/tui/model.py), so the samples' ledger
           work lands in the redraw for the rows a frame shows;
-  bare    the same events through a bare xce.mirror.Mirror, which applies every
+  bare    the same events through a bare xce.replica.mirror.Mirror, which applies every
           sample (the shared Live/Ledger path, as the scheduler's Mirror takes them)
           and plays the leader: each heartbeat event gets the host's totals from its
           ledger (``HostLive.mem``), as the controller sends them;
@@ -51,19 +51,18 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from xce.config import Config  # noqa: E402
+from xce.client.follow import Sync  # noqa: E402
+from xce.core.model import JobState  # noqa: E402
 from xce.daemons.ctl_events import SOFT_PERIOD  # noqa: E402
-from xce.model import JobState  # noqa: E402
 from xce.proto.codec import decode_envelope, encode  # noqa: E402
 from xce.proto.opcodes import Op  # noqa: E402
 from xce.proto.schema import Event  # noqa: E402
-from xce.mirror import Mirror  # noqa: E402
+from xce.replica.mirror import Mirror  # noqa: E402
+from xce.site.config import Config  # noqa: E402
 from xce.tui import synth  # noqa: E402
 from xce.tui.app import XceTop, tune_gc  # noqa: E402
 from xce.tui.live import CHUNK  # noqa: E402
 from xce.tui.model import ConsoleModel  # noqa: E402
-from xce.follow import Sync  # noqa: E402
-
 
 EVENT = msgspec.msgpack.Decoder(Event)
 
@@ -187,6 +186,7 @@ async def latency(duration: float) -> dict[str, float]:
     import tempfile
 
     from conftest import local_cluster
+
     from xce.tui.live import LiveFeed
 
     lat: list[float] = []

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from xce.model import Alloc, Host, Job, JobSpec, JobState, Queue
-from xce.placement import HostCap
-from xce.resources import BUILTIN, ResourceDef
-from xce.resreq import parse_resreq
-from xce.state import ClusterState, RegisterHost, SetQueues, Submit
-from xce.units import parse_mem
+from xce.core.model import Alloc, Host, Job, JobSpec, JobState, Queue
+from xce.core.placement import HostCap
+from xce.core.resources import BUILTIN, ResourceDef
+from xce.core.resreq import parse_resreq
+from xce.core.state import ClusterState, RegisterHost, SetQueues, Submit
+from xce.core.units import parse_mem
 
 T0 = 1_700_000_000.0  # a fixed "now": tests never read the clock
 # The builtin catalog plus site resources: a host-level "gpu" and a cluster-wide "lic".

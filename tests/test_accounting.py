@@ -1,4 +1,4 @@
-"""Tests for xce.accounting: the brief's formulas and the delta-maintained Ledger."""
+"""Tests for xce.core.accounting: the brief's formulas and the delta-maintained Ledger."""
 
 from __future__ import annotations
 
@@ -7,10 +7,17 @@ from builders import T0, alloc, b, job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xce import accounting
-from xce.accounting import Account, HostTotals, Ledger, available_mem, available_virtual, derive
-from xce.live import Live
+from xce.core import accounting
+from xce.core.accounting import (
+    Account,
+    HostTotals,
+    Ledger,
+    available_mem,
+    available_virtual,
+    derive,
+)
 from xce.proto.schema import JobSample
+from xce.replica.live import Live
 
 G, M = b("1G"), b("1M")
 
@@ -329,14 +336,14 @@ def test_any_sequence_keeps_totals_equal_to_derivation(ops: list[tuple]) -> None
 
 def running(jid: int = 1, hosts: tuple[str, ...] = ("n1",), mem: str = "1G", resreq: str = "",
             attempt: int = 1, start: float = T0):
-    from xce.model import JobState
+    from xce.core.model import JobState
 
     return job(jid, mem=mem, resreq=resreq, slots=len(hosts), state=JobState.RUN, attempt=attempt,
                start_time=start, allocs=[alloc(h, 1, mem) for h in hosts])
 
 
 def test_live_opens_and_closes_accounts_with_the_job_state() -> None:
-    from xce.model import JobState
+    from xce.core.model import JobState
 
     live = Live()
     j = running(1, ("n1", "n2"))
@@ -377,7 +384,7 @@ def test_live_decays_reservations_over_time() -> None:
 
 
 def test_live_rebuild_matches_incremental_sync() -> None:
-    from xce.model import JobState
+    from xce.core.model import JobState
 
     jobs = [running(1, ("n1", "n2")), running(2, ("n1",), mem="2G"), job(3), running(4, ("n2",))]
     jobs[3].state = JobState.EXIT

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from builders import T0, cluster_state, host, spec, submit
 
-from xce.audit import Dispatch, audit
-from xce.live import Live
-from xce.model import Alloc
-from xce.state import Place
+from xce.core.model import Alloc
+from xce.core.state import Place
+from xce.replica.audit import Dispatch, audit
+from xce.replica.live import Live
 
 G = 2**30
 

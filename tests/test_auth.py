@@ -15,10 +15,10 @@ import jwt
 import pytest
 from argon2 import PasswordHasher
 
-from xce import auth
-from xce.auth import KeyRing, Principal, TokenService
-from xce.errors import Conflict, InvalidRequest, NotFound, Unauthenticated
+from xce.core.errors import Conflict, InvalidRequest, NotFound, Unauthenticated
 from xce.rest.users import Authenticator, UserStore, pam_available
+from xce.security import auth
+from xce.security.auth import KeyRing, Principal, TokenService
 
 ALICE = Principal("alice", ("user",))
 

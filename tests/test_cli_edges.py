@@ -108,8 +108,8 @@ def test_a_closed_pipe_ends_quietly_without_a_cluster(tmp_path: Path) -> None:
 
 def test_the_floor_is_one_rule_of_the_core() -> None:
     from xce.client import make_spec
-    from xce.errors import InvalidRequest
-    from xce.model import MEM_LIMIT_FLOOR, check_mem_limit
+    from xce.core.errors import InvalidRequest
+    from xce.core.model import MEM_LIMIT_FLOOR, check_mem_limit
 
     check_mem_limit(None)
     check_mem_limit(MEM_LIMIT_FLOOR)
@@ -185,7 +185,7 @@ def test_modify_refuses_a_limit_under_the_floor(one_host: Cluster) -> None:
     try:
         r = one_host.xce("modify", "-M", "1", str(jid), check=False)
         assert r.returncode == 2 and "mem_limit must be at least 4.0M, got 1.0M" in r.stderr
-        from xce.errors import InvalidRequest
+        from xce.core.errors import InvalidRequest
 
         with pytest.raises(InvalidRequest, match="at least 4.0M"):
             one_host.client.modify(jid, 1024)  # the controller refuses what a script sends

@@ -8,12 +8,31 @@ from builders import spec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from xce.errors import (ERROR_CLASSES, Conflict, IllegalTransition, InvalidRequest, NotFound, NotLeader,
-                        ProtocolError, XceError)
+from xce.core.errors import (
+    ERROR_CLASSES,
+    Conflict,
+    IllegalTransition,
+    InvalidRequest,
+    NotFound,
+    NotLeader,
+    ProtocolError,
+    XceError,
+)
 from xce.proto import codec
 from xce.proto.opcodes import Op
-from xce.proto.schema import (DEFAULT_MAX_BODY, MAX_BODY, PROTOCOL_VERSION, REPLIES, REQUESTS, Ack,
-                              Envelope, JobsRequest, KillRequest, SubmitReply, SubmitRequest)
+from xce.proto.schema import (
+    DEFAULT_MAX_BODY,
+    MAX_BODY,
+    PROTOCOL_VERSION,
+    REPLIES,
+    REQUESTS,
+    Ack,
+    Envelope,
+    JobsRequest,
+    KillRequest,
+    SubmitReply,
+    SubmitRequest,
+)
 
 enc = msgspec.msgpack.encode
 

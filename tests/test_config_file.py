@@ -14,9 +14,19 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from xce.config import (BackfillConf, ClusterConf, Config, ControllerConf, FairshareConf, QueueConf, ResourceConf,
-                        SchedulerConf, WorkerConf, load)
-from xce.errors import ConfigError
+from xce.core.errors import ConfigError
+from xce.site.config import (
+    BackfillConf,
+    ClusterConf,
+    Config,
+    ControllerConf,
+    FairshareConf,
+    QueueConf,
+    ResourceConf,
+    SchedulerConf,
+    WorkerConf,
+    load,
+)
 
 FILE = Path(__file__).resolve().parent.parent / "config" / "xce.toml"
 
@@ -38,7 +48,7 @@ def test_file_loads_and_equals_the_defaults_but_for_the_example():
     cfg = load(FILE)
     expected = msgspec.structs.replace(Config(), resources=dict(EXAMPLE_RESOURCES), source=str(FILE))
     assert cfg == expected
-    # Spelled out, so a change of default in xce/config.py points here.
+    # Spelled out, so a change of default in xce/site/config.py points here.
     for name in SECTIONS:
         assert getattr(cfg, name) == getattr(Config(), name), name
     assert cfg.queues == Config().queues == {"normal": QueueConf(default=True)}

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 import tomli_w
 import zmq
+from conftest import local_cluster, wait_for
 from zmq.utils.monitor import recv_monitor_message
 
-from conftest import local_cluster, wait_for
-from xce.curve import ClientKeys, KeyStore, client_keys
 from xce.proto import schema as S
 from xce.proto.codec import decode_envelope, encode
 from xce.proto.opcodes import Op
-from xce.zmqutil import use_curve
+from xce.security.curve import ClientKeys, KeyStore, client_keys
+from xce.transport.sockets import use_curve
 
 FAILED = {zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL, zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
           zmq.EVENT_HANDSHAKE_FAILED_AUTH, zmq.EVENT_DISCONNECTED}
@@ -146,8 +146,8 @@ def test_keys_cli(cluster, tmp_path: Path) -> None:
 
 def test_the_local_door_speaks_null_but_is_no_daemon(cluster) -> None:
     """The owner-only ipc door skips CURVE (the file system guards it), so it must never act as a daemon."""
-    from xce.auth import ensure_daemon_token
-    from xce.local import door_path
+    from xce.security.auth import ensure_daemon_token
+    from xce.site.local import door_path
 
     cfg = cluster.client.cfg
     s = zmq.Context.instance().socket(zmq.DEALER)
@@ -169,12 +169,10 @@ def test_the_local_door_speaks_null_but_is_no_daemon(cluster) -> None:
 
 def test_state_changing_requests_at_the_zmq_door_are_logged_for_admins(cluster) -> None:
     """Who, what, from where, and the answer: submits, kills and refusals, queryable by admins only."""
-    from xce.auth import TokenService, ensure_keyring
     from xce.client import Client
-    from xce.errors import PermissionDenied
-    from xce.policy import Principal
-
-    from xce.errors import NotFound
+    from xce.core.errors import NotFound, PermissionDenied
+    from xce.security.auth import TokenService, ensure_keyring
+    from xce.security.policy import Principal
 
     c = cluster.client
     jid = c.submit(["sleep", "30"], name="logged")
@@ -208,7 +206,7 @@ def test_state_changing_requests_at_the_zmq_door_are_logged_for_admins(cluster) 
 
 def test_a_worker_key_speaks_only_for_its_own_host(cluster) -> None:
     """security.bind_hosts: an allowed key named NAME cannot register or report as another host."""
-    from xce.auth import ensure_daemon_token
+    from xce.security.auth import ensure_daemon_token
 
     store = KeyStore(cluster.state_dir / "keys")
     victim = ""

@@ -21,17 +21,17 @@ from pathlib import Path
 import msgspec
 import pytest
 import zmq
-
 from conftest import local_cluster, wait_for
-from xce.auth import ensure_daemon_token
-from xce.curve import ClientKeys, KeyStore
-from xce.errors import InvalidRequest
-from xce.model import Alloc, JobSpec
-from xce import limits
+
+from xce.core import limits
+from xce.core.errors import InvalidRequest
+from xce.core.model import Alloc, JobSpec
 from xce.proto import schema as S
 from xce.proto.codec import decode_envelope, encode
 from xce.proto.opcodes import Op
-from xce.zmqutil import use_curve
+from xce.security.auth import ensure_daemon_token
+from xce.security.curve import ClientKeys, KeyStore
+from xce.transport.sockets import use_curve
 
 G = 2**30
 

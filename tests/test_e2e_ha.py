@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import Cluster, local_cluster, pid_alive, wait_for
-from xce.errors import XceError
+
+from xce.core.errors import XceError
 
 HA_ARGS = ("--controllers", "3", "--hosts", "2", "--slots-per-host", "2", "--mem-per-host", "2G",
            "--heartbeat", "0.5")

@@ -15,7 +15,7 @@ from conftest import local_cluster, wait_for
 from test_e2e_ha import HA_ARGS, controller_pids, leader_pid
 
 from xce.client import Client, cluster_config
-from xce.model import JobSpec
+from xce.core.model import JobSpec
 from xce.proto.opcodes import Op
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import msgspec
 import pytest
 import zmq
-
 from conftest import local_cluster, wait_for
-from xce.curve import client_keys
+
 from xce.proto import schema as S
 from xce.proto.codec import decode_envelope, encode
 from xce.proto.opcodes import Op
-from xce.zmqutil import use_curve
+from xce.security.curve import client_keys
+from xce.transport.sockets import use_curve
 
 pk = msgspec.msgpack.encode
 
@@ -142,8 +142,8 @@ def test_worker_answers_bad_orders_and_keeps_serving(tmp_path: Path) -> None:
 
 
 def test_daemon_tier_refuses_workers_without_an_allowed_key_or_a_daemon_token(cluster, sock: zmq.Socket) -> None:
-    from xce.auth import TokenService, ensure_daemon_token, ensure_keyring
-    from xce.policy import Principal
+    from xce.security.auth import TokenService, ensure_daemon_token, ensure_keyring
+    from xce.security.policy import Principal
 
     reg = S.RegisterRequest(host="intruder", slots=1, ncpus=1, mem_total=2**30, os_available=2**30,
                             version="x")

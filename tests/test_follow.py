@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from xce.follow import SeqCheck, Sync
-from xce.mirror import Mirror
-from xce.proto.schema import Event, Snapshot
-
 from conftest import local_cluster
+
+from xce.client.follow import SeqCheck, Sync
+from xce.proto.schema import Event, Snapshot
+from xce.replica.mirror import Mirror
 
 
 def ev(seq: int, epoch: str = "e1", **kw) -> Event:  # noqa: ANN003

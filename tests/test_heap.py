@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from xce.heap import HeapUpkeep
+from xce.daemons.heap import HeapUpkeep
 
 
 def test_freezes_on_its_period_and_thaws_on_the_longer_one() -> None:

@@ -7,10 +7,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xce.errors import InvalidRequest
-from xce.jobspec.arrays import (ArraySpec, JobTarget, parse_index_list, parse_job_target, parse_lsf_job_name,
-                                parse_slurm_array)
-from xce.jobspec.errors import ArraySpecError
+from xce.core.errors import InvalidRequest
+from xce.core.jobspec.arrays import (
+    ArraySpec,
+    JobTarget,
+    parse_index_list,
+    parse_job_target,
+    parse_lsf_job_name,
+    parse_slurm_array,
+)
+from xce.core.jobspec.errors import ArraySpecError
 
 
 @pytest.mark.parametrize("text, name, indices, limit", [

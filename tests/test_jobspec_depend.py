@@ -9,12 +9,25 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from xce.jobspec.arrays import ArraySpec
-from xce.jobspec.depend import (And, Count, Expr, JobRef, NameRef, Not, Or, Ref, State, format_expr, job_ids,
-                                parse_depend, refs)
-from xce.jobspec.depeval import Counts, Verdict, evaluate
-from xce.jobspec.errors import DependError
-from xce.jobspec.slurm import parse_slurm_dependency
+from xce.core.jobspec.arrays import ArraySpec
+from xce.core.jobspec.depend import (
+    And,
+    Count,
+    Expr,
+    JobRef,
+    NameRef,
+    Not,
+    Or,
+    Ref,
+    State,
+    format_expr,
+    job_ids,
+    parse_depend,
+    refs,
+)
+from xce.core.jobspec.depeval import Counts, Verdict, evaluate
+from xce.core.jobspec.errors import DependError
+from xce.core.jobspec.slurm import parse_slurm_dependency
 
 J12, J13 = JobRef(12), JobRef(13)
 

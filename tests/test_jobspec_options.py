@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from xce.jobspec.arrays import ArraySpec
-from xce.jobspec.bsub import EnvPolicy, bsub_request, parse_env
-from xce.jobspec.depend import JobRef, State
-from xce.jobspec.directives import bsub_directives, sbatch_directives
-from xce.jobspec.errors import DirectiveError, JobSpecError, RunLimitError
-from xce.jobspec.filenames import lsf_filename, slurm_filename
-from xce.jobspec.options import merge_options, parse_bsub_args
-from xce.jobspec.runlimit import parse_lsf_time, parse_mem_limit, parse_slurm_time
-from xce.jobspec.slurm import merge_sbatch_options, parse_sbatch_args
+from xce.core.jobspec.arrays import ArraySpec
+from xce.core.jobspec.bsub import EnvPolicy, bsub_request, parse_env
+from xce.core.jobspec.depend import JobRef, State
+from xce.core.jobspec.directives import bsub_directives, sbatch_directives
+from xce.core.jobspec.errors import DirectiveError, JobSpecError, RunLimitError
+from xce.core.jobspec.filenames import lsf_filename, slurm_filename
+from xce.core.jobspec.options import merge_options, parse_bsub_args
+from xce.core.jobspec.runlimit import parse_lsf_time, parse_mem_limit, parse_slurm_time
+from xce.core.jobspec.slurm import merge_sbatch_options, parse_sbatch_args
 
 SCRIPT = """#!/bin/bash
 #BSUB -J "my job"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from xce import limits
-from xce.errors import InvalidRequest, ProtocolError
-from xce.model import Alloc, JobSpec, check_spec
+from xce.core import limits
+from xce.core.errors import InvalidRequest, ProtocolError
+from xce.core.model import Alloc, JobSpec, check_spec
 from xce.proto.codec import decode_envelope, decode_request, encode
 from xce.proto.opcodes import Op
 from xce.proto.schema import RunJob

@@ -10,13 +10,14 @@ from builders import spec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xce import auth, local
 from xce.cli import quick
-from xce.errors import ProtocolError
-from xce.model import JobSpec
+from xce.core.errors import ProtocolError
+from xce.core.model import JobSpec
 from xce.proto import codec, lite
 from xce.proto.opcodes import Op
 from xce.proto.schema import PROTOCOL_VERSION, SubmitRequest
+from xce.security import auth
+from xce.site import local
 
 enc, dec = msgspec.msgpack.encode, msgspec.msgpack.decode
 

@@ -1,4 +1,4 @@
-"""Tests for xce.placement: each filter with its reason, rounds, ranking, and the one fit rule."""
+"""Tests for xce.core.placement: each filter with its reason, rounds, ranking, and the one fit rule."""
 
 from __future__ import annotations
 
@@ -9,11 +9,27 @@ from builders import SITE, T0, alloc, b, cap, caps, host, job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xce.accounting import Ledger
-from xce.model import Alloc, JobState
-from xce.placement import (Demand, allocation_reason, build_allocs, check_placement, demand_of, f_mem,
-                           f_schedulable, f_select, f_slots, f_virtual, fit_reason, host_caps, never_fits, pending_order, rank_key, schedule)
-from xce.resreq import parse_resreq
+from xce.core.accounting import Ledger
+from xce.core.model import Alloc, JobState
+from xce.core.placement import (
+    Demand,
+    allocation_reason,
+    build_allocs,
+    check_placement,
+    demand_of,
+    f_mem,
+    f_schedulable,
+    f_select,
+    f_slots,
+    f_virtual,
+    fit_reason,
+    host_caps,
+    never_fits,
+    pending_order,
+    rank_key,
+    schedule,
+)
+from xce.core.resreq import parse_resreq
 
 G, M = b("1G"), b("1M")
 

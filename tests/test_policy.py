@@ -6,12 +6,22 @@ from pathlib import Path
 
 import pytest
 
-from xce.errors import ConfigError, PermissionDenied
-from xce.model import JobSpec
-from xce.policy import (BUILTIN, DEFAULT_FILE, OP_PERMISSIONS, OWNABLE, PERMISSIONS, Policy, Principal,
-                        authorize, load_policy, parse_grants)
+from xce.core.errors import ConfigError, PermissionDenied
+from xce.core.model import JobSpec
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
+from xce.security.policy import (
+    BUILTIN,
+    DEFAULT_FILE,
+    OP_PERMISSIONS,
+    OWNABLE,
+    PERMISSIONS,
+    Policy,
+    Principal,
+    authorize,
+    load_policy,
+    parse_grants,
+)
 
 ADMIN, OPER, USER, VIEWER = (Principal(n, (n,)) for n in ("admin", "operator", "user", "viewer"))
 ALICE = Principal("alice", ("user",))
@@ -147,10 +157,10 @@ def test_policy_enforced_over_zmq(tmp_path: Path) -> None:
     """Skipped until the controller enforces tokens (see docs/security.md, "integration")."""
     from conftest import local_cluster
 
-    from xce.auth import KeyRing, TokenService
     from xce.client import Client
-    from xce.errors import PermissionDenied as Denied
-    from xce.errors import Unauthenticated
+    from xce.core.errors import PermissionDenied as Denied
+    from xce.core.errors import Unauthenticated
+    from xce.security.auth import KeyRing, TokenService
 
     with local_cluster(tmp_path, "--hosts", "1", "--slots-per-host", "2", "--mem-per-host", "2G") as c:
         c.xce("hosts", "close", "node1")  # nothing submitted here ever runs

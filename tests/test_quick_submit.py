@@ -16,18 +16,18 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from conftest import Cluster, local_cluster, wait_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from conftest import Cluster, local_cluster, wait_for
 
 from xce.cli import main as cli
 from xce.cli import quick
 from xce.client import cluster_config
-from xce.errors import ResReqError
-from xce.local import _expiry, door_path, stored_token_if_fresh
+from xce.core.errors import ResReqError
+from xce.core.resources import catalog
+from xce.core.resreq import parse_resreq
 from xce.proto import lite
-from xce.resources import catalog
-from xce.resreq import parse_resreq
+from xce.site.local import _expiry, door_path, stored_token_if_fresh
 
 SAME_AS_ARGPARSE = [
     ["submit", "true"],
@@ -76,8 +76,8 @@ def test_text_that_is_not_utf8_is_left_to_the_full_path(tmp_path: Path) -> None:
 def test_the_fast_path_imports_stay_light() -> None:
     """What the door path imports must not pull the heavy modules that its budget has no room for."""
     code = ("import sys; before = set(sys.modules); "
-            "import xce.cli.main, xce.cli.quick, xce.local, xce.proto.lite, xce.proto.zmtp, xce.units; "
-            "xce.local._expiry('a.eyJleHAiOjF9.c'); "
+            "import xce.cli.main, xce.cli.quick, xce.site.local, xce.proto.lite, xce.proto.zmtp, xce.core.units; "
+            "xce.site.local._expiry('a.eyJleHAiOjF9.c'); "
             "print(' '.join(sorted(set(sys.modules) - before)))")
     new = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
     heavy = {"zmq", "msgspec", "argparse", "typing", "pathlib", "socket", "json", "base64", "tomllib", "enum"}

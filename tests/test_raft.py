@@ -7,11 +7,12 @@ import threading
 from pathlib import Path
 
 from conftest import wait_for
+
 from xce.cli.up import free_port
-from xce.model import JobSpec, Queue
-from xce.raft import ReplicatedState, make_conf
-from xce.resreq import parse_resreq
-from xce.state import SetQueues, Submit, encode_batch
+from xce.core.model import JobSpec, Queue
+from xce.core.resreq import parse_resreq
+from xce.core.state import SetQueues, Submit, encode_batch
+from xce.daemons.raft import ReplicatedState, make_conf
 
 
 def node(tmp: Path, port: int) -> ReplicatedState:
@@ -57,7 +58,7 @@ def test_journal_is_compacted_and_a_restart_recovers_every_entry(tmp_path: Path)
 def test_fsync_durability_syncs_the_term_and_vote_file_too(tmp_path: Path, monkeypatch) -> None:
     import os
 
-    from xce.raft import fsync_journal
+    from xce.daemons.raft import fsync_journal
 
     port = free_port()
     r = node(tmp_path, port)
@@ -78,9 +79,9 @@ def test_fsync_durability_syncs_the_term_and_vote_file_too(tmp_path: Path, monke
 
 
 def test_a_batch_answers_each_command_with_a_tagged_result_holding_the_error_whole(tmp_path: Path) -> None:
-    from xce.errors import NotFound
-    from xce.result import Err, Ok
-    from xce.state import Modify
+    from xce.core.errors import NotFound
+    from xce.core.result import Err, Ok
+    from xce.core.state import Modify
 
     r = node(tmp_path, free_port())
     try:

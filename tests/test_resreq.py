@@ -1,4 +1,4 @@
-"""Tests for xce.resreq: the -R resource requirement parser and select matcher."""
+"""Tests for xce.core.resreq: the -R resource requirement parser and select matcher."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xce.errors import ResReqError
-from xce.resources import BUILTIN, ResourceDef
-from xce.resreq import (
+from xce.core.errors import ResReqError
+from xce.core.resources import BUILTIN, ResourceDef
+from xce.core.resreq import (
     OrderKey,
     ResReq,
     RusageItem,
@@ -17,7 +17,7 @@ from xce.resreq import (
     select_matches,
     select_names,
 )
-from xce.units import GIB, MIB
+from xce.core.units import GIB, MIB
 
 SITE = dict(BUILTIN, lic=ResourceDef("lic", "virtual", "count", scope="cluster"),
             scratch=ResourceDef("scratch", "real", "bytes"), os=ResourceDef("os", "attribute", "string"))
@@ -274,7 +274,7 @@ def test_select_matches_rejects_bad_syntax() -> None:
 
 
 def test_select_matches_is_cached() -> None:
-    from xce import resreq
+    from xce.core import resreq
     resreq._parsed.cache_clear()
     for _ in range(3):
         select_matches("mem>1G && slots>0", {"mem": 2 * GIB, "slots": 1})

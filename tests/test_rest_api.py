@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 from test_rest_fakes import Harness, jobview
 
-from xce.errors import NotLeader, Unavailable
-from xce.policy import DEFAULT_FILE, PERMISSIONS, Principal, load_policy
+from xce.core.errors import NotLeader, Unavailable
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
 from xce.rest.app import endpoints
 from xce.rest.config import PUBLIC_PATHS
 from xce.rest.routes import AUTHENTICATED, PUBLIC
+from xce.security.policy import DEFAULT_FILE, PERMISSIONS, Principal, load_policy
 
 
 @pytest.fixture
@@ -292,8 +292,8 @@ def test_metrics_text(h: Harness) -> None:
 
 
 def test_controller_refusals_keep_the_permission(h: Harness) -> None:
-    from xce.policy import Principal, denied
     from xce.proto import codec
+    from xce.security.policy import Principal, denied
 
     # As the controller's refusal arrives: through the wire, its permission a field of its own.
     refused = denied(Principal("alice", ("user",)), "jobs.list", "is granted only for own jobs, not bob's")

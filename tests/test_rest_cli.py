@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from xce.auth import TokenService
 from xce.cli.main import main
 from xce.rest.users import UserStore
+from xce.security.auth import TokenService
 
 
 def run(sd: Path, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

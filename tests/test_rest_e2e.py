@@ -11,8 +11,8 @@ from typing import Any
 
 from conftest import local_cluster, wait_for
 
-from xce.auth import unix_user
 from xce.client import cluster_config
+from xce.security.auth import unix_user
 
 
 def http(method: str, url: str, token: str | None = None, body: Any = None) -> tuple[int, dict[str, str], Any]:

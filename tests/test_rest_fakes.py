@@ -16,10 +16,9 @@ from typing import Any
 import falcon.testing
 from argon2 import PasswordHasher
 
-from xce.auth import KeyRing, TokenService
-from xce.errors import Conflict, NotFound, XceError
-from xce.model import Queue
-from xce.policy import DEFAULT_FILE, Principal, load_policy
+from xce.core.errors import Conflict, NotFound, XceError
+from xce.core.model import Queue
+from xce.core.views import HostView, JobView
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
 from xce.rest.app import create_app
@@ -27,7 +26,8 @@ from xce.rest.auditlog import AuditLog
 from xce.rest.backend import Services
 from xce.rest.config import RestConf
 from xce.rest.users import Authenticator, UserStore
-from xce.views import HostView, JobView
+from xce.security.auth import KeyRing, TokenService
+from xce.security.policy import DEFAULT_FILE, Principal, load_policy
 
 FAST_HASH = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 

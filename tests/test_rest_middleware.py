@@ -11,12 +11,12 @@ import falcon.testing
 import pytest
 from test_rest_fakes import Harness
 
-from xce.auth import KeyRing, TokenService
-from xce.policy import ANONYMOUS, DEFAULT_FILE, Principal, load_policy
 from xce.rest import problems
 from xce.rest.app import CHAIN
 from xce.rest.middleware import CORS, JWT, RBAC, RateLimit, WhitelistIP, WhitelistURL
 from xce.rest.routes import AUTHENTICATED, PUBLIC, Endpoint
+from xce.security.auth import KeyRing, TokenService
+from xce.security.policy import ANONYMOUS, DEFAULT_FILE, Principal, load_policy
 
 
 class Echo:

@@ -18,8 +18,8 @@ from typing import TypeVar
 
 import pytest
 
-from xce.errors import InvalidRequest
-from xce.model import JobSpec
+from xce.core.errors import InvalidRequest
+from xce.core.model import JobSpec
 from xce.worker import measure
 from xce.worker.runner import LOST_DOWN, Exit, Runner, Task
 

@@ -7,10 +7,10 @@ import math
 import pytest
 from builders import T0, alloc, b, cap, caps, host, job
 
-from xce.accounting import Ledger
-from xce.model import JobState
-from xce.placement import host_caps, schedule
-from xce.sched.backfill import BackfillRules, Release, releases, when
+from xce.core.accounting import Ledger
+from xce.core.model import JobState
+from xce.core.placement import host_caps, schedule
+from xce.core.sched.backfill import BackfillRules, Release, releases, when
 
 EASY = BackfillRules()
 OFF = BackfillRules(mode="off")
@@ -150,8 +150,8 @@ def test_a_later_reservation_may_not_run_into_an_earlier_one() -> None:
 @pytest.mark.parametrize("field,value", [("run_limit", 0.0), ("run_limit", -5.0), ("run_estimate", math.inf),
                                          ("run_estimate", math.nan)])
 def test_a_run_figure_must_be_positive_seconds(field: str, value: float) -> None:
-    from xce.errors import InvalidRequest
-    from xce.model import check_spec
+    from xce.core.errors import InvalidRequest
+    from xce.core.model import check_spec
 
     with pytest.raises(InvalidRequest, match=f"{field} must be a positive number of seconds, got {value}"):
         check_spec(job(1, **{field: value}).spec)

@@ -9,10 +9,19 @@ from builders import T0, alloc, b, job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xce.accounting import Ledger
-from xce.model import HostUsage, JobState
-from xce.sched.fairshare import (EQUAL_SHARES, Fairshare, ShareNode, UsageBook, Weights, decayed, fairshare_of,
-                                 job_rates, tree_of)
+from xce.core.accounting import Ledger
+from xce.core.model import HostUsage, JobState
+from xce.core.sched.fairshare import (
+    EQUAL_SHARES,
+    Fairshare,
+    ShareNode,
+    UsageBook,
+    Weights,
+    decayed,
+    fairshare_of,
+    job_rates,
+    tree_of,
+)
 
 H = 3600.0
 G = b("1G")
@@ -137,7 +146,7 @@ def test_a_queue_tree_counts_only_its_queue() -> None:
 
 
 def test_tree_from_config() -> None:
-    from xce.config import from_dict
+    from xce.site.config import from_dict
 
     cfg = from_dict({"fairshare": {"tree": {"by": "project", "members": {
         "climate": 3, "genomics": {"shares": 2, "members": {"alice": 1, "default": 1}}}}}})

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from builders import T0, alloc, b, cap, caps, job
 
-from xce.accounting import Ledger
-from xce.config import from_dict
-from xce.model import JobState
-from xce.placement import schedule
-from xce.sched.limits import Limit, LimitBook, limits_of
+from xce.core.accounting import Ledger
+from xce.core.model import JobState
+from xce.core.placement import schedule
+from xce.core.sched.limits import Limit, LimitBook, limits_of
+from xce.site.config import from_dict
 
 
 def running(id: int, slots: int = 1, mem: str = "1G", host: str = "n1", **kw):

@@ -6,9 +6,9 @@ import msgspec
 import pytest
 from builders import T0, job
 
-from xce.model import JobSpec, JobState
-from xce.sched.fairshare import EQUAL_SHARES, Fairshare
-from xce.sched.order import Ordering, pending_order
+from xce.core.model import JobSpec, JobState
+from xce.core.sched.fairshare import EQUAL_SHARES, Fairshare
+from xce.core.sched.order import Ordering, pending_order
 
 PRIO = {"high": 50, "normal": 30, "low": 10}
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from builders import T0, alloc, cap, caps, job
 
-from xce.config import Config, from_dict
-from xce.errors import ConfigError
-from xce.model import HostUsage, JobState
-from xce.placement import schedule
-from xce.sched.backfill import BackfillRules
-from xce.sched.fairshare import EQUAL_SHARES
-from xce.sched.site import PolicyState, SitePolicy
+from xce.core.errors import ConfigError
+from xce.core.model import HostUsage, JobState
+from xce.core.placement import schedule
+from xce.core.sched.backfill import BackfillRules
+from xce.core.sched.fairshare import EQUAL_SHARES
+from xce.core.sched.site import PolicyState, SitePolicy
+from xce.site.config import Config, from_dict
 
 BAD = [
     ({"fairshare": {"half_life": 0}}, "key fairshare.half_life: must be > 0 seconds"),

@@ -1,4 +1,4 @@
-"""Tests for xce.state: the replicated state machine, its transition table, and snapshots."""
+"""Tests for xce.core.state: the replicated state machine, its transition table, and snapshots."""
 
 from __future__ import annotations
 
@@ -9,13 +9,29 @@ import msgspec
 import pytest
 from builders import T0, alloc, cluster_state, host, queue, spec, submit
 
-from xce.errors import Conflict, IllegalTransition, InvalidRequest, NotFound
-from xce.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue
+from xce.core.errors import Conflict, IllegalTransition, InvalidRequest, NotFound
+from xce.core.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue
+from xce.core.resreq import OrderKey, ResReq, RusageItem, parse_resreq
+from xce.core.state import (
+    TRANSITIONS,
+    Cleanup,
+    ClusterState,
+    Cmd,
+    Command,
+    Finish,
+    HostLost,
+    Kill,
+    Modify,
+    Place,
+    RegisterHost,
+    SetHostAdmin,
+    SetQueues,
+    Submit,
+    decode_batch,
+    encode_batch,
+    transition,
+)
 from xce.proto.schema import HostLive, HostMem, JobSample, Snapshot
-from xce.resreq import OrderKey, ResReq, RusageItem, parse_resreq
-from xce.state import (TRANSITIONS, Cleanup, ClusterState, Cmd, Command, Finish, HostLost, Kill, Modify,
-                       Place, RegisterHost, SetHostAdmin, SetQueues, Submit, decode_batch, encode_batch,
-                       transition)
 
 S = JobState
 G = 2**30
@@ -510,7 +526,7 @@ def test_msgpack_snapshot_round_trip_keeps_everything() -> None:
 # ---- the mirror: snapshot plus sequenced events --------------------------------------------
 
 def mirror_at(seq: int = 10, epoch: str = "e1"):
-    from xce.mirror import Mirror
+    from xce.replica.mirror import Mirror
 
     st = two_hosts()
     submit(st, spec(), spec())
@@ -540,8 +556,8 @@ def test_mirror_snapshot() -> None:
 
 
 def test_a_mirror_holds_equal_parts_of_decoded_jobs_once() -> None:
-    from xce.mirror import Mirror, SharedParts
     from xce.proto.schema import Event
+    from xce.replica.mirror import Mirror, SharedParts
 
     st = two_hosts()
     submit(st, spec(), spec(), spec())
@@ -651,7 +667,7 @@ def test_mirror_ignores_events_already_in_the_snapshot(seq: int) -> None:
 
 
 def test_unsynced_mirror_applies_nothing() -> None:
-    from xce.mirror import Mirror
+    from xce.replica.mirror import Mirror
 
     m = Mirror()
     assert not m.synced

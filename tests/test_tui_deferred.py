@@ -13,10 +13,10 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xce.mirror import Mirror
-from xce.model import Alloc, Host, JobState
-from xce.live import host_mem
+from xce.core.model import Alloc, Host, JobState
 from xce.proto.schema import Event, HostLive, HostSamples, Snapshot
+from xce.replica.live import host_mem
+from xce.replica.mirror import Mirror
 from xce.tui import synth
 from xce.tui.model import ConsoleModel
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import Cluster, local_cluster
+
 from xce.tui import fmt
 from xce.tui.actions import ClientActions
 from xce.tui.app import XceTop

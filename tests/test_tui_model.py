@@ -7,8 +7,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from xce.errors import PermissionDenied
-from xce.model import JobState
+from xce.client.follow import Sync
+from xce.core.errors import PermissionDenied
+from xce.core.model import JobState
 from xce.proto.schema import Event, JobSample
 from xce.tui import synth
 from xce.tui.actions import kill_outcome
@@ -17,7 +18,6 @@ from xce.tui.model import ConsoleModel
 from xce.tui.record import Recorder, read
 from xce.tui.replay import Player
 from xce.tui.rows import RowSet
-from xce.follow import Sync
 from xce.tui.testing import FakeActions
 
 FIXTURE = Path(__file__).parent / "fixtures" / "demo.xcerec"
@@ -268,9 +268,9 @@ def test_span_runs_cut_a_bar_as_rich_renders_it() -> None:
     from rich.console import Console
     from rich.text import Text
 
+    from xce.core.views import HostView
     from xce.tui import fmt
     from xce.tui.table import _span_runs
-    from xce.views import HostView
 
     v = HostView(name="n", state="ok", slots_total=8, slots_used=2, mem_total=16 * 2**30, mem_os_available=0,
                  mem_reserved=6 * 2**30, mem_actual=7 * 2**30, mem_slack=2**30, mem_overage=2 * 2**30,

@@ -9,7 +9,7 @@ from pathlib import Path
 import msgspec
 import zmq
 
-from xce.errors import PermissionDenied
+from xce.core.errors import PermissionDenied
 from xce.proto.codec import encode
 from xce.proto.opcodes import Op
 from xce.proto.schema import Event, JobSample
@@ -263,9 +263,9 @@ def test_hidden_tables_catch_up_when_shown() -> None:
 
 def test_the_scroll_range_follows_a_growing_table() -> None:
     """Rows that join move the scrollbar without a new layout; the end of the table is reachable."""
-    from xce.mirror import Mirror
+    from xce.client.follow import Sync
+    from xce.replica.mirror import Mirror
     from xce.tui.app import XceTop
-    from xce.follow import Sync
 
     async def go() -> None:
         snap = synth.big_snapshot(20, 300)

@@ -13,16 +13,16 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from xce.live import Live
-from xce.mirror import Mirror
-from xce.model import Alloc, JobState
+from xce.client.follow import Sync
+from xce.core.model import Alloc, JobState
 from xce.proto.schema import Event, JobSample, Snapshot
+from xce.replica.live import Live
+from xce.replica.mirror import Mirror
 from xce.tui import synth
 from xce.tui.model import ConsoleModel
 from xce.tui.record import read
 from xce.tui.replay import Player
 from xce.tui.rows import RowSet
-from xce.follow import Sync
 
 FIXTURE = Path(__file__).parent / "fixtures" / "demo.xcerec"
 M, G = 2**20, 2**30

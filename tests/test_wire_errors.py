@@ -11,9 +11,22 @@ from typing import Any
 
 import pytest
 
-from xce.errors import (ERROR_CLASSES, Conflict, ConfigError, IllegalTransition, Infeasible, InvalidRequest,
-                        NotFound, NotLeader, PermissionDenied, ProtocolError, ResReqError, Unauthenticated,
-                        Unavailable, XceError)
+from xce.core.errors import (
+    ERROR_CLASSES,
+    ConfigError,
+    Conflict,
+    IllegalTransition,
+    Infeasible,
+    InvalidRequest,
+    NotFound,
+    NotLeader,
+    PermissionDenied,
+    ProtocolError,
+    ResReqError,
+    Unauthenticated,
+    Unavailable,
+    XceError,
+)
 from xce.proto import codec
 from xce.proto.opcodes import Op
 from xce.proto.schema import ErrorReply
@@ -63,7 +76,7 @@ def test_not_leader_keeps_its_leader_as_an_endpoint() -> None:
 
 
 def test_a_refusal_by_the_policy_carries_its_permission() -> None:
-    from xce.policy import Principal, denied
+    from xce.security.policy import Principal, denied
 
     e = denied(Principal("bob", ("user",)), "jobs.kill", "is required")
     assert e.permission == "jobs.kill"
@@ -79,8 +92,8 @@ def test_an_unknown_code_from_a_newer_peer_is_an_xce_error_with_its_message() ->
 def test_a_lost_commit_answers_not_leader_with_the_leader_as_an_endpoint() -> None:
     """The controller's replier sends the error it was given, fields and all (it used to rebuild
     ``NotLeader(message)``, so the client read the whole message as the leader's endpoint)."""
+    from xce.core.result import Err
     from xce.daemons.controller import Controller
-    from xce.result import Err
 
     sent: list[bytes] = []
     logged: list[str] = []

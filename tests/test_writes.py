@@ -11,8 +11,9 @@ import msgspec
 import pytest
 from builders import spec
 
-from xce.errors import InvalidRequest, ProtocolError
-from xce.proto import codec, schema as S, writes
+from xce.core.errors import InvalidRequest, ProtocolError
+from xce.proto import codec, writes
+from xce.proto import schema as S
 from xce.proto.opcodes import Op
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 import zmq
 
-from xce.errors import ProtocolError, Unavailable
-from xce.local import door_path
+from xce.core.errors import ProtocolError, Unavailable
 from xce.proto import lite
 from xce.proto.zmtp import GREETING, Dealer, command, frame, properties
-from xce.zmqutil import bind_local_door
+from xce.site.local import door_path
+from xce.transport.sockets import bind_local_door
 
 
 @pytest.fixture

@@ -41,7 +41,7 @@ def demo_jobs() -> list[dict[str, Any]]:
 
 def run_demo(state_dir: Path, rounds: int = 1000) -> None:
     from xce.client import Client
-    from xce.errors import XceError
+    from xce.core.errors import XceError
 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

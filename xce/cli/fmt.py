@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from xce.units import fmt_bytes, fmt_duration
+from xce.core.units import fmt_bytes, fmt_duration
 
 
 def print_json(obj: Any) -> None:

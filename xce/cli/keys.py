@@ -1,4 +1,4 @@
-"""`xce keys init|add|revoke|list`: the daemon tier's CURVE keys (xce/curve.py).
+"""`xce keys init|add|revoke|list`: the daemon tier's CURVE keys (xce/security/curve.py).
 
 Registered into `xce` through xce.cli.main.EXTENSIONS.  The keys directory is the
 cluster's ``security.keys_dir`` (default ``<state_dir>/keys``) unless ``--dir`` names one.
@@ -11,16 +11,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from xce.errors import InvalidRequest
+from xce.core.errors import InvalidRequest
 
 
 def _store(a: argparse.Namespace) -> Any:
-    from xce.curve import KeyStore
+    from xce.security.curve import KeyStore
 
     if a.dir:
         return KeyStore(a.dir)
     from xce.client import cluster_config
-    from xce.config import default_state_dir
+    from xce.site.config import default_state_dir
 
     sd = Path(a.state_dir) if a.state_dir else default_state_dir()
     cfg = cluster_config(sd)
@@ -28,7 +28,7 @@ def _store(a: argparse.Namespace) -> Any:
 
 
 def cmd_keys(a: argparse.Namespace) -> int:
-    from xce.curve import check_public
+    from xce.security.curve import check_public
 
     store = _store(a)
     if a.sub == "init":
@@ -38,7 +38,7 @@ def cmd_keys(a: argparse.Namespace) -> int:
         if a.public_key and a.from_file:
             raise InvalidRequest("give --public-key or --from, not both")
         if a.public_key or a.from_file:
-            from xce.curve import read_cert
+            from xce.security.curve import read_cert
 
             public = check_public(a.public_key) if a.public_key else read_cert(Path(a.from_file))[0]
             store.allow(a.name, public)

@@ -44,7 +44,7 @@ def _ids(values: list[str]) -> list[int]:
 def _state_dir(a: argparse.Namespace) -> Path:
     from pathlib import Path
 
-    from xce.config import default_state_dir
+    from xce.site.config import default_state_dir
 
     return Path(a.state_dir) if a.state_dir else default_state_dir()
 
@@ -81,11 +81,11 @@ def _dry_run(a: argparse.Namespace, spec: Any) -> int:
     """Check the job here (spec, -R), then ask the controller if one answers; print what was checked."""
     from xce.cli.fmt import dry_run_text, print_json
     from xce.client import Client, cluster_config
-    from xce.errors import Unavailable
+    from xce.core.errors import Unavailable
+    from xce.core.resources import catalog
+    from xce.core.resreq import parse_resreq
     from xce.proto import writes
     from xce.proto.opcodes import Op
-    from xce.resources import catalog
-    from xce.resreq import parse_resreq
 
     res = catalog(cluster_config(_state_dir(a)).site_resources())
     req = parse_resreq(spec.resreq, res)  # fails here, with the caret, before any round trip
@@ -109,7 +109,7 @@ def submit_spec(a: argparse.Namespace) -> Any:
     # Like bsub, the job runs in the submitting environment.
     fields: dict[str, Any] = {"env": dict(os.environ), "slots": a.n, "resreq": a.R or "", "name": a.J or "", "queue": a.q or ""}
     if a.M:
-        from xce.units import parse_mem
+        from xce.core.units import parse_mem
 
         fields["mem_limit"] = parse_mem(a.M)
     if a.o:
@@ -146,7 +146,7 @@ def cmd_jobs(a: argparse.Namespace) -> int:
 
 def _jobs_by_id(c: Any, ids: list[int], stale_ok: bool) -> tuple[list[Any], list[int]]:
     """The jobs of ``ids`` that exist, and the ids that do not (finished jobs included)."""
-    from xce.errors import NotFound
+    from xce.core.errors import NotFound
 
     try:
         jobs = c.jobs(ids=ids, all=True, stale_ok=stale_ok)
@@ -236,7 +236,7 @@ def cmd_wait(a: argparse.Namespace) -> int:
 
 def cmd_status(a: argparse.Namespace) -> int:
     from xce.cli.fmt import print_json, table
-    from xce.units import fmt_bytes
+    from xce.core.units import fmt_bytes
 
     with _client(a) as c:
         s = c.status()
@@ -259,10 +259,11 @@ def cmd_status(a: argparse.Namespace) -> int:
 
 def _each_controller(c: Any, fallback: list[Any]) -> list[Any]:
     """Ask every controller for its own view (role, term, commit and applied index)."""
-    from xce.client import Connection, endpoints_of
-    from xce.errors import XceError
+    from xce.core.errors import XceError
     from xce.proto import schema as S
     from xce.proto.opcodes import Op
+    from xce.site.config import endpoints_of
+    from xce.transport.connection import Connection
 
     out = []
     for ep in endpoints_of(c.cfg):
@@ -277,7 +278,7 @@ def _each_controller(c: Any, fallback: list[Any]) -> list[Any]:
 
 
 def cmd_modify(a: argparse.Namespace) -> int:
-    from xce.units import parse_mem
+    from xce.core.units import parse_mem
 
     with _client(a) as c:
         c.modify(_ids([a.id])[0], parse_mem(a.M) if a.M else None)
@@ -358,7 +359,7 @@ def cmd_up(a: argparse.Namespace) -> int:
     if a.demo and not a.slots_per_host:
         a.slots_per_host = 8  # room for the whole demo mix at once
     if a.mem_per_host:
-        from xce.units import parse_mem
+        from xce.core.units import parse_mem
 
         parse_mem(a.mem_per_host)
     extra: dict[str, Any] = {}
@@ -372,7 +373,7 @@ def cmd_up(a: argparse.Namespace) -> int:
 
     names = [socket.gethostname()] if a.hosts == 1 and not a.mem_per_host and not a.slots_per_host \
         else [f"node{i + 1}" for i in range(a.hosts)]
-    from xce.auth import ensure_daemon_token, ensure_local_admin
+    from xce.security.auth import ensure_daemon_token, ensure_local_admin
 
     ensure_local_admin(sd)   # the user who runs `xce up` is its admin: nothing changes for them
     ensure_daemon_token(sd)  # what the local scheduler and workers show the controller
@@ -392,7 +393,7 @@ def cmd_up(a: argparse.Namespace) -> int:
 
 def _wait_ready(a: argparse.Namespace, sd: Path, hosts: int) -> int:
     from xce.client import Client
-    from xce.errors import XceError
+    from xce.core.errors import XceError
 
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -579,7 +580,7 @@ def _run(args: list[str]) -> int:
         if not isinstance(done, Fallback):
             return done
         submit_key = done.key
-    from xce.errors import InvalidRequest, XceError
+    from xce.core.errors import InvalidRequest, XceError
 
     p = parser()
     a, a.passed = p.parse_known_args(args)

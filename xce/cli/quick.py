@@ -2,13 +2,13 @@
 
 A submit from the shell used to cost ~250 ms, nearly all of it imports.  This
 path parses only the options it knows, reads the cluster file's two keys and the
-stored token, and sends one SUBMIT over the ``ipc://`` door (xce/local.py) with
+stored token, and sends one SUBMIT over the ``ipc://`` door (xce/site/local.py) with
 the stdlib speaker (xce/proto/zmtp.py, xce/proto/lite.py).
 
 It either finishes the command exactly as the full path would (same line, same
 error message, same exit code) or returns ``Fallback`` and the full path in
 xce/cli/main.py runs instead: no door, an option or a form it does not handle,
-``--dry-run``/``--json``, ``XCE_CONTROLLER``, a token only xce.auth can mint, a
+``--dry-run``/``--json``, ``XCE_CONTROLLER``, a token only xce.security.auth can mint, a
 leader without a door, or any reply it did not expect.  Once a request has left,
 the fallback carries the same idempotency key, so the job is never submitted twice.
 """
@@ -20,7 +20,7 @@ import sys
 import time
 
 SUBMIT, OK, ERROR = 10, 1, 2  # xce/proto/opcodes.py; tests/test_quick_submit.py checks them
-# The Structs' field order (xce/proto/schema.py SubmitRequest, xce/model.py JobSpec): msgspec
+# The Structs' field order (xce/proto/schema.py SubmitRequest, xce/core/model.py JobSpec): msgspec
 # writes every field in this order, and the door's bytes must equal the full path's.
 SPEC_DEFAULTS: dict[str, object] = {
     "command": [], "name": "", "user": "", "queue": "", "slots": 1, "resreq": "", "mem_limit": None,
@@ -109,7 +109,7 @@ def parse(argv: list[str]) -> Args | None:
 
 def spec_of(a: Args) -> dict[str, object] | None:
     """The JobSpec as cmd_submit and make_spec build it; None if a value needs the full path's checks."""
-    from xce.local import unix_user
+    from xce.site.local import unix_user
 
     spec = dict(SPEC_DEFAULTS)
     spec.update(command=list(a.command), user=unix_user(), cwd=os.getcwd(), env=dict(os.environ))
@@ -119,7 +119,7 @@ def spec_of(a: Args) -> dict[str, object] | None:
     try:
         spec["slots"] = int(a.fields.get("slots", "1"))
         if "mem_limit" in a.fields:
-            from xce.units import parse_mem
+            from xce.core.units import parse_mem
 
             spec["mem_limit"] = parse_mem(a.fields["mem_limit"])
     except Exception:  # noqa: BLE001 - the full path reports it, in its own words
@@ -139,7 +139,12 @@ def submit(argv: list[str]) -> int | Fallback:
     a = parse(argv)
     if a is None:
         return Fallback("options the fast path does not parse")
-    from xce.local import CLUSTER_FILE, read_cluster_keys, state_dir_default, stored_token_if_fresh
+    from xce.site.local import (
+        CLUSTER_FILE,
+        read_cluster_keys,
+        state_dir_default,
+        stored_token_if_fresh,
+    )
 
     sd = a.state_dir or state_dir_default()
     keys = read_cluster_keys(os.path.join(sd, CLUSTER_FILE), {("", "state_dir"), ("controller", "address")})
@@ -165,8 +170,8 @@ def submit_body(spec: dict[str, object], key: str) -> dict[str, object]:
 
 def send(home: str, address: str, body: dict[str, object], token: str, timeout: float, key: str) -> int | Fallback:
     """SUBMIT through the door of ``address``, then of the leader it names; every fallback keeps ``key``."""
-    from xce.errors import XceError
-    from xce.local import door_path
+    from xce.core.errors import XceError
+    from xce.site.local import door_path
 
     deadline = time.monotonic() + timeout
     for _ in range(2):
@@ -196,7 +201,7 @@ def send(home: str, address: str, body: dict[str, object], token: str, timeout: 
 
 def _exchange(endpoint: str, body: dict[str, object], token: str, deadline: float) -> tuple[int, object]:
     """One request over a fresh DEALER: the reply's opcode and body (XceError if none came)."""
-    from xce.errors import ProtocolError
+    from xce.core.errors import ProtocolError
     from xce.proto import lite
     from xce.proto.zmtp import Dealer
 
@@ -229,7 +234,7 @@ def _submitted(body: object) -> str | None:
 
 def _failed(code: str, message: str) -> int:
     """As main() reports an error reply: exit 2 for the InvalidRequest family, else 1."""
-    from xce.errors import ERROR_CLASSES, InvalidRequest, XceError
+    from xce.core.errors import ERROR_CLASSES, InvalidRequest, XceError
 
     print(f"xce submit: {message}", file=sys.stderr)
     return 2 if issubclass(ERROR_CLASSES.get(code, XceError), InvalidRequest) else 1

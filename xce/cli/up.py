@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -185,7 +185,7 @@ class Supervisor:
 
 def ensure_keys(state_dir: Path, daemons: list[str]) -> None:
     """The local cluster's CURVE keys: kept across `up`s, so running clients stay valid."""
-    from xce.curve import KeyStore
+    from xce.security.curve import KeyStore
 
     store = KeyStore(state_dir / "keys")
     store.ensure_server()

@@ -39,28 +39,40 @@ from typing import Any
 
 import zmq
 
-from xce.auditlog import AuditLog
-from xce.config import Config, load
-from xce.curve import AllowList, KeyStore, keys_root, server_keys, start_authenticator
-from xce.errors import NotLeader, ProtocolError, XceError
-from xce.auth import KEYS_FILE, TokenService, auth_dir
-from xce.heap import HeapUpkeep
-from xce.live import Live
-from xce.policy import Principal, load_policy
-from xce.proto import schema as S
-from xce.model import ACTIVE, JobState
-from xce.proto.codec import decode_envelope, decode_request, encode, error_reply
-from xce.proto.opcodes import Op
-from xce.raft import ReplicatedState, fsync_journal, make_conf
-from xce.result import Err, Ok, Result
-from xce.resources import catalog
-from xce.resreq import parse_resreq
-from xce.state import Cleanup, Cmd, HostLost, encode_batch
-
-from xce.daemons.ctl_access import AUDITED_OPS, DAEMON_OPS, Access, Audit, answer, refusal
+from xce.core.errors import NotLeader, ProtocolError, XceError
+from xce.core.model import ACTIVE, JobState
+from xce.core.resources import catalog
+from xce.core.resreq import parse_resreq
+from xce.core.result import Err, Ok, Result
+from xce.core.state import Cleanup, Cmd, HostLost, encode_batch
+from xce.daemons.ctl_access import (
+    AUDITED_OPS,
+    DAEMON_OPS,
+    Access,
+    Audit,
+    answer,
+    refusal,
+)
 from xce.daemons.ctl_clients import ClientDoor
 from xce.daemons.ctl_events import Publisher
 from xce.daemons.ctl_workers import WorkerDoor
+from xce.daemons.heap import HeapUpkeep
+from xce.daemons.raft import ReplicatedState, fsync_journal, make_conf
+from xce.proto import schema as S
+from xce.proto.codec import decode_envelope, decode_request, encode, error_reply
+from xce.proto.opcodes import Op
+from xce.replica.live import Live
+from xce.security.auditlog import AuditLog
+from xce.security.auth import KEYS_FILE, TokenService, auth_dir
+from xce.security.curve import (
+    AllowList,
+    KeyStore,
+    keys_root,
+    server_keys,
+    start_authenticator,
+)
+from xce.security.policy import Principal, load_policy
+from xce.site.config import Config, load
 
 log = logging.getLogger("xce.controller")
 REQUEST_LOG_FILE = "requests.jsonl"  # in the controller's state directory (see AuditLog)
@@ -76,7 +88,7 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
         state_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(state_dir, 0o700)  # the journal holds job environments
         self.ctx = zmq.Context()
-        from xce.zmqutil import bind_local_door, router, serve_curve
+        from xce.transport.sockets import bind_local_door, router, serve_curve
 
         # CURVE: the ZAP handler must be up before the first handshake, so before any bind.
         self.curve = server_keys(cfg)
@@ -248,7 +260,7 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
         if self.authenticator is not None:
             self.authenticator.stop()
         self.ctx.destroy(linger=0)
-        from xce.zmqutil import close_local_door
+        from xce.transport.sockets import close_local_door
 
         close_local_door(self.door)
 

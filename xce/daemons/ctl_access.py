@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import zmq
 
-from xce.curve import SCHEDULER_KEY
-from xce.errors import PermissionDenied, Unauthenticated, XceError
-from xce.policy import OP_PERMISSIONS, authorize
+from xce.core.errors import PermissionDenied, Unauthenticated, XceError
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
+from xce.security.curve import SCHEDULER_KEY
+from xce.security.policy import OP_PERMISSIONS, authorize
 
 if TYPE_CHECKING:
     from xce.daemons.controller import Controller
@@ -53,7 +53,7 @@ class Access:
             self.worker_keys[body.host] = name
 
     def authorize(self: Controller, token: str, op: Op, body: Any) -> Any:
-        """The same policy as REST (xce/policy.py): who may do what, own jobs narrowed.
+        """The same policy as REST (xce/security/policy.py): who may do what, own jobs narrowed.
 
         Workers and the scheduler show a daemon-role token (and, with CURVE, an allowed
         key: ``check_daemon_key``); everyone else their user token.

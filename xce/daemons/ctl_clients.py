@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from xce.errors import InvalidRequest, NotFound, XceError
-from xce.model import ACTIVE, TERMINAL, check_mem_limit, check_spec
-from xce.placement import demand_of, host_caps, never_fits
+from xce.core.errors import InvalidRequest, NotFound, XceError
+from xce.core.limits import KILL_REASON, check_text
+from xce.core.model import ACTIVE, TERMINAL, check_mem_limit, check_spec
+from xce.core.placement import demand_of, host_caps, never_fits
+from xce.core.result import Ok, Result
+from xce.core.state import Kill, Modify, SetHostAdmin, Submit
 from xce.proto import schema as S
 from xce.proto.codec import encode
-from xce.limits import KILL_REASON, check_text
 from xce.proto.opcodes import Op
-from xce.result import Ok, Result
-from xce.state import (Kill, Modify, SetHostAdmin, Submit)
 
 if TYPE_CHECKING:
     from xce.daemons.controller import Controller
@@ -60,7 +60,7 @@ class ClientDoor:
                 verdicts[key] = (req, never_fits(d, caps.values()) if caps else None)
             req, never = verdicts[key]
             if never:
-                from xce.errors import Infeasible
+                from xce.core.errors import Infeasible
 
                 raise Infeasible(f"{where}{never}")
             specs.append(msgspec.structs.replace(spec, queue=q) if spec.queue != q else spec)
@@ -212,7 +212,7 @@ class ClientDoor:
             self.after_apply()
 
     def h_audit(self: Controller, ident: bytes, rid: int, body: S.Empty) -> None:
-        from xce.audit import Dispatch, audit
+        from xce.replica.audit import Dispatch, audit
 
         dispatch = Dispatch(started=self.confirmed, registered=self.registered_at, now=time.time(),
                             grace=self.cfg.worker.heartbeat)

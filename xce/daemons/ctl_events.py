@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 import msgspec
 import zmq
 
-from xce.errors import NotLeader, XceError
-from xce.model import Host, Job, Queue
+from xce.core.errors import NotLeader, XceError
+from xce.core.model import Host, Job, Queue
+from xce.core.result import Err
+from xce.core.state import SetQueues
 from xce.proto import schema as S
-from xce.result import Err
 from xce.proto.codec import encode
 from xce.proto.opcodes import Op
-from xce.state import SetQueues
 
 if TYPE_CHECKING:
     from xce.daemons.controller import Controller

@@ -6,18 +6,17 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-
-from xce.errors import InvalidRequest
-from xce.live import host_mem
-from xce.model import ACTIVE, TERMINAL, Host, HostUsage, Job, JobState
-from xce.placement import build_allocs, check_placement, demand_of, host_caps
+from xce.core.errors import InvalidRequest
+from xce.core.limits import HOST_NAME, body_limit, check_text
+from xce.core.model import ACTIVE, TERMINAL, Host, HostUsage, Job, JobState
+from xce.core.placement import build_allocs, check_placement, demand_of, host_caps
+from xce.core.resources import WIRE_NAMES
+from xce.core.result import Err, Result
+from xce.core.state import Finish, Place, RegisterHost
 from xce.proto import schema as S
 from xce.proto.codec import encode
-from xce.limits import HOST_NAME, body_limit, check_text
 from xce.proto.opcodes import Op
-from xce.result import Err, Result
-from xce.resources import WIRE_NAMES
-from xce.state import (Finish, Place, RegisterHost)
+from xce.replica.live import host_mem
 
 if TYPE_CHECKING:
     from xce.daemons.controller import Controller
@@ -52,7 +51,7 @@ class WorkerDoor:
         if job.kill_requested:
             return  # a killed job is never started: the kill's orders end it (order_kill)
         alloc = next(a for a in job.allocs if a.host == host)
-        from xce.live import mem_decay
+        from xce.replica.live import mem_decay
 
         duration, decay = mem_decay(job)
         self.unconfirmed[(job.id, host)] = (job.attempt, now)

@@ -19,16 +19,16 @@ from typing import Any
 
 import zmq
 
-from xce.config import Config, load
-from xce.errors import XceError
-from xce.follow import EventFollower, Sync
-from xce.heap import HeapUpkeep
-from xce.mirror import Mirror
-from xce.model import Alloc, JobState
-from xce.placement import HostCap, host_caps, schedule
+from xce.client.follow import EventFollower, Sync
+from xce.core.errors import XceError
+from xce.core.model import Alloc, JobState
+from xce.core.placement import HostCap, host_caps, schedule
+from xce.core.sched.site import PolicyState, SitePolicy
+from xce.daemons.heap import HeapUpkeep
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
-from xce.sched.site import PolicyState, SitePolicy
+from xce.replica.mirror import Mirror
+from xce.site.config import Config, load
 
 log = logging.getLogger("xce.scheduler")
 
@@ -37,7 +37,7 @@ def daemon_token(cfg: Config) -> str:
     """The daemon-role token of this cluster (``<state>/auth/daemon.token``), if it has one."""
     import os
 
-    from xce.auth import DAEMON_TOKEN, auth_dir
+    from xce.security.auth import DAEMON_TOKEN, auth_dir
 
     env = os.environ.get("XCE_DAEMON_TOKEN")
     if env:
@@ -61,7 +61,7 @@ class Scheduler:
 
         self.cfg = cfg
         self.ctx = zmq.Context()
-        from xce.curve import SCHEDULER_KEY, daemon_keys
+        from xce.security.curve import SCHEDULER_KEY, daemon_keys
 
         self.keys = daemon_keys(cfg, SCHEDULER_KEY)
         self.conn = Connection(endpoints_of(cfg), token=daemon_token(cfg), timeout=5.0, ctx=self.ctx,

@@ -30,14 +30,21 @@ from typing import Any
 import zmq
 
 from xce import __version__
-from xce.config import Config, load
-from xce.errors import ProtocolError, XceError
-from xce.model import HostUsage
+from xce.core.errors import ProtocolError, XceError
+from xce.core.model import HostUsage
+from xce.core.units import parse_mem
 from xce.proto import schema as S
-from xce.proto.codec import (decode_envelope, decode_error, decode_reply, decode_request, encode,
-                             error_reply, order_key)
+from xce.proto.codec import (
+    decode_envelope,
+    decode_error,
+    decode_reply,
+    decode_request,
+    encode,
+    error_reply,
+    order_key,
+)
 from xce.proto.opcodes import Op
-from xce.units import parse_mem
+from xce.site.config import Config, load
 from xce.worker import measure
 from xce.worker.runner import Runner, Task
 
@@ -64,7 +71,7 @@ def register_delay(failures: int, draw: float) -> float:
 
 class Worker:
     def __init__(self, cfg: Config, state_dir: Path) -> None:
-        from xce.client import endpoints_of
+        from xce.site.config import endpoints_of
 
         w = cfg.worker
         self.cfg = cfg
@@ -77,7 +84,7 @@ class Worker:
         from xce.daemons.scheduler import daemon_token
 
         self.token = daemon_token(cfg)
-        from xce.curve import daemon_keys
+        from xce.security.curve import daemon_keys
 
         self.keys = daemon_keys(cfg, self.name)  # its key on the controller's CURVE allow-list
         self.refused = ""
@@ -107,7 +114,7 @@ class Worker:
     # ---- socket ----
 
     def connect(self) -> None:
-        from xce.zmqutil import dealer
+        from xce.transport.sockets import dealer
 
         if self.sock is not None:
             self.sock.disable_monitor()
@@ -272,7 +279,7 @@ class Worker:
             if env.rid == self.register_rid or err.code == "not_leader":
                 self.registered = False
                 self.register_failures = 0  # answered (an election, say): the controller keeps up
-                from xce.errors import NotLeader
+                from xce.core.errors import NotLeader
 
                 if isinstance(err, NotLeader) and err.leader:
                     if err.leader not in self.endpoints:

@@ -13,11 +13,20 @@ from typing import Any
 
 import msgspec
 
-from xce.errors import ProtocolError, XceError
-from xce import limits
+from xce.core import limits
+from xce.core.errors import ProtocolError, XceError
 from xce.proto.opcodes import Op
-from xce.proto.schema import (DEFAULT_MAX_BODY, MAX_BODY, PROTOCOL_VERSION, REPLIES, REQUESTS,
-                              Envelope, ErrorReply, Event, OrderKey)
+from xce.proto.schema import (
+    DEFAULT_MAX_BODY,
+    MAX_BODY,
+    PROTOCOL_VERSION,
+    REPLIES,
+    REQUESTS,
+    Envelope,
+    ErrorReply,
+    Event,
+    OrderKey,
+)
 
 MAX_FRAME = limits.MAX_FRAME  # ZMQ_MAXMSGSIZE on every socket that takes input from others
 

@@ -4,7 +4,7 @@ Every client write (SUBMIT, KILL, MODIFY, HOST_ADMIN) carries a key.  A door mak
 key per thing the user asked for and sends the same key on every retry of it, so a
 request re-sent after a timeout or a failover is answered, not done twice: the state
 machine keeps each key's first answer, scoped by the principal who sent it
-(xce/state.py ``Keyed``).
+(xce/core/state.py ``Keyed``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 
-from xce.errors import ProtocolError
+from xce.core.errors import ProtocolError
 
 PROTOCOL_VERSION = 1   # xce/proto/schema.py PROTOCOL_VERSION; test_lite checks they agree
 MAX_FRAME = 64 * 2**20  # xce/proto/codec.py MAX_FRAME: the controller refuses more anyway

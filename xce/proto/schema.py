@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import msgspec
 
-from xce.model import Alloc, Host, HostUsage, Job, JobSpec, Queue
-from xce import limits
+from xce.core import limits
+from xce.core.model import Alloc, Host, HostUsage, Job, JobSpec, Queue
+from xce.core.views import HostView, JobView
 from xce.proto.idempotency import key_problem
 from xce.proto.opcodes import Op
-from xce.views import HostView, JobView
 
 PROTOCOL_VERSION = 1
 
@@ -33,7 +33,7 @@ class Empty(msgspec.Struct):
 
 
 class ErrorReply(msgspec.Struct):
-    """An XceError on the wire (xce/errors.py ``to_wire``): its code, message and fields.
+    """An XceError on the wire (xce/core/errors.py ``to_wire``): its code, message and fields.
 
     Each field below is an attribute of some error class, with that class's default.
     """
@@ -185,7 +185,7 @@ class RequestLogReply(msgspec.Struct):
 
 
 class HostMem(msgspec.Struct, array_like=True, gc=False):
-    """A host's memory totals in the leader's ledger (xce.accounting.HostTotals' figures)."""
+    """A host's memory totals in the leader's ledger (xce.core.accounting.HostTotals' figures)."""
 
     mem_reserved: int
     mem_actual: int
@@ -284,7 +284,7 @@ class UsageColumns(msgspec.Struct, array_like=True, gc=False):
     Columns, not a struct per task, because this is decoded hosts x jobs times a second:
     a list of ints decodes and iterates far cheaper than one object (and a dict of
     metrics) per report.  Metric columns carry the worker's wire names
-    (``xce.resources.WIRE_NAMES`` maps ``memory_rss`` to the scheduler's ``mem``).
+    (``xce.core.resources.WIRE_NAMES`` maps ``memory_rss`` to the scheduler's ``mem``).
     """
 
     job_id: list[int] = []
@@ -404,6 +404,6 @@ REPLIES: dict[Op, type] = {
     Op.JOB_FINISHED: Ack, Op.RUN_JOB: Ack, Op.KILL_JOB: Ack,
 }
 
-# Largest body accepted per request: the one table of limits (xce/limits.py).
+# Largest body accepted per request: the one table of limits (xce/core/limits.py).
 MAX_BODY: dict[Op, int] = {Op[name]: n for name, n in limits.MAX_BODY.items()}
 DEFAULT_MAX_BODY = limits.DEFAULT_MAX_BODY

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xce.errors import InvalidRequest
-from xce.model import JobSpec
+from xce.core.errors import InvalidRequest
+from xce.core.model import JobSpec
 from xce.proto import schema as S
 from xce.proto.idempotency import key_problem, new_key
 

@@ -17,7 +17,7 @@ import _socket  # socket.py would add ~7 ms of imports (selectors, enum) to `xce
 import struct
 import time
 
-from xce.errors import ProtocolError, Unavailable
+from xce.core.errors import ProtocolError, Unavailable
 from xce.proto.lite import MAX_FRAME
 
 TYPE_CHECKING = False  # typing costs the fast CLI path ~6 ms

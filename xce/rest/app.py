@@ -20,8 +20,6 @@ from typing import Any
 import falcon
 import falcon.asgi
 
-from xce.auth import TokenService, ensure_keyring
-from xce.policy import ANONYMOUS, Policy, Principal, load_policy
 from xce.rest import problems
 from xce.rest.auditlog import Audit, AuditLog
 from xce.rest.backend import Backend, ControllerBackend, Services
@@ -29,6 +27,8 @@ from xce.rest.config import RestConf
 from xce.rest.middleware import CORS, JWT, RBAC, RateLimit, WhitelistIP, WhitelistURL
 from xce.rest.routes import ENDPOINTS, Endpoint, decode_body, decode_query, render
 from xce.rest.users import Authenticator, UserStore
+from xce.security.auth import TokenService, ensure_keyring
+from xce.security.policy import ANONYMOUS, Policy, Principal, load_policy
 
 CHAIN = (WhitelistURL, WhitelistIP, RateLimit, JWT, CORS, RBAC)
 

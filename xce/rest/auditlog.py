@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import itertools
 import secrets
+from pathlib import Path
 from typing import Any
 
-
-from pathlib import Path
-
-from xce import auditlog
-from xce.policy import ANONYMOUS
 from xce.rest.schema import AuditRecord
+from xce.security import auditlog
+from xce.security.policy import ANONYMOUS
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 

@@ -18,10 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from xce.auth import TokenService
 from xce.client import Client
-from xce.policy import Policy
-from xce.errors import InvalidRequest
+from xce.core.errors import InvalidRequest
 from xce.proto import schema as S
 from xce.proto import writes
 from xce.proto.idempotency import key_problem
@@ -29,6 +27,8 @@ from xce.proto.opcodes import Op
 from xce.rest.auditlog import AuditLog
 from xce.rest.config import RestConf
 from xce.rest.users import Authenticator
+from xce.security.auth import TokenService
+from xce.security.policy import Policy
 
 
 class Backend(Protocol):

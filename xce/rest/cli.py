@@ -1,7 +1,7 @@
 """CLI commands of the auth area: `xce user`, `xce login`/`logout`, `xce token`, `xce signing-keys`.
 
 Registered into `xce` through xce.cli.main.EXTENSIONS.  Files live under
-``<state>/auth/`` (xce/auth.py): `user` edits users.toml, `signing-keys` the token key
+``<state>/auth/`` (xce/security/auth.py): `user` edits users.toml, `signing-keys` the token key
 ring (``init`` creates it, ``add`` rotates in a new signing key, ``revoke``
 removes one: tokens it signed stop verifying), `login` asks the REST server for a
 token and stores it (login.token, 0600) for the CLI, `token` prints the token the
@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from xce.errors import InvalidRequest, Unauthenticated, Unavailable
+from xce.core.errors import InvalidRequest, Unauthenticated, Unavailable
 
 
 def _sd(a: argparse.Namespace) -> Path:
-    from xce.config import default_state_dir
+    from xce.site.config import default_state_dir
 
     return Path(a.state_dir) if a.state_dir else default_state_dir()
 
@@ -38,8 +38,8 @@ def _password(a: argparse.Namespace, confirm: bool = True) -> str:
 
 
 def cmd_user(a: argparse.Namespace) -> int:
-    from xce.policy import load_policy
     from xce.rest.users import UserStore
+    from xce.security.policy import load_policy
 
     store = UserStore.for_state_dir(_sd(a))
     if a.sub == "add":
@@ -84,8 +84,8 @@ def _post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def cmd_login(a: argparse.Namespace) -> int:
-    from xce.auth import LOGIN_TOKEN, auth_dir, unix_user, write_secret
     from xce.client import cluster_config
+    from xce.security.auth import LOGIN_TOKEN, auth_dir, unix_user, write_secret
 
     url = a.url or cluster_config(_sd(a)).rest_url
     if not url:
@@ -99,7 +99,7 @@ def cmd_login(a: argparse.Namespace) -> int:
 
 
 def cmd_logout(a: argparse.Namespace) -> int:
-    from xce.auth import LOGIN_TOKEN, auth_dir
+    from xce.security.auth import LOGIN_TOKEN, auth_dir
 
     (auth_dir(_sd(a)) / LOGIN_TOKEN).unlink(missing_ok=True)
     return 0
@@ -108,7 +108,7 @@ def cmd_logout(a: argparse.Namespace) -> int:
 def cmd_token(a: argparse.Namespace) -> int:
     import jwt
 
-    from xce.auth import Principal, TokenService, cli_token, unix_user
+    from xce.security.auth import Principal, TokenService, cli_token, unix_user
 
     if a.issue:
         svc = TokenService.from_state_dir(_sd(a))
@@ -122,7 +122,7 @@ def cmd_token(a: argparse.Namespace) -> int:
 
 
 def cmd_keys(a: argparse.Namespace) -> int:
-    from xce.auth import KEYS_FILE, KeyRing, auth_dir
+    from xce.security.auth import KEYS_FILE, KeyRing, auth_dir
 
     path = auth_dir(_sd(a)) / KEYS_FILE
     if a.sub == "init":

@@ -1,7 +1,7 @@
 """/v1/hosts, /v1/queues, /v1/status: the cluster as the CLI's --json shows it.
 
 Hosts are HostView (reserved, actual, slack, overage, available for scheduling,
-all from xce/accounting.py through the controller); close/open are admin actions
+all from xce/core/accounting.py through the controller); close/open are admin actions
 and answer with the host's new view.  Status is the controller's StatusReply,
 with ``rest_url`` filled in with this server's URL when the cluster file has none.
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from xce.core.views import HostView
 from xce.proto import schema as S
 from xce.proto import writes
 from xce.proto.opcodes import Op
 from xce.rest.backend import Services, idempotency_key
 from xce.rest.routes import route
-from xce.views import HostView
 
 HOST = "/v1/hosts/{name}"
 

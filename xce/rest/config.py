@@ -1,7 +1,7 @@
 """xce-rest settings: one TOML file (``--config``), every key optional.
 
 Owns only the REST server's own knobs; token trust settings (issuer, audience,
-algorithms, ttl, leeway) live in the key ring (xce/auth.py) because every
+algorithms, ttl, leeway) live in the key ring (xce/security/auth.py) because every
 verifier reads them, and roles live in config/rbac.toml.  An unknown key or a
 bad value fails at start naming the file and key.  docs/rest.md lists every key.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from xce.errors import ConfigError
+from xce.core.errors import ConfigError
 
 PUBLIC_PATHS = ["/healthz", "/v1/auth/token", "/v1/openapi.json"]
 

@@ -7,9 +7,9 @@ accounting module computed them).  Every job and host state is always present
 
 from __future__ import annotations
 
-from xce.model import HostState, JobState
+from xce.core.model import HostState, JobState
+from xce.core.views import HostView
 from xce.proto.schema import StatusReply
-from xce.views import HostView
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 

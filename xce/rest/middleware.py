@@ -29,10 +29,10 @@ from typing import Any
 
 import falcon
 
-from xce.auth import TokenService
-from xce.errors import PermissionDenied, Unauthenticated
-from xce.policy import ANONYMOUS, Policy
+from xce.core.errors import PermissionDenied, Unauthenticated
 from xce.rest.routes import AUTHENTICATED, PUBLIC
+from xce.security.auth import TokenService
+from xce.security.policy import ANONYMOUS, Policy
 
 IPNet = ipaddress.IPv4Network | ipaddress.IPv6Network
 

@@ -13,13 +13,20 @@ import asyncio
 from typing import Any
 
 from xce import __version__ as VERSION
-from xce.errors import Unauthenticated, XceError
+from xce.core.errors import Unauthenticated, XceError
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
 from xce.rest import metrics
 from xce.rest.backend import Services
 from xce.rest.routes import AUTHENTICATED, PUBLIC, Reply, route
-from xce.rest.schema import AuditQuery, AuditRecord, Health, TokenBody, TokenReply, WhoAmI
+from xce.rest.schema import (
+    AuditQuery,
+    AuditRecord,
+    Health,
+    TokenBody,
+    TokenReply,
+    WhoAmI,
+)
 
 # argon2 verification costs ~64 MiB and tens of ms: at most two at a time, whatever the flood.
 _LOGINS = asyncio.Semaphore(2)

@@ -1,7 +1,7 @@
 """Errors as RFC 9457 problem details, mapped once for the whole API.
 
 Owns the ``Problem`` body and the Falcon error handlers.  Each XceError class
-maps by its own ``code``/``http_status`` (xce/errors.py), Falcon's HTTP errors
+maps by its own ``code``/``http_status`` (xce/core/errors.py), Falcon's HTTP errors
 (404 route, 405, 413, 415, 429) keep their status, msgspec validation errors are
 400, and anything else is a 500 whose detail hides internals (it is logged).
 The handler also leaves the detail on ``req.context.problem`` for the audit log.
@@ -16,7 +16,13 @@ from typing import Any
 import falcon
 import msgspec
 
-from xce.errors import NotLeader, PermissionDenied, Unauthenticated, Unavailable, XceError
+from xce.core.errors import (
+    NotLeader,
+    PermissionDenied,
+    Unauthenticated,
+    Unavailable,
+    XceError,
+)
 
 log = logging.getLogger("xce.rest")
 PROBLEM_JSON = "application/problem+json"

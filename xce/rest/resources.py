@@ -16,18 +16,24 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from xce.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
-from xce.model import MEM_LIMIT_FLOOR, JobSpec, check_mem_limit
-from xce.policy import denied
+from xce.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
+from xce.core.model import MEM_LIMIT_FLOOR, JobSpec, check_mem_limit
+from xce.core.units import fmt_bytes, parse_mem
+from xce.core.views import JobView
 from xce.proto import schema as S
 from xce.proto import writes
 from xce.proto.opcodes import Op
 from xce.rest.backend import Services, idempotency_key
 from xce.rest.routes import Reply, route
-from xce.rest.schema import (MAX_MEM, AccountingQuery, JobsQuery, ModifyBody, SubmitBody,
-                             SubmitResult)
-from xce.units import fmt_bytes, parse_mem
-from xce.views import JobView
+from xce.rest.schema import (
+    MAX_MEM,
+    AccountingQuery,
+    JobsQuery,
+    ModifyBody,
+    SubmitBody,
+    SubmitResult,
+)
+from xce.security.policy import denied
 
 JOB = "/v1/jobs/{job_id:int(min=1, max=9007199254740991)}"
 

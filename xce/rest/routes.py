@@ -3,7 +3,7 @@
 ``@route(...)`` registers a handler in ``ENDPOINTS``; from that one list the app
 builds its Falcon resources, RBAC reads each route's permission, and
 /v1/openapi.json is generated (xce/rest/openapi.py).  A route must declare a
-permission: a name from xce/policy.py, ``PUBLIC`` (no token, no check) or
+permission: a name from xce/security/policy.py, ``PUBLIC`` (no token, no check) or
 ``AUTHENTICATED`` (any valid token).  Handlers are ``async fn(svc, req, **kw)``
 where kw holds the path parameters, ``query`` and ``body`` (already decoded and
 validated into their Structs); they return a value to encode as JSON, or a
@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl
 import falcon
 import msgspec
 
-from xce.policy import PERMISSIONS
+from xce.security.policy import PERMISSIONS
 
 PUBLIC = "public"
 AUTHENTICATED = "authenticated"

@@ -1,7 +1,7 @@
 """REST-only shapes: query strings, request bodies, and the few replies that are not views.
 
 Entities in replies are the shared vocabulary (JobView, HostView, StatusReply,
-QueuesReply, KillReply from xce/views.py and xce/proto/schema.py), encoded as the
+QueuesReply, KillReply from xce/core/views.py and xce/proto/schema.py), encoded as the
 CLI's ``--json`` encodes them.  The constraints here are the API's input
 validation *and* appear in /v1/openapi.json (both come from these classes).
 """

@@ -17,8 +17,8 @@ import os
 import sys
 from pathlib import Path
 
-from xce.config import default_state_dir
-from xce.errors import XceError
+from xce.core.errors import XceError
+from xce.site.config import default_state_dir
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

@@ -23,9 +23,9 @@ import tomli_w
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from xce.auth import auth_dir, write_secret
-from xce.errors import ConfigError, Conflict, InvalidRequest, NotFound
-from xce.policy import Principal
+from xce.core.errors import ConfigError, Conflict, InvalidRequest, NotFound
+from xce.security.auth import auth_dir, write_secret
+from xce.security.policy import Principal
 
 USERS_FILE = "users.toml"
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")

@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
-from xce.errors import PermissionDenied, Unavailable, XceError
+from xce.core.errors import PermissionDenied, Unavailable, XceError
 
 
 class Actions(Protocol):

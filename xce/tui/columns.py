@@ -1,6 +1,6 @@
 """The columns of the hosts and jobs tables: titles, widths, cells and sort keys.
 
-A column's ``cell`` renders one view (xce.views) as text; its ``sort`` gives the
+A column's ``cell`` renders one view (xce.core.views) as text; its ``sort`` gives the
 sort key from the model (usage columns through ``ConsoleModel.usage``: the same
 figures, without building 20,000 views).  Columns marked ``live`` depend on
 usage reports, so a table sorted by one re-sorts as samples arrive (throttled

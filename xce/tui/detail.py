@@ -2,7 +2,7 @@
 per host, reason) and a host (its memory history and its jobs).
 
 Figures come from the model's views; the reservation line is the reservation
-in force at each moment, from xce.accounting.reserved_in_force (so a decaying
+in force at each moment, from xce.core.accounting.reserved_in_force (so a decaying
 reservation slopes).  The screens re-render on every frame the App hands them.
 """
 
@@ -19,8 +19,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
-from xce.accounting import reserved_in_force
-from xce.live import mem_decay
+from xce.core.accounting import reserved_in_force
+from xce.replica.live import mem_decay
 from xce.tui import fmt
 from xce.tui.header import HeaderBar
 from xce.tui.main_screen import FILTER_CSS, TableScreen

@@ -1,6 +1,6 @@
 """Display formatting for the console: human units, colours, the host memory bar.
 
-Pure functions of views (xce.views) and numbers; no widget or model state.
+Pure functions of views (xce.core.views) and numbers; no widget or model state.
 The colour vocabulary is shared by every table, the header and the help screen.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from rich.style import Style
 from rich.text import Text
 
-from xce.units import fmt_bytes, fmt_duration
-from xce.views import HostView, JobView
+from xce.core.units import fmt_bytes, fmt_duration
+from xce.core.views import HostView, JobView
 
 OVER = Style(color="red", bold=True)      # actual above reservation
 SLACK = Style(color="blue")               # reserved but idle

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
-from xce.accounting import HostTotals
-from xce.mirror import Mirror
-from xce.model import Job
+from xce.core.accounting import HostTotals
+from xce.core.model import Job
 from xce.proto.schema import HostMem, HostSamples
+from xce.replica.mirror import Mirror
 
 
 class KeptSamples:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from xce.client import Client, cluster_config
-from xce.follow import EventFollower, Sync
+from xce.client.follow import EventFollower, Sync
 from xce.tui.model import ConsoleModel
 from xce.tui.record import Hello, Link, Recorder
 

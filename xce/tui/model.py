@@ -1,7 +1,7 @@
 """The console's data model: a Mirror of the controller plus what the screens need.
 
 Owns: the Mirror (hard state + the Live ledger), cached views (computed by
-xce.views through ``Live.host_view``/``Live.job_view``, lazily, for what a
+xce.core.views through ``Live.host_view``/``Live.job_view``, lazily, for what a
 frame shows), what changed since the last frame (hard changes per job, usage
 per host), the header summary, and bounded memory histories for the detail
 plots.  Pure
@@ -20,19 +20,19 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from xce.accounting import HostTotals
-from xce.live import columns, event_samples
-from xce.mirror import Mirror
-from xce.model import Job, JobState
+from xce.core.accounting import HostTotals
+from xce.core.model import Job, JobState
+from xce.core.views import HostView, JobView, host_state
 from xce.proto import schema as S
 from xce.proto.schema import Event, Snapshot
+from xce.replica.live import columns, event_samples
+from xce.replica.mirror import Mirror
 from xce.tui.history import HostHistory, summed
 from xce.tui.kept import KeptSamples
 from xce.tui.totals import Totals
-from xce.views import HostView, JobView, host_state
 
 HOST_STATES = ("ok", "full", "closed", "unavail")
-# The states whose figures xce.views.job_view reads from the live accounts.
+# The states whose figures xce.core.views.job_view reads from the live accounts.
 ACCOUNTED = frozenset({JobState.RUN, JobState.USUSP, JobState.SSUSP, JobState.UNKWN})
 # Views are kept for what frames show; beyond this many (a sort by reason read them all) they go.
 VIEW_CACHE = 2000
@@ -313,7 +313,7 @@ class ConsoleModel:
         """A job's (reserved, actual, peak, charged, efficiency): its JobView's figures.
 
         Sorting 20,000 rows by a usage column reads these for every row, so a running
-        job's are summed from its accounts as xce.views.job_view sums them, without
+        job's are summed from its accounts as xce.core.views.job_view sums them, without
         building the view; any other job's are read from its view.
         """
         job = self.mirror.jobs.get(jid)

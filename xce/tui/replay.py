@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from xce.follow import Sync
+from xce.client.follow import Sync
 from xce.proto.codec import decode_event_body
 from xce.proto.schema import Snapshot
 from xce.tui.model import ConsoleModel

@@ -17,11 +17,11 @@ from collections.abc import Callable
 
 import msgspec
 
-from xce.live import columns, host_mem
-from xce.mirror import Mirror
-from xce.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue
+from xce.core.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue
+from xce.core.resreq import parse_resreq
 from xce.proto.schema import Event, HostLive, JobSample, Snapshot
-from xce.resreq import parse_resreq
+from xce.replica.live import columns, host_mem
+from xce.replica.mirror import Mirror
 from xce.tui.record import Hello, Record, Recorder
 
 T0 = 1_700_000_000.0

@@ -1,6 +1,6 @@
 """The header's cluster-wide figures, so a frame costs what can have changed.
 
-Hosts by state are the hosts' view states (xce.views.host_state), and a state
+Hosts by state are the hosts' view states (xce.core.views.host_state), and a state
 moves only with hard changes (a host's admin state, placements that fill or
 free its slots): they are kept by deltas over the hosts whose hard state
 changed.  The memory sums (capacity, reserved, actual, slack, overage) are sums
@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from operator import attrgetter
 
-from xce.accounting import HostTotals
+from xce.core.accounting import HostTotals
 from xce.proto.schema import HostMem
 
 MEM_KEYS = ("capacity", "reserved", "actual", "slack", "overage")

@@ -74,11 +74,18 @@ from pathlib import Path
 from resource import struct_rusage
 from typing import Any, NamedTuple
 
-from xce.accounting import reserved_in_force, slack
-from xce.errors import InvalidRequest
-from xce.model import JobSpec
-from xce.worker.measure import (Meter, ProcMeter, Sample, attach_meter, make_meter, proc_stat,
-                                sweep_cgroups)
+from xce.core.accounting import reserved_in_force, slack
+from xce.core.errors import InvalidRequest
+from xce.core.model import JobSpec
+from xce.worker.measure import (
+    Meter,
+    ProcMeter,
+    Sample,
+    attach_meter,
+    make_meter,
+    proc_stat,
+    sweep_cgroups,
+)
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 LOST_DOWN = "exit status lost: the worker was down when the job ended"

@@ -1,0 +1,207 @@
+"""xce.client: the Python scripting API over ZeroMQ (also what the CLI uses).
+
+    from xce.client import Client
+    with Client() as c:                       # finds a local `xce up` by itself
+        ids = c.submit_many([{"command": ["true"], "resreq": "rusage[mem=10]"}] * 100)
+        c.wait(ids)
+        for ev in c.events(): ...
+
+Endpoints come from, in order: the ``endpoint`` argument, ``XCE_CONTROLLER``
+(comma-separated for several controllers), the cluster file a local ``xce up``
+wrote in the state directory (``--state-dir``/``XCE_STATE_DIR``), the defaults.
+Requests follow the Raft leader by themselves (xce.transport.connection).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from xce.core.errors import XceError
+from xce.core.model import JobSpec, check_spec
+from xce.core.views import HostView, JobView
+from xce.proto import schema as S
+from xce.proto import writes
+from xce.proto.opcodes import Op
+from xce.site.config import cluster_config, default_state_dir, endpoints_of
+from xce.site.local import CLUSTER_FILE, stored_token_if_fresh, unix_user
+from xce.transport.connection import Connection
+
+__all__ = ["CLUSTER_FILE", "Client", "Connection", "cluster_config", "endpoints_of", "make_spec", "unix_user"]
+
+
+class Client:
+    def __init__(self, endpoint: str | Sequence[str] | None = None, state_dir: str | Path | None = None,
+                 token: str | None = None, timeout: float = 10.0) -> None:
+        self.cfg = cluster_config(state_dir)
+        if endpoint is None:
+            env = os.environ.get("XCE_CONTROLLER")
+            endpoints = env.split(",") if env else endpoints_of(self.cfg)
+        else:
+            endpoints = [endpoint] if isinstance(endpoint, str) else list(endpoint)
+        self.events_endpoint = self.cfg.controller.pub_address
+        if token is None:
+            sd = self.cfg.state_dir or (state_dir if state_dir else default_state_dir())
+            token = stored_token_if_fresh(sd)
+            if token is None:
+                # JWT and crypto, ~150 ms of imports: only when a token must be minted
+                from xce.security.auth import cli_token
+
+                token = cli_token(sd)
+        tok = token
+        from xce.security.curve import client_keys
+
+        self.curve = client_keys(self.cfg)  # None when the cluster runs without CURVE
+        self.conn = Connection(endpoints, tok, timeout, curve=self.curve)
+        self.staleness: S.Staleness | None = None  # of the last stale_ok read; None when fresh
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def request(self, op: Op, body: Any = None, timeout: float | None = None) -> Any:
+        return self.conn.request(op, body if body is not None else S.Empty(), timeout)
+
+    # ---- jobs ----
+
+    def submit(self, command: Sequence[str] | str, **fields: Any) -> int:
+        return self.submit_many([{"command": command, **fields}])[0]
+
+    def submit_many(self, jobs: Sequence[JobSpec | dict[str, Any]], dry_run: bool = False,
+                    key: str | None = None) -> list[int]:
+        """Submit jobs at once (all or none); ``key`` to make a retry of your own safe too."""
+        defaults = {"user": unix_user(), "cwd": os.getcwd()}
+        specs = [j if isinstance(j, JobSpec) else make_spec(**{**defaults, **j}) for j in jobs]
+        return self.request(Op.SUBMIT, writes.submit(specs, key=key or writes.new_key(), dry_run=dry_run)).ids
+
+    def jobs(self, ids: Sequence[int] = (), user: str | None = None, all: bool = False,
+             states: Sequence[str] = (), queue: str | None = None, after: int = 0,
+             limit: int = 0, stale_ok: bool = False) -> list[JobView]:
+        """Jobs as the leader sees them; ``stale_ok``: any controller may answer (see ``staleness``)."""
+        r = self.request(Op.JOBS, S.JobsRequest(ids=list(ids), user=user, all=all, states=list(states),
+                                                queue=queue, after=after, limit=limit, stale_ok=stale_ok))
+        self.staleness = r.stale
+        return r.jobs
+
+    def job(self, job_id: int) -> JobView:
+        return self.jobs([job_id])[0]
+
+    def kill(self, ids: Sequence[int], reason: str = "", key: str | None = None) -> dict[int, str]:
+        return self.request(Op.KILL, writes.kill(ids, key=key or writes.new_key(), reason=reason)).results
+
+    def modify(self, job_id: int, mem_limit: int | None, key: str | None = None) -> None:
+        self.request(Op.MODIFY, writes.modify(job_id, mem_limit, key=key or writes.new_key()))
+
+    def wait(self, ids: Sequence[int], timeout: float | None = None, poll: float = 1.0,
+             progress: Any = None) -> list[JobView]:
+        """Block until every job ended (DONE or EXIT); returns their final views.
+
+        Follows the event stream (no polling load on the controller) and asks the
+        controller again every ``poll`` seconds and at once after a gap in the stream,
+        which covers events missed while the subscription was connecting or the leader
+        changed.  ``timeout`` is the total time allowed.
+        """
+        from xce.client.follow import EventFollower
+        from xce.core.model import TERMINAL
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        left = set(ids)
+        with EventFollower(self.conn, self.events_endpoint, silence=max(3.0, 3 * poll)) as follower:
+            next_check, gaps = 0.0, 0
+            while True:
+                if time.monotonic() >= next_check or follower.gaps != gaps:
+                    gaps = follower.gaps
+                    for chunk in range(0, len(ids), 5000):
+                        part = [i for i in ids[chunk:chunk + 5000] if i in left]
+                        if part:
+                            left -= {v.id for v in self.jobs(part) if v.state in ("DONE", "EXIT")}
+                    next_check = time.monotonic() + poll
+                if progress:
+                    progress(len(ids) - len(left), len(ids))
+                if not left:
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"{len(left)} job(s) still running after {timeout}s")
+                wait_s = max(0.0, next_check - time.monotonic())
+                if deadline is not None:
+                    wait_s = min(wait_s, max(0.0, deadline - time.monotonic()))
+                for ev in follower.step(int(wait_s * 1000) + 1):
+                    for j in ev.jobs:
+                        if j.id in left and j.state in TERMINAL:
+                            left.discard(j.id)
+        final: dict[int, JobView] = {}
+        for chunk in range(0, len(ids), 5000):
+            final.update((v.id, v) for v in self.jobs(ids[chunk:chunk + 5000]))
+        return [final[i] for i in ids]
+
+    # ---- cluster ----
+
+    def hosts(self, names: Sequence[str] = (), stale_ok: bool = False) -> list[HostView]:
+        r = self.request(Op.HOSTS, S.HostsRequest(names=list(names), stale_ok=stale_ok))
+        self.staleness = r.stale
+        return r.hosts
+
+    def host_admin(self, names: Sequence[str], action: str, key: str | None = None) -> None:
+        self.request(Op.HOST_ADMIN, writes.host_admin(names, action, key=key or writes.new_key()))
+
+    def queues(self) -> S.QueuesReply:
+        return self.request(Op.QUEUES)
+
+    def status(self) -> S.StatusReply:
+        return self.request(Op.STATUS)
+
+    def audit(self) -> S.AuditReply:
+        return self.request(Op.AUDIT)
+
+    def request_log(self, user: str | None = None, since: float = 0.0, after: int = 0,
+                    limit: int = 1000) -> list[S.RequestRecord]:
+        """The leader's log of state-changing requests at the ZeroMQ door (needs audit.read)."""
+        return self.request(Op.REQUEST_LOG, S.RequestLogQuery(user=user, since=since, after=after,
+                                                              limit=limit)).records
+
+    def snapshot(self) -> S.Snapshot:
+        return self.request(Op.SNAPSHOT, timeout=30)
+
+    def events(self, timeout: float | None = None) -> Iterator[S.Event]:
+        """Live events from the leader's stream (no snapshot; see xce.client.follow), until
+        ``timeout`` seconds have passed in all (None: for as long as the caller reads)."""
+        from xce.client.follow import EventFollower
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with EventFollower(self.conn, self.events_endpoint) as follower:
+            while True:
+                left = 1000.0 if deadline is None else deadline - time.monotonic()
+                if left <= 0:
+                    return
+                yield from follower.step(int(min(left, 1.0) * 1000) + 1)
+
+
+def make_spec(command: Sequence[str] | str, **fields: Any) -> JobSpec:
+    if isinstance(command, str):
+        command = ["/bin/sh", "-c", command]
+    if "user" not in fields:
+        fields["user"] = unix_user()
+    if "cwd" not in fields:
+        fields["cwd"] = os.getcwd()
+    if isinstance(fields.get("mem_limit"), str):
+        from xce.core.units import parse_mem
+
+        fields["mem_limit"] = parse_mem(fields["mem_limit"])
+    try:
+        spec = msgspec.convert({"command": list(command), **fields}, JobSpec)
+    except msgspec.ValidationError as e:
+        from xce.core.errors import InvalidRequest
+
+        raise InvalidRequest(f"bad job field: {e}") from None
+    check_spec(spec)  # refused here as the controller would refuse it
+    return spec

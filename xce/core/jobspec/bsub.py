@@ -1,0 +1,152 @@
+"""What bsub's options mean: a merged OptionSet -> a typed ``BsubRequest``.
+
+Both doors that speak bsub (``xce submit`` and the ``bsub`` front-end) call
+``bsub_request`` on the options that options.py parsed and merged; each value is
+parsed by its own module (arrays, runlimit, depend, xce/core/units.py through runlimit), and
+an error from a directive is prefixed with its line (``#BSUB at line 4: -W 1:75: ...``).
+Which JobSpec field each becomes is options.py's table and docs/jobmodel.md.  Not
+decided here: queue defaults and maxima, whether the queue kills a job whose
+dependency is never met, whether ``-U`` names a reservation that exists.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Literal, TypeVar
+
+import msgspec
+
+from xce.core.jobspec.arrays import LSF_MAX_ARRAY_SIZE, ArraySpec, parse_lsf_job_name
+from xce.core.jobspec.depend import Expr, parse_depend
+from xce.core.jobspec.errors import DirectiveError, JobSpecError
+from xce.core.jobspec.options import OptionSet, Value
+from xce.core.jobspec.runlimit import parse_lsf_time, parse_mem_limit
+
+T = TypeVar("T")
+_VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class EnvPolicy(msgspec.Struct, frozen=True, gc=False):
+    """Which of the submitting environment travels (``-env``); default: all of it."""
+
+    mode: Literal["all", "none", "names"] = "all"
+    names: tuple[str, ...] = ()  # mode "names": the variables that travel
+    exclude: tuple[str, ...] = ()  # mode "all": ~VAR
+    values: dict[str, str] = {}  # VAR=value: set whatever the mode
+
+
+class BsubRequest(msgspec.Struct, kw_only=True, gc=False):
+    name: str = ""
+    array: ArraySpec | None = None
+    queue: str | None = None
+    slots: int | None = None
+    resreq: str | None = None
+    mem_limit: int | None = None  # bytes
+    run_limit: int | None = None  # seconds
+    run_estimate: int | None = None  # seconds
+    stdout: str | None = None
+    stdout_overwrite: bool = False
+    stderr: str | None = None
+    stderr_overwrite: bool = False
+    cwd: str | None = None
+    project: str | None = None
+    user_group: str | None = None
+    depend: Expr | None = None
+    depend_text: str | None = None
+    kill_if_never: bool = False  # -ti
+    priority: int | None = None
+    exclusive: bool = False
+    wait: bool = False  # -K
+    interactive: bool = False  # -I
+    env: EnvPolicy = EnvPolicy()
+    pre_exec: str | None = None
+    reservation: str | None = None
+
+
+def bsub_request(opts: OptionSet, *, max_array_size: int = LSF_MAX_ARRAY_SIZE,
+                 mem_unit: str = "MB") -> BsubRequest:
+    """Interpret every option in ``opts`` (flags True, ``-R`` a list)."""
+    v = opts.values
+
+    def at(name: str, parse: Callable[[str], T]) -> T | None:
+        return _at(opts, name, parse)
+
+    name, array = at("-J", lambda s: parse_lsf_job_name(s, max_size=max_array_size)) or ("", None)
+    out, err = _stream(v, "-o", "-oo"), _stream(v, "-e", "-eo")
+    depend_text = _str(v.get("-w"))
+    return BsubRequest(
+        name=name, array=array, queue=_str(v.get("-q")), slots=at("-n", _slots),
+        resreq=" ".join(_list(v.get("-R"))) or None, mem_limit=at("-M", lambda s: parse_mem_limit(s, mem_unit)),
+        run_limit=at("-W", parse_lsf_time), run_estimate=at("-We", lambda s: parse_lsf_time(s, "-We")),
+        stdout=out[0], stdout_overwrite=out[1], stderr=err[0], stderr_overwrite=err[1],
+        cwd=_str(v.get("-cwd")), project=_str(v.get("-P")), user_group=_str(v.get("-G")),
+        depend=at("-w", parse_depend), depend_text=depend_text, kill_if_never=bool(v.get("-ti")),
+        priority=at("-sp", _priority), exclusive=bool(v.get("-x")), wait=bool(v.get("-K")),
+        interactive=bool(v.get("-I")), env=at("-env", parse_env) or EnvPolicy(),
+        pre_exec=_str(v.get("-E")), reservation=_str(v.get("-U")))
+
+
+def _at(opts: OptionSet, name: str, parse: Callable[[str], T]) -> T | None:
+    """Parse option ``name`` if set; a directive's error names its line first."""
+    value = opts.values.get(name)
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse(value)
+    except JobSpecError as e:
+        origin = opts.origins.get(name, "command line")
+        if origin == "command line":
+            raise
+        raise type(e)(f"{origin}: {e.message}") from None
+
+
+def _str(value: Value | None) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _list(value: Value | None) -> list[str]:
+    return value if isinstance(value, list) else []
+
+
+def _stream(v: dict[str, Value], append: str, overwrite: str) -> tuple[str | None, bool]:
+    if isinstance(v.get(overwrite), str):
+        return _str(v[overwrite]), True
+    return _str(v.get(append)), False
+
+
+def _slots(text: str) -> int:
+    if "," in text:
+        raise DirectiveError(f"-n {text}: a range of slots (min,max) is not supported; give one number")
+    if not text.strip().isdigit() or int(text) < 1:
+        raise DirectiveError(f"-n {text}: expected a whole number of slots, 1 or more")
+    return int(text)
+
+
+def _priority(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise DirectiveError(f"-sp {text}: expected a whole number, 1 or more")
+    return int(text)
+
+
+def parse_env(text: str) -> EnvPolicy:
+    """``-env``: ``all``, ``none``, ``all, ~HOME, A=1``, ``PATH, A=1``."""
+    items = [item.strip() for item in text.split(",")]
+    where = f'-env "{text}"'
+    if items[0].lower() == "none":
+        if len(items) > 1:
+            raise DirectiveError(f"{where}: none takes nothing after it")
+        return EnvPolicy("none")
+    mode: Literal["all", "names"] = "all" if items[0].lower() == "all" else "names"
+    names, exclude, values = [], [], {}
+    for item in items[1:] if mode == "all" else items:
+        var, eq, val = item.lstrip("~").partition("=")
+        if not _VAR_RE.match(var) or item.startswith("~") and (eq or mode != "all"):
+            raise DirectiveError(f"{where}: bad item {item!r} (VAR, VAR=value, or ~VAR after all)")
+        if eq:
+            values[var] = val
+        else:
+            (exclude if item.startswith("~") else names).append(var)
+    if mode == "all" and names:
+        raise DirectiveError(f"{where}: after all, give ~VAR to leave out or VAR=value to set")
+    return EnvPolicy(mode, tuple(names), tuple(exclude), values)

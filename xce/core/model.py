@@ -1,0 +1,161 @@
+"""The domain model shared by every part of XCE: jobs, hosts, queues.
+
+These msgspec Structs are the hard state the controller replicates through Raft
+and the entities the event stream carries; the daemons, REST, CLI and console
+all read these same classes.  Memory is in bytes, times in Unix seconds.
+Derived figures (charge, slack, availability) are never stored here: they come
+from xce/core/accounting.py, and the user-facing shapes from xce/core/views.py.
+
+Entities are ``gc=False``: they hold no reference cycles, and a controller
+holding 100,000 jobs must not have the cyclic collector rescan them on every
+burst of submits.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+import msgspec
+
+from xce.core.errors import InvalidRequest
+from xce.core.limits import spec_limit_reason
+from xce.core.resreq import ResReq
+from xce.core.units import MIB, fmt_bytes
+
+# The smallest hard memory limit a job may have.  A POSIX shell alone is 1-3 MiB resident, and
+# the worker kills a job whose memory exceeds its limit, so a smaller limit kills every job at
+# its first sample (`-M 0` did).  docs/cli.md states it; every door checks it through check_spec.
+MEM_LIMIT_FLOOR = 4 * MIB
+
+
+class JobState(StrEnum):
+    PEND = "PEND"
+    RUN = "RUN"
+    PSUSP = "PSUSP"
+    USUSP = "USUSP"
+    SSUSP = "SSUSP"
+    DONE = "DONE"
+    EXIT = "EXIT"
+    UNKWN = "UNKWN"
+
+
+TERMINAL = frozenset({JobState.DONE, JobState.EXIT})
+ACTIVE = frozenset({JobState.RUN, JobState.USUSP, JobState.SSUSP, JobState.UNKWN})
+
+
+class HostState(StrEnum):
+    OK = "ok"
+    CLOSED = "closed"
+    UNAVAIL = "unavail"
+    FULL = "full"
+
+
+class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """What the user asked for; never changes after submission (but for mem_limit)."""
+
+    command: list[str]
+    name: str = ""
+    user: str = ""
+    queue: str = ""
+    slots: int = 1
+    resreq: str = ""
+    mem_limit: int | None = None
+    cwd: str = ""
+    env: dict[str, str] = {}
+    stdout: str | None = None
+    stderr: str | None = None
+    rerunnable: bool | None = None  # None: the queue decides
+    # Scheduling policy (xce/sched/, docs/scheduling.md).  Appended with defaults: a message
+    # from a sender that predates them decodes with these values.
+    priority: int = 0                  # per-job priority within its queue (-sp); higher first
+    run_limit: float | None = None     # seconds (-W); None: none given
+    run_estimate: float | None = None  # seconds (-We), what backfill plans with; None: none given
+    project: str = ""                  # fairshare and limits principal (-P)
+    group: str = ""                    # fairshare and limits principal (-G)
+
+
+def check_mem_limit(limit: int | None) -> None:
+    """None (no limit) or at least MEM_LIMIT_FLOOR; InvalidRequest naming the floor otherwise."""
+    if limit is not None and limit < MEM_LIMIT_FLOOR:
+        raise InvalidRequest(f"mem_limit must be at least {fmt_bytes(MEM_LIMIT_FLOOR)}, got {fmt_bytes(limit)} "
+                             "(the worker kills a job whose memory exceeds its limit)")
+
+
+def check_spec(spec: JobSpec) -> None:
+    """What every job must be, whichever door it came through (CLI, REST, xce.client, the controller)."""
+    if not spec.command:
+        raise InvalidRequest("no command given")
+    if spec.slots < 1:
+        raise InvalidRequest(f"slots must be >= 1, got {spec.slots}")
+    check_mem_limit(spec.mem_limit)
+    too_big = spec_limit_reason(spec)  # so that whatever is accepted can be dispatched
+    if too_big is not None:
+        raise InvalidRequest(too_big)
+    for name in ("run_limit", "run_estimate"):
+        t = getattr(spec, name)
+        if t is not None and not 0 < t < float("inf"):
+            raise InvalidRequest(f"{name} must be a positive number of seconds, got {t}")
+
+
+class Alloc(msgspec.Struct, frozen=True, gc=False):
+    """A job's share of one host, fixed at placement."""
+
+    host: str
+    slots: int
+    mem: int = 0  # reservation at start (bytes); decay is applied by accounting
+    virtual: dict[str, int] = {}
+
+
+class HostUsage(msgspec.Struct, kw_only=True, gc=False):
+    """Final usage record of a job on one host: hard state once the job ends."""
+
+    host: str
+    reserved: int = 0
+    actual: int = 0
+    peak: int = 0
+    charged_peak: int = 0
+    cpu_time: float = 0.0
+    slack_integral: float = 0.0  # byte-seconds reserved but unused
+
+
+class Job(msgspec.Struct, kw_only=True, gc=False):
+    id: int
+    spec: JobSpec
+    req: ResReq
+    state: JobState = JobState.PEND
+    submit_time: float = 0.0
+    start_time: float | None = None
+    end_time: float | None = None
+    allocs: list[Alloc] = []
+    attempt: int = 0  # placement number: the idempotency key of dispatch
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str = ""
+    usage: list[HostUsage] = []
+    finished_hosts: list[str] = []
+    kill_requested: bool = False
+    requeues: int = 0
+
+    @property
+    def hosts(self) -> list[str]:
+        return [a.host for a in self.allocs]
+
+
+class Host(msgspec.Struct, kw_only=True, gc=False):
+    name: str
+    slots_total: int
+    mem_total: int
+    ncpus: int = 1
+    closed: bool = False
+    unavail: bool = False
+    registered_time: float = 0.0
+    version: str = ""
+    attrs: dict[str, str] = {}
+    virtual: dict[str, int] = {}  # host-level virtual resource totals (besides slots)
+
+
+class Queue(msgspec.Struct, kw_only=True, frozen=True, gc=False):
+    name: str
+    priority: int = 30
+    rerunnable: bool = False
+    description: str = ""

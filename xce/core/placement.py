@@ -1,0 +1,576 @@
+"""The placement core: pending jobs and a cluster view in, placements and reasons out.
+
+Pure: no sockets, no clock (``now`` is a parameter), no randomness.  A round is
+a short pipeline, as in Nomad and the Kubernetes scheduler:
+
+    order pending (queue priority, fairshare, job priority, submit: xce/sched/order.py)
+      -> for each job: LIMITS of its user/group/project/queue (xce/sched/limits.py)
+      -> FILTER hosts (schedulable, select, slots, mem, virtual)
+      -> VETO a host where it would delay a reservation, or pass a host limit
+      -> RANK the survivors (order[], default: most memory available first)
+      -> take the first that fit, charge a tentative overlay, go on;
+         the first job(s) that cannot start get a reservation (xce/sched/backfill.py).
+
+Each filter returns ``None`` or the reason it rejected the host, in words an
+operator reads ("mem: needs 4.0G, node2 has 3.1G available for scheduling
+(OS 6.2G - slack 3.1G)").  The same ``fit_reason`` is what the controller runs
+again before committing a placement (one fit rule, used twice).
+
+Jobs with identical demands form a class; within one round resources only
+shrink, so a class that failed once fails again with the same reason and its
+ranked candidate list is only ever walked forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from xce.core import accounting
+from xce.core.accounting import Ledger
+from xce.core.model import Alloc, Host, Job
+from xce.core.resreq import ResReq, select_matches
+from xce.core.sched.backfill import Backfill, BackfillRules, Release, Reservation
+from xce.core.sched.fairshare import Fairshare
+from xce.core.sched.limits import LimitBook
+from xce.core.sched.order import Ordering
+from xce.core.units import fmt_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """What one job needs, in placement terms."""
+
+    slots: int
+    mem_task: int = 0    # per slot
+    mem_host: int = 0    # per host used
+    mem_job: int = 0     # whole job, charged on its first host
+    virtual: tuple[tuple[str, int], ...] = ()  # host-level virtual, per host
+    cluster: tuple[tuple[str, int], ...] = ()  # cluster-wide virtual, whole job
+    span_hosts: int | None = None
+    ptile: int | None = None
+    select: str | None = None
+    order: tuple[tuple[str, bool], ...] = ()
+
+    def mem_for(self, slots_here: int, first: bool) -> int:
+        return self.mem_task * slots_here + self.mem_host + (self.mem_job if first else 0)
+
+
+def job_demand(job: Job, cluster_resources: Mapping[str, int] | None = None) -> Demand:
+    return demand_of(job.spec.slots, job.req, cluster_resources or {})
+
+
+def demand_of(slots: int, req: ResReq, cluster_resources: Mapping[str, int]) -> Demand:
+    mem = {"task": 0, "host": 0, "job": 0}
+    virtual: dict[str, int] = {}
+    cluster: dict[str, int] = {}
+    for item in req.rusage:
+        if item.name == "mem":
+            mem[item.method] += item.amount
+        elif item.name in cluster_resources:
+            cluster[item.name] = cluster.get(item.name, 0) + item.amount
+        elif item.name != "slots":
+            per = item.amount * (slots if item.method == "task" else 1)
+            virtual[item.name] = virtual.get(item.name, 0) + per
+    return Demand(slots=slots, mem_task=mem["task"], mem_host=mem["host"], mem_job=mem["job"],
+                  virtual=tuple(sorted(virtual.items())), cluster=tuple(sorted(cluster.items())),
+                  span_hosts=req.span_hosts, ptile=req.span_ptile, select=req.select,
+                  order=tuple((k.name, k.descending) for k in req.order))
+
+
+def total_mem(d: Demand, hosts_used: int) -> int:
+    return d.mem_task * d.slots + d.mem_host * max(1, hosts_used) + d.mem_job
+
+
+@dataclass(slots=True)
+class HostCap:
+    """One host as a round sees it; a tentative overlay mutated as jobs are placed."""
+
+    name: str
+    schedulable: str | None  # None, or why the host takes no jobs ("closed", "unavail")
+    slots_total: int
+    slots_free: int
+    mem_total: int
+    os_available: int
+    slack: int
+    virtual_free: dict[str, int] = field(default_factory=dict)
+    attrs: dict[str, int | str] = field(default_factory=dict)
+
+    @property
+    def mem_available(self) -> int:
+        return self.os_available - self.slack
+
+    def select_attrs(self) -> dict[str, int | str]:
+        return {**self.attrs, "mem": self.mem_available, "slots": self.slots_free,
+                "maxmem": self.mem_total, "maxslots": self.slots_total, "hname": self.name}
+
+    def clone(self) -> HostCap:
+        """A copy to move forward on its own (backfill's view of the host at a later time)."""
+        return HostCap(self.name, self.schedulable, self.slots_total, self.slots_free, self.mem_total,
+                       self.os_available, self.slack, dict(self.virtual_free), self.attrs)
+
+    def charge(self, slots: int, mem: int, virtual: Iterable[tuple[str, int]]) -> None:
+        # A fresh placement is unreported: its whole reservation is slack.
+        self.slots_free -= slots
+        self.slack += mem
+        for name, n in virtual:
+            if name != "slots":
+                self.virtual_free[name] = self.virtual_free.get(name, 0) - n
+
+
+def host_caps(hosts: Iterable[Host], ledger: Ledger,
+              os_available: Mapping[str, int]) -> dict[str, HostCap]:
+    """Build the round's view from hard host state, the ledger and soft OS figures."""
+    caps: dict[str, HostCap] = {}
+    for h in hosts:
+        t = ledger.host_totals(h.name)
+        why = "unavail" if h.unavail else "closed" if h.closed else None
+        free = {k: v - t.allocated.get(k, 0) for k, v in h.virtual.items()}
+        caps[h.name] = HostCap(
+            name=h.name, schedulable=why, slots_total=h.slots_total,
+            slots_free=h.slots_total - t.allocated.get("slots", 0), mem_total=h.mem_total,
+            os_available=os_available.get(h.name, h.mem_total), slack=t.mem_slack,
+            virtual_free=free, attrs={"ncpus": h.ncpus, **h.attrs})
+    return caps
+
+
+# ---- filters: each returns None (fits) or the reason it does not -------------------------
+
+def f_schedulable(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+    return None if h.schedulable is None else f"host {h.name} is {h.schedulable}"
+
+
+def f_select(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+    if d.select is None or select_matches(d.select, h.select_attrs()):
+        return None
+    return f"select: {h.name} does not match {d.select}"
+
+
+def f_slots(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+    if h.slots_free >= slots:
+        return None
+    return f"slots: needs {slots}, {h.name} has {max(0, h.slots_free)} free of {h.slots_total}"
+
+
+def f_mem(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+    need = d.mem_for(slots, first)
+    if need == 0 or h.mem_available >= need:
+        return None
+    return (f"mem: needs {fmt_bytes(need)}, {h.name} has {fmt_bytes(h.mem_available)} available "
+            f"for scheduling (OS {fmt_bytes(h.os_available)} - slack {fmt_bytes(h.slack)})")
+
+
+def f_virtual(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+    for name, n in d.virtual:
+        have = h.virtual_free.get(name, 0)
+        if have < n:
+            return f"{name}: needs {n}, {h.name} has {max(0, have)}"
+    return None
+
+
+FILTERS: tuple[Callable[[Demand, HostCap, int, bool], str | None], ...] = (
+    f_schedulable, f_select, f_slots, f_mem, f_virtual)
+
+
+def fit_reason(d: Demand, h: HostCap, slots: int, first: bool = True) -> str | None:
+    """The one fit rule: the scheduler's filters and the controller's re-check."""
+    for f in FILTERS:
+        why = f(d, h, slots, first)
+        if why is not None:
+            return why
+    return None
+
+
+def never_fits(d: Demand, hosts: Iterable[HostCap]) -> str | None:
+    """Why no host could run the job even when empty, or None if some host could.
+
+    A job without span[hosts=1] may spread as ``_place_one`` does: in chunks of ptile slots
+    (the last one smaller), or in shares of any size.  Never errs towards "never".
+    """
+    hosts = list(hosts)
+    best_mem = max((h.mem_total for h in hosts), default=0)
+    best_slots = max((h.slots_total for h in hosts), default=0)
+    single = d.span_hosts == 1 or (d.ptile is None and d.slots == 1)
+    if single:
+        if any(h.slots_total >= d.slots and h.mem_total >= d.mem_for(d.slots, True) for h in hosts):
+            return None
+        return (f"no host could ever run it: needs {d.slots} slot(s) and {fmt_bytes(d.mem_for(d.slots, True))}"
+                f" per host; the largest host has {best_slots} slots and {fmt_bytes(best_mem)}")
+    shares = [_most_slots(d, h) for h in hosts]
+    if d.ptile is None:
+        if sum(shares) >= d.slots:
+            return None
+    else:
+        chunk = min(d.ptile, d.slots)
+        full, rest = divmod(d.slots, chunk)
+        n_full = sum(k >= chunk for k in shares)
+        n_rest = sum(rest <= k < chunk for k in shares) if rest else 0
+        if n_full >= full and (not rest or n_full + n_rest > full):
+            return None
+    per = min(d.slots, d.ptile or 1)
+    return (f"no host could ever run it: needs {d.slots} slot(s), at least {per} and "
+            f"{fmt_bytes(d.mem_for(per, False))} per host used; the largest host has {best_slots} slots "
+            f"and {fmt_bytes(best_mem)}")
+
+
+def _most_slots(d: Demand, h: HostCap) -> int:
+    """The most slots of the job an empty ``h`` could hold (as a later, not the first, share)."""
+    if h.mem_total < d.mem_host:
+        return 0
+    k = min(h.slots_total, d.slots)
+    return k if d.mem_task == 0 else min(k, (h.mem_total - d.mem_host) // d.mem_task)
+
+
+# ---- ranking -------------------------------------------------------------------------------
+
+def rank_key(d: Demand) -> Callable[[HostCap], tuple]:
+    """order[r] prefers more of r available; order[-r] prefers less. Ties by name."""
+    if not d.order:
+        return lambda h: (-h.mem_available, h.name)
+    keys = d.order
+
+    def key(h: HostCap) -> tuple:
+        attrs = h.select_attrs()
+        out: list = []
+        for name, descending in keys:
+            v = attrs.get(name, 0)
+            v = v if isinstance(v, int) else 0
+            out.append(-v if descending else v)
+        out.append(h.name)
+        return tuple(out)
+
+    return key
+
+
+# ---- a round -------------------------------------------------------------------------------
+
+@dataclass(slots=True)
+class Plan:
+    placements: list[tuple[int, list[Alloc]]] = field(default_factory=list)
+    reasons: dict[int, str] = field(default_factory=dict)
+    reservations: list[Reservation] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Class:
+    candidates: list[HostCap]
+    pos: int = 0         # hosts before it cannot take the whole job any more this round
+    spread_pos: int = 0  # hosts before it cannot take even the smallest share
+    failed: str | None = None
+    # Hosts a veto (backfill, a host limit) turned away: walked apart, since a veto depends
+    # on the job (its run time), not the class, and must not stop the pointers.
+    vetoed: list[HostCap] = field(default_factory=list)
+    vetoed_names: set[str] = field(default_factory=set)
+    reservable: bool = True  # False once a reservation sweep found no start for it
+    # (end, why): a job of the class ending that late failed on a veto, so any ending as late
+    # or later fails too (a later end overlaps more reservations; resources only shrink).
+    vetoed_from: tuple[float, str] | None = None
+
+
+Veto = Callable[[Demand, HostCap, int, bool], str | None]
+EASY = BackfillRules()
+
+
+def pending_order(jobs: Iterable[Job], queue_priority: Mapping[str, int],
+                  fairshare: Mapping[str | None, Fairshare] | None = None) -> list[Job]:
+    """Pending jobs in round order: queue, fairshare, job priority, submit (xce/sched/order.py)."""
+    return Ordering(queue_priority, fairshare).order(jobs)
+
+
+def schedule(caps: Mapping[str, HostCap], pending: list[Job], now: float,
+             cluster_free: Mapping[str, int] | None = None,
+             cluster_names: Iterable[str] = (), *, backfill: BackfillRules = EASY,
+             releases: Iterable[Release] = (), limits: LimitBook | None = None) -> Plan:
+    """Place ``pending`` (already in priority order) onto ``caps`` (mutated as an overlay).
+
+    ``backfill`` gives blocked jobs reservations that lower jobs may not delay (``releases``
+    say when running jobs give back what they hold; without them they hold it for good);
+    ``limits`` (mutated too) holds jobs that would pass a limit.
+    """
+    plan = Plan()
+    rnd = _Round(caps, now, cluster_free, cluster_names, backfill, releases, limits)
+    for job in pending:
+        rnd.place(job, plan)
+    plan.reservations = rnd.bf.reservations
+    return plan
+
+
+class _Round:
+    """One round's overlay: demands, classes and their rankings, free slots, reservations."""
+
+    def __init__(self, caps: Mapping[str, HostCap], now: float, cluster_free: Mapping[str, int] | None,
+                 cluster_names: Iterable[str], backfill: BackfillRules, releases: Iterable[Release],
+                 limits: LimitBook | None) -> None:
+        self.caps = caps
+        self.classes: dict[Demand, _Class] = {}
+        self.demands: dict[tuple[int, ResReq], Demand] = {}
+        self.ranked: dict[tuple, list[HostCap]] = {}  # classes differing only in size share one ranking
+        self.cfree = dict(cluster_free or {})
+        self.cnames = {n: 0 for n in cluster_names}
+        self.free_slots = sum(max(0, h.slots_free) for h in caps.values() if h.schedulable is None)
+        self.no_room: dict[tuple[int, int], str] = {}  # (slots needed, slots free) -> that reason
+        self.bf = Backfill(backfill, now, fit_reason, _place_fresh, releases)
+        self.limits = limits
+        self.sweeps = 16 if self.bf.most else 0  # reservation sweeps a round may try (each sorts the releases)
+
+    def demand(self, job: Job) -> Demand:
+        dk = (job.spec.slots, job.req)
+        d = self.demands.get(dk)
+        if d is None:
+            d = self.demands[dk] = demand_of(job.spec.slots, job.req, self.cnames)
+        return d
+
+    def klass(self, d: Demand) -> _Class:
+        cls = self.classes.get(d)
+        if cls is None:
+            rk = (d.select, d.order)
+            if rk not in self.ranked:
+                cands = [h for h in self.caps.values() if h.schedulable is None
+                         and f_select(d, h, 0, True) is None]
+                cands.sort(key=rank_key(d))
+                self.ranked[rk] = cands
+            cls = self.classes[d] = _Class(self.ranked[rk])
+            if not cls.candidates:
+                cls.failed = (never_fits(d, self.caps.values()) or _no_candidate(d, self.caps.values()))
+                cls.reservable = False
+        return cls
+
+    def place(self, job: Job, plan: Plan) -> None:
+        slots = job.spec.slots  # a demand's slots are the job's: checked before the (dearer) demand
+        if self.free_slots < slots:
+            why = self.no_room.get((slots, self.free_slots))
+            if why is None:
+                why = f"slots: needs {slots}; the cluster has {self.free_slots} free"
+                self.no_room[(slots, self.free_slots)] = why
+            return self.hold(job, None, why, plan)
+        d = self.demand(job)
+        short = _cluster_short(d, self.cfree) if d.cluster else None
+        short = short or (self.limits.job_reason(job, slots, total_mem(d, 1)) if self.limits else None)
+        if short:
+            plan.reasons[job.id] = short
+            return
+        cls = self.klass(d)
+        if cls.failed:
+            return self.hold(job, d, cls.failed, plan)
+        veto = self.veto(job)
+        end = self.bf.end_of(job) if veto else 0.0
+        if veto and cls.vetoed_from and end >= cls.vetoed_from[0]:
+            return self.hold(job, d, cls.vetoed_from[1], plan)
+        allocs, why, vetoed = _place_one(d, cls, veto)
+        if allocs is None:
+            if not vetoed:
+                cls.failed = why
+            elif cls.vetoed_from is None or end < cls.vetoed_from[0]:
+                cls.vetoed_from = (end, why)
+            return self.hold(job, d, why, plan)
+        if self.limits:  # the exact charge, now that the hosts (and so the per-host memory) are known
+            over = self.limits.job_reason(job, slots, sum(a.mem for a in allocs))
+            if over:
+                plan.reasons[job.id] = over
+                return
+        self.commit(job, d, allocs, plan)
+
+    def veto(self, job: Job) -> Veto | None:
+        """The job-specific checks beside the fit rule: reservations it must not delay, host limits."""
+        bf = self.bf if self.bf.points else None
+        lim = self.limits if self.limits and self.limits.host_limits else None
+        if bf is None and lim is None:
+            return None
+        end = self.bf.end_of(job)
+
+        def veto(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+            why = lim.host_reason(h.name, slots, d.mem_for(slots, first)) if lim else None
+            return why or (bf.veto(d, h, slots, first, end) if bf else None)
+
+        return veto
+
+    def commit(self, job: Job, d: Demand, allocs: list[Alloc], plan: Plan) -> None:
+        for a in allocs:
+            self.caps[a.host].charge(a.slots, a.mem, a.virtual.items())
+            self.free_slots -= a.slots
+        for name, n in d.cluster:
+            self.cfree[name] = self.cfree.get(name, 0) - n
+        if self.limits:
+            self.limits.charge(job, allocs)
+        if self.bf.most:
+            self.bf.placed(d, allocs, self.bf.end_of(job))
+        plan.placements.append((job.id, allocs))
+
+    def hold(self, job: Job, d: Demand | None, why: str, plan: Plan) -> None:
+        """A job that cannot start now: the first blocked ones get a reservation."""
+        if self.sweeps > 0 and self.bf.wants:
+            d = d or self.demand(job)
+            cls = self.klass(d)
+            if cls.reservable:
+                self.sweeps -= 1
+                r = self.bf.reserve(job, d, cls.candidates, _single(d))
+                cls.reservable = r is not None
+                if r is not None:
+                    why = f"{why}; {r.says()}"
+                    self.sweeps *= self.bf.wants  # none left to hold: no more sweeps
+        plan.reasons[job.id] = why
+
+
+def _no_candidate(d: Demand, hosts: Iterable[HostCap]) -> str:
+    states = sorted({h.schedulable for h in hosts if h.schedulable})
+    if d.select:
+        return f"select: no host matches {d.select}"
+    return "no host is open" + (f" ({', '.join(states)})" if states else "")
+
+
+def _cluster_short(d: Demand, cfree: Mapping[str, int]) -> str | None:
+    for name, n in d.cluster:
+        have = cfree.get(name, 0)
+        if have < n:
+            return f"{name}: needs {n}; the cluster has {max(0, have)} free"
+    return None
+
+
+def _single(d: Demand) -> bool:
+    return d.span_hosts == 1 or (d.ptile is None and d.slots == 1)
+
+
+def _place_fresh(d: Demand, hosts: list[HostCap]) -> list[Alloc] | None:
+    """Where ``d`` would go on ``hosts`` (ranked) as they are: backfill's look at a later time."""
+    return _place_one(d, _Class(hosts))[0]
+
+
+def _place_one(d: Demand, cls: _Class, veto: Veto | None = None) -> tuple[list[Alloc] | None, str, bool]:
+    """Walk the class's ranked candidates forward; (allocs or None, why not, whether a veto said no).
+
+    Resources only shrink within a round, so a host that cannot take this class
+    now never will: both pointers skip such hosts for good, which keeps a round
+    linear in hosts plus jobs instead of their product.  A host a veto turns away is set
+    aside (``cls.vetoed``) and tried again by each later job of the class.
+    """
+    cands = cls.candidates
+    single = _single(d)
+    best_reason = vetoed = ""
+    if single or d.ptile is None:
+        # Prefer one host with room for every slot.
+        i = cls.pos
+        while i < len(cands):
+            h = cands[i]
+            why = None if h.name in cls.vetoed_names else fit_reason(d, h, d.slots, True)
+            if why is None and h.name not in cls.vetoed_names:
+                no = veto(d, h, d.slots, True) if veto else None
+                if no is None:
+                    return [_alloc(d, h, d.slots, True)], "", False
+                vetoed = vetoed or no
+                cls.vetoed.append(h)
+                cls.vetoed_names.add(h.name)
+            best_reason = best_reason or why or ""
+            if i == cls.pos:
+                cls.pos += 1
+            i += 1
+        for h in cls.vetoed:
+            if fit_reason(d, h, d.slots, True) is None:
+                no = veto(d, h, d.slots, True) if veto else None
+                if no is None:
+                    return [_alloc(d, h, d.slots, True)], "", False
+                vetoed = vetoed or no
+        if single:
+            return None, vetoed or _best_reason(d, cands, best_reason), bool(vetoed)
+    chunk = d.ptile or 0
+    least = (d.slots % chunk or chunk) if chunk else 1  # the smallest share any host may take
+    allocs: list[Alloc] = []
+    remaining = d.slots
+    i = cls.spread_pos
+    while i < len(cands):
+        h = cands[i]
+        if fit_reason(d, h, least, False) is not None and fit_reason(d, h, least, True) is not None:
+            if i == cls.spread_pos:
+                cls.spread_pos += 1
+            i += 1
+            continue
+        i += 1
+        if chunk:
+            take = min(chunk, remaining)
+            if remaining % chunk and fit_reason(d, h, take, not allocs) is not None:
+                take = remaining % chunk  # the one smaller chunk may go to any host
+        else:  # as many slots as are free here and memory per task allows
+            take = min(h.slots_free, remaining)
+            if d.mem_task:
+                room = h.mem_available - d.mem_host - (0 if allocs else d.mem_job)
+                take = min(take, max(0, room // d.mem_task))
+        if take <= 0:
+            continue
+        if fit_reason(d, h, take, not allocs) is None:
+            no = veto(d, h, take, not allocs) if veto else None
+            if no is not None:
+                vetoed = vetoed or no
+                continue
+            allocs.append(_alloc(d, h, take, not allocs))
+            remaining -= take
+            if remaining == 0:
+                return allocs, "", False
+    why = vetoed or _best_reason(d, cands, best_reason or f"slots: needs {d.slots} across hosts")
+    return None, why, bool(vetoed)
+
+
+def _alloc(d: Demand, h: HostCap, slots: int, first: bool) -> Alloc:
+    return alloc_for(d, h.name, slots, first)
+
+
+def alloc_for(d: Demand, host: str, slots: int, first: bool) -> Alloc:
+    """The one allocation rule: a share of ``slots`` on ``host`` holds what the request gives it
+    (per-job amounts on the first host only)."""
+    return Alloc(host=host, slots=slots, mem=d.mem_for(slots, first),
+                 virtual={"slots": slots, **dict(d.virtual)})
+
+
+def build_allocs(d: Demand, shares: Iterable[tuple[str, int]]) -> list[Alloc]:
+    """The allocations of a job that takes ``shares`` ((host, slots), first host first)."""
+    return [alloc_for(d, host, slots, i == 0) for i, (host, slots) in enumerate(shares)]
+
+
+def _best_reason(d: Demand, cands: list[HostCap], fallback: str) -> str:
+    """The reason against the host that came closest (most memory available for scheduling)."""
+    if not cands:
+        return fallback
+    best = max(cands, key=lambda h: (h.slots_free >= min(d.slots, d.ptile or d.slots), h.mem_available))
+    return fit_reason(d, best, min(d.slots, d.ptile or d.slots), True) or fallback
+
+
+def allocation_reason(d: Demand, allocs: list[Alloc]) -> str | None:
+    """Why ``allocs`` are not what the job's own request gives, or None.
+
+    The shape (slots in all, span[]) and each share's sizes, as ``alloc_for`` builds them:
+    the leader refuses any other placement, and the audit checks every stored one.
+    """
+    if sum(a.slots for a in allocs) != d.slots:
+        return f"placement gives {sum(a.slots for a in allocs)} slots, job needs {d.slots}"
+    if len({a.host for a in allocs}) != len(allocs) or any(a.slots < 1 for a in allocs):
+        return "a placement names each host once and gives each at least one slot"
+    if d.span_hosts == 1 and len(allocs) != 1:
+        return f"span[hosts=1]: the placement uses {len(allocs)} hosts"
+    if d.ptile is not None:
+        wide = next((a for a in allocs if a.slots > d.ptile), None)
+        if wide is not None:
+            return f"span[ptile={d.ptile}]: a share of {wide.slots} slots on {wide.host}"
+        need = -(-d.slots // d.ptile)
+        if len(allocs) != need:
+            return f"span[ptile={d.ptile}]: {d.slots} slots take {need} hosts, the placement uses {len(allocs)}"
+    for i, a in enumerate(allocs):
+        want = alloc_for(d, a.host, a.slots, i == 0)
+        if a.mem != want.mem:
+            return f"allocation on {a.host}: mem {fmt_bytes(a.mem)}, the job's request gives {fmt_bytes(want.mem)}"
+        if a.virtual != want.virtual:
+            return (f"allocation on {a.host}: virtual {dict(sorted(a.virtual.items()))}, "
+                    f"the job's request gives {dict(sorted(want.virtual.items()))}")
+    return None
+
+
+def check_placement(d: Demand, allocs: list[Alloc], caps: Mapping[str, HostCap]) -> str | None:
+    """The controller's re-check of a proposed placement: the request's own sizes, and the same fit rule."""
+    why = allocation_reason(d, allocs)
+    if why is not None:
+        return why
+    for i, a in enumerate(allocs):
+        h = caps.get(a.host)
+        if h is None:
+            return f"unknown host {a.host}"
+        why = fit_reason(d, h, a.slots, i == 0)
+        if why is not None:
+            return why
+    return None

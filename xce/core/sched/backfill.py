@@ -1,0 +1,252 @@
+"""Backfill: reservations for blocked jobs, and the check that keeps lower jobs from delaying them.
+
+EASY (the default): the first job in priority order that cannot start now gets a
+reservation, its earliest start on the hosts that will first have room for it; a lower job
+may start now only if it does not delay that reservation: it ends before the reserved
+start, or it fits beside the reservation on the reserved hosts.  Conservative: the same for
+the first ``depth`` blocked jobs.  ``off``: greedy, as XCE placed before.
+
+The future is what XCE accounts now, moved forward (memory as accounting says, never a
+second formula):
+
+    a job's expected run   = run_estimate (-We), else run_limit (-W), else the queue's
+                             default, else ``default_run_limit``, else unknown: it holds
+                             what it takes for good, and is never planned around
+    a running job's end    = max(now, start + expected run)       (an overrun is due now)
+    what an end gives back = its slots and virtual resources; its actual memory to the OS
+                             figure and its slack out of the slack term, so the host's memory
+                             available for scheduling rises by charge = max(reserved, actual)
+
+A reservation at ``T`` on a host is a *point*: the host as it will be at ``T``, with the
+reservation already charged.  A job placed now that runs past ``T`` must also fit the point
+(the same ``fit`` rule placement uses) and is charged to it.  A later reservation holds its
+resources from its start on (its end is not credited: that errs towards honouring earlier
+reservations).  Pure: no I/O, no clock (``now`` is a parameter).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from xce.core.model import Alloc, Job, JobSpec
+
+if TYPE_CHECKING:
+    from xce.core.accounting import Ledger
+    from xce.core.placement import Demand, HostCap
+
+MODES = ("off", "easy", "conservative")
+
+Fit = Callable[["Demand", "HostCap", int, bool], "str | None"]
+Place = Callable[["Demand", "list[HostCap]"], "list[Alloc] | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillRules:
+    mode: str = "easy"
+    depth: int = 1  # conservative: how many blocked jobs hold a reservation
+    default_run_limit: float | None = None  # None: a job without a run figure may run for ever
+    queue_run_limit: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def reservations(self) -> int:
+        """How many blocked jobs hold a reservation in a round."""
+        return 0 if self.mode == "off" else 1 if self.mode == "easy" else self.depth
+
+    def runtime(self, spec: JobSpec) -> float:
+        """How long a job is expected to run (seconds; inf: unknown, it holds what it takes for
+        good): the figure every backfill decision uses."""
+        for t in (spec.run_estimate, spec.run_limit, self.queue_run_limit.get(spec.queue), self.default_run_limit):
+            if t is not None and t > 0:
+                return t
+        return math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """What a job gives back on one host when it ends."""
+
+    end: float
+    host: str
+    slots: int
+    actual: int   # back into the OS figure
+    slack: int    # out of the slack term
+    virtual: tuple[tuple[str, int], ...] = ()
+
+
+def releases(running: Iterable[Job], rules: BackfillRules, now: float,
+             ledger: Ledger | None = None) -> list[Release]:
+    """The releases of running jobs, from their allocations, start times and the ledger."""
+    out: list[Release] = []
+    for j in running:
+        if j.start_time is None:
+            continue
+        end = max(now, j.start_time + rules.runtime(j.spec))
+        if end == math.inf:
+            continue  # never gives back what it holds, as far as anyone knows
+        accs = {a.host: a for a in ledger.by_job.get(j.id, [])} if ledger is not None else {}
+        for a in j.allocs:
+            acc = accs.get(a.host)
+            actual, slack = ((acc.actual or 0), acc.slack) if acc is not None else (0, a.mem)
+            out.append(Release(end, a.host, a.slots, actual, slack, _virtual(a)))
+    return out
+
+
+def when(t: float, now: float) -> str:
+    """A start time as an operator reads it: local clock time, and how far off."""
+    wait = max(0, int(t - now))
+    h, m = divmod(wait // 60, 60)
+    return f"{time.strftime('%H:%M', time.localtime(t))} (in {h}h{m:02d}m)" if h else \
+        f"{time.strftime('%H:%M', time.localtime(t))} (in {m}m)"
+
+
+@dataclass(slots=True)
+class Reservation:
+    job_id: int
+    start: float
+    allocs: list[Alloc]
+    now: float
+
+    def says(self) -> str:
+        hosts = ", ".join(a.host for a in self.allocs)
+        return f"reserved to start at {when(self.start, self.now)} on {hosts}"
+
+
+@dataclass(slots=True)
+class _Point:
+    start: float
+    cap: HostCap
+    reservation: Reservation
+
+
+class Backfill:
+    """One round's reservations and the future they hold (mutated as the round places jobs)."""
+
+    def __init__(self, rules: BackfillRules, now: float, fit: Fit, place: Place,
+                 releases: Iterable[Release] = ()) -> None:
+        self.rules = rules
+        self.now = now
+        self.fit = fit
+        self.place = place
+        self.timeline: dict[str, list[Release]] = {}
+        self.points: dict[str, list[_Point]] = {}
+        self.reservations: list[Reservation] = []
+        self.most = rules.reservations
+        for r in releases:
+            self.timeline.setdefault(r.host, []).append(r)
+
+    @property
+    def wants(self) -> bool:
+        return len(self.reservations) < self.most
+
+    def end_of(self, job: Job) -> float:
+        return self.now + self.rules.runtime(job.spec)
+
+    # ---- a job placed now ----------------------------------------------------------------
+
+    def veto(self, d: Demand, h: HostCap, slots: int, first: bool, end: float) -> str | None:
+        """Why this share would delay a reservation on ``h``; None if it would not."""
+        for p in self.points.get(h.name, ()):
+            if p.start < end and self.fit(d, p.cap, slots, first) is not None:
+                r = p.reservation
+                return f"backfill: would delay job {r.job_id}, {r.says()}"
+        return None
+
+    def placed(self, d: Demand, allocs: list[Alloc], end: float) -> None:
+        """A job placed now: charge the points it overlaps, and give it back at its end (for the
+        reservations still to come this round)."""
+        later = end < math.inf and self.wants
+        for a in allocs:
+            pts = self.points.get(a.host)
+            if pts is None and not later:
+                continue
+            virtual = _virtual(a)
+            for p in pts or ():
+                if p.start < end:
+                    p.cap.charge(a.slots, a.mem, virtual)
+            if later:
+                self.timeline.setdefault(a.host, []).append(Release(end, a.host, a.slots, 0, a.mem, virtual))
+
+    # ---- a blocked job -------------------------------------------------------------------
+
+    def reserve(self, job: Job, d: Demand, cands: list[HostCap], single: bool) -> Reservation | None:
+        """The earliest start for ``job`` on ``cands`` (ranked), held from then on; None if the
+        known ends never make room.  One sweep over the hosts' releases and holds in time order."""
+        by_name = {h.name: h for h in cands}
+        stream = sorted([(r.end, 0, r.host, r) for h in by_name for r in self.timeline.get(h, ())]
+                        + [(p.start, 1, h, p) for h in by_name for p in self.points.get(h, ())],
+                        key=lambda e: (e[0], e[1]))  # at one instant releases first: they are due
+        future: dict[str, HostCap] = {}
+        run = self.rules.runtime(job.spec)
+        free = sum(max(0, h.slots_free) for h in cands)
+        tries = 0
+        touched: list[HostCap] = []
+        for k, (t, kind, name, ev) in enumerate(stream):
+            h = future.get(name)
+            if h is None:
+                h = future[name] = by_name[name].clone()
+            free += _apply(h, kind, ev)
+            touched.append(h)
+            if k + 1 < len(stream) and stream[k + 1][0] == t:
+                continue  # settle every change at this instant first
+            allocs = None
+            if single:
+                allocs = next((self.place(d, [c]) for c in touched if self.fit(d, c, d.slots, True) is None
+                               and self._fits_later(d, c, d.slots, True, t, t + run)), None)
+            elif free >= d.slots and tries < 8:  # a spread over hosts: try the whole ranked list
+                tries += 1
+                allocs = self.place(d, [future.get(c.name, c) for c in cands])
+                if allocs and not all(self._fits_later(d, future.get(a.host, by_name[a.host]), a.slots, i == 0, t,
+                                                       t + run) for i, a in enumerate(allocs)):
+                    allocs = None
+            touched.clear()
+            if allocs:
+                return self._hold(job, t, t + run, allocs, {a.host: future.get(a.host, by_name[a.host])
+                                                            for a in allocs})
+        return None
+
+    def _fits_later(self, d: Demand, h: HostCap, slots: int, first: bool, t: float, end: float) -> bool:
+        """Whether a reservation over [t, end) on ``h`` fits the later ones that start meanwhile."""
+        return all(self.fit(d, p.cap, slots, first) is None for p in self.points.get(h.name, ()) if t < p.start < end)
+
+    def _hold(self, job: Job, t: float, end: float, allocs: list[Alloc], at_t: dict[str, HostCap]) -> Reservation:
+        """Hold ``allocs`` over [t, end): a point at ``t``, charged to the points it overlaps,
+        and given back at ``end`` (when known) for the reservations after it."""
+        r = Reservation(job.id, t, allocs, self.now)
+        self.reservations.append(r)
+        for a in allocs:
+            virtual = _virtual(a)
+            pts = self.points.setdefault(a.host, [])
+            for p in pts:
+                if t < p.start < end:
+                    p.cap.charge(a.slots, a.mem, virtual)
+            cap = at_t[a.host].clone()
+            cap.charge(a.slots, a.mem, virtual)
+            bisect.insort(pts, _Point(t, cap, r), key=lambda p: p.start)
+            if end < math.inf:
+                self.timeline.setdefault(a.host, []).append(Release(end, a.host, a.slots, 0, a.mem, virtual))
+        return r
+
+
+def _virtual(a: Alloc) -> tuple[tuple[str, int], ...]:
+    return tuple((k, n) for k, n in a.virtual.items() if k != "slots")
+
+
+def _apply(h: HostCap, kind: int, ev: Release | _Point) -> int:
+    """Move ``h`` past one event; returns the change of its free slots."""
+    if kind == 0:
+        assert isinstance(ev, Release)
+        h.slots_free += ev.slots
+        h.os_available += ev.actual
+        h.slack -= ev.slack
+        for name, n in ev.virtual:
+            h.virtual_free[name] = h.virtual_free.get(name, 0) + n
+        return ev.slots
+    assert isinstance(ev, _Point)
+    a = next(a for a in ev.reservation.allocs if a.host == h.name)
+    h.charge(a.slots, a.mem, _virtual(a))
+    return -a.slots

@@ -1,0 +1,85 @@
+"""A site's scheduling policy, from config, and what one round needs from a cluster's state.
+
+``SitePolicy.from_config`` reads ``[fairshare]``, ``[backfill]`` and ``[[limits]]`` once.
+``PolicyState`` is what a scheduler keeps between rounds (the fairshare usage book, fed
+incrementally) and ``round_inputs`` turns the cluster's jobs and ledger into the round's
+ordering, releases and limit book.  Everything here is re-derived from hard state
+(finished-job records, running jobs' allocations and start times) plus the ledger, so a
+new scheduler after a failover computes the same figures.  Pure: ``now`` is a parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from xce.core.accounting import Ledger
+from xce.core.model import Alloc, Job
+from xce.core.sched.backfill import BackfillRules, Release, releases
+from xce.core.sched.fairshare import (
+    ShareNode,
+    UsageBook,
+    Weights,
+    fairshare_of,
+    tree_of,
+)
+from xce.core.sched.limits import Limit, LimitBook, limits_of
+from xce.core.sched.order import Ordering
+
+
+@dataclass(frozen=True, slots=True)
+class SitePolicy:
+    fairshare: bool = True
+    trees: Mapping[str | None, ShareNode] = field(default_factory=dict)
+    weights: Weights = Weights()
+    half_life: float = 18_000.0
+    backfill: BackfillRules = BackfillRules()
+    limits: tuple[Limit, ...] = ()
+
+    @classmethod
+    def from_config(cls, cfg: object) -> SitePolicy:
+        """From an xce.site.config.Config (already validated)."""
+        fs, bf = cfg.fairshare, cfg.backfill  # type: ignore[attr-defined]
+        trees: dict[str | None, ShareNode] = {None: tree_of(fs.tree)}
+        trees.update({q: tree_of(t) for q, t in fs.queues.items()})
+        rules = BackfillRules(mode=bf.mode, depth=bf.depth, default_run_limit=bf.default_run_limit or None,
+                              queue_run_limit=dict(bf.queue_run_limit))
+        return cls(fairshare=fs.enabled, trees=trees, weights=Weights(fs.slot_weight, fs.mem_weight),
+                   half_life=fs.half_life, backfill=rules, limits=limits_of(cfg.limits))  # type: ignore[attr-defined]
+
+
+@dataclass(slots=True)
+class RoundInputs:
+    ordering: Ordering
+    releases: list[Release]
+    limits: LimitBook | None
+
+
+class PolicyState:
+    """What a scheduler keeps between rounds: decayed usage of the jobs that ended."""
+
+    def __init__(self, policy: SitePolicy) -> None:
+        self.policy = policy
+        self.book = UsageBook(policy.half_life)
+
+    def round_inputs(self, jobs: Iterable[Job], pending: Iterable[Job], running: Iterable[Job],
+                     ledger: Ledger | None, queue_priority: Mapping[str, int], now: float,
+                     in_flight: Mapping[int, list[Alloc]] | None = None) -> RoundInputs:
+        """``jobs``: every job the cluster keeps (the ended ones are folded once each).
+        ``in_flight``: placements proposed earlier that the cluster does not show running yet:
+        they hold their share of every limit already."""
+        p = self.policy
+        running = list(running)
+        pending = list(pending)
+        fs = None
+        if p.fairshare:
+            self.book.fold(jobs, now)
+            usage = self.book.with_running(running, now, ledger)
+            fs = fairshare_of(p.trees, usage, pending, p.weights)
+        rel = releases(running, p.backfill, now, ledger) if p.backfill.reservations else []
+        book = LimitBook.build(p.limits, running, pending, ledger) if p.limits else None
+        if book is not None and in_flight:
+            for j in pending:
+                if j.id in in_flight:
+                    book.charge(j, in_flight[j.id])
+        return RoundInputs(Ordering(queue_priority, fs), rel, book)

@@ -1,0 +1,140 @@
+"""User-facing shapes: the one vocabulary of the CLI's --json, REST, events and console.
+
+Everything derived here comes from xce/core/accounting.py; no formula is written
+twice.  The views are computed from the domain model (hard state) plus the
+leader's soft state (latest usage, OS-available memory) and are what every door
+shows.  Field names follow the design brief's "One vocabulary" section.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from xce.core import accounting
+from xce.core.accounting import HostTotals, Ledger
+from xce.core.model import Host, HostState, Job, JobState
+from xce.core.placement import job_demand, total_mem
+
+
+class JobAccountView(msgspec.Struct, kw_only=True):
+    host: str
+    slots: int
+    mem_reserved: int
+    mem_actual: int | None
+    mem_peak: int
+    mem_charged: int
+    mem_slack: int
+    mem_overage: int
+    allocated: dict[str, int] = {}
+
+
+class JobView(msgspec.Struct, kw_only=True):
+    id: int
+    name: str
+    user: str
+    queue: str
+    state: str
+    slots: int
+    hosts: list[str]
+    command: list[str]
+    resreq: str
+    mem_reserved: int
+    mem_actual: int | None
+    mem_peak: int
+    mem_charged: int
+    mem_limit: int | None
+    efficiency: float | None
+    reason: str
+    exit_code: int | None
+    signal: int | None
+    submit_time: float
+    start_time: float | None
+    end_time: float | None
+    mem_slack_integral: float = 0.0
+    accounts: list[JobAccountView] = []
+
+
+class HostView(msgspec.Struct, kw_only=True):
+    name: str
+    state: str
+    slots_total: int
+    slots_used: int
+    mem_total: int
+    mem_os_available: int
+    mem_reserved: int
+    mem_actual: int
+    mem_slack: int
+    mem_overage: int
+    mem_charged: int
+    mem_available: int
+    ncpus: int = 1
+    last_seen: float | None = None
+    virtual_total: dict[str, int] = {}
+    virtual_used: dict[str, int] = {}
+
+
+def host_state(host: Host, totals: HostTotals) -> HostState:
+    if host.unavail:
+        return HostState.UNAVAIL
+    if host.closed:
+        return HostState.CLOSED
+    if totals.allocated.get("slots", 0) >= host.slots_total:
+        return HostState.FULL
+    return HostState.OK
+
+
+def host_view(host: Host, ledger: Ledger, os_available: int | None,
+              last_seen: float | None = None) -> HostView:
+    t = ledger.host_totals(host.name)
+    osa = host.mem_total if os_available is None else os_available
+    return HostView(
+        name=host.name, state=host_state(host, t).value, slots_total=host.slots_total,
+        slots_used=t.allocated.get("slots", 0), mem_total=host.mem_total,
+        mem_os_available=osa, mem_reserved=t.mem_reserved, mem_actual=t.mem_actual,
+        mem_slack=t.mem_slack, mem_overage=t.mem_overage, mem_charged=t.mem_charged,
+        mem_available=accounting.available_mem(osa, t), ncpus=host.ncpus, last_seen=last_seen,
+        virtual_total=dict(host.virtual),
+        virtual_used={k: v for k, v in t.allocated.items() if k != "slots"},
+    )
+
+
+def job_view(job: Job, ledger: Ledger) -> JobView:
+    accounts: list[JobAccountView] = []
+    if job.state in (JobState.RUN, JobState.USUSP, JobState.SSUSP, JobState.UNKWN):
+        for acc in ledger.by_job.get(job.id, []):
+            accounts.append(JobAccountView(
+                host=acc.host, slots=acc.allocated.get("slots", 0), mem_reserved=acc.reserved,
+                mem_actual=acc.actual, mem_peak=acc.peak, mem_charged=acc.charged,
+                mem_slack=acc.slack, mem_overage=acc.used,
+                allocated={k: v for k, v in acc.allocated.items() if k != "slots"}))
+    else:
+        for u in job.usage:
+            slots = next((a.slots for a in job.allocs if a.host == u.host), 0)
+            accounts.append(JobAccountView(
+                host=u.host, slots=slots, mem_reserved=u.reserved, mem_actual=u.actual,
+                mem_peak=u.peak, mem_charged=u.charged_peak,
+                mem_slack=accounting.slack(u.reserved, u.actual),
+                mem_overage=accounting.overage(u.reserved, u.actual)))
+    if accounts:
+        reserved = sum(a.mem_reserved for a in accounts)
+        reported = [a.mem_actual for a in accounts if a.mem_actual is not None]
+        actual = sum(reported) if reported else None
+        peak = sum(a.mem_peak for a in accounts)
+        charged = sum(a.mem_charged for a in accounts)
+    else:
+        reserved = sum(a.mem for a in job.allocs) if job.allocs else pend_reservation(job)
+        actual, peak, charged = None, 0, reserved
+    return JobView(
+        id=job.id, name=job.spec.name, user=job.spec.user, queue=job.spec.queue,
+        state=job.state.value, slots=job.spec.slots, hosts=job.hosts, command=job.spec.command,
+        resreq=job.spec.resreq, mem_reserved=reserved, mem_actual=actual, mem_peak=peak,
+        mem_charged=charged, mem_limit=job.spec.mem_limit,
+        efficiency=(peak / reserved) if reserved and peak else None,
+        reason=job.reason, exit_code=job.exit_code, signal=job.signal,
+        submit_time=job.submit_time, start_time=job.start_time, end_time=job.end_time,
+        mem_slack_integral=sum(u.slack_integral for u in job.usage), accounts=accounts)
+
+
+def pend_reservation(job: Job) -> int:
+    """What a pending job would reserve in all, if placed on one host (display only)."""
+    return total_mem(job_demand(job), 1)

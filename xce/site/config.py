@@ -1,0 +1,307 @@
+"""Configuration: TOML files read with tomllib into typed, validated structs.
+
+An unknown key or a bad value fails at start with the file, the key and the
+reason.  config/xce.toml documents every key with its default.  Sizes are
+strings ("4G") parsed once here into bytes.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from xce.core.errors import ConfigError, XceError
+from xce.core.resources import BUILTIN, ResourceDef
+from xce.core.units import parse_mem
+from xce.site.local import (  # one definition, shared with the fast CLI path
+    CLUSTER_FILE,
+    default_state_dir,
+)
+
+
+class ClusterConf(msgspec.Struct, forbid_unknown_fields=True):
+    name: str = "xce"
+
+
+class ControllerConf(msgspec.Struct, forbid_unknown_fields=True):
+    address: str = "tcp://127.0.0.1:7700"      # ROUTER: workers, scheduler, clients
+    pub_address: str = "tcp://127.0.0.1:7701"  # PUB: the event stream
+    raft_address: str = "127.0.0.1:7702"       # private Raft port
+    peers: list[str] = []                       # the other controllers' raft addresses
+    peer_addresses: list[str] = []              # and their ROUTER endpoints, same order
+    peer_pub_addresses: list[str] = []          # and their PUB endpoints, same order
+    durability: str = "mmap"                    # "mmap": survives a process crash; "fsync": power loss too
+    leader_fallback: float = 1.0                # a leader that hears no majority this long steps down
+    raft_password: str = ""
+    heartbeat_misses: int = 3
+    keep_finished: int = 100_000
+    append_period: float = 0.02
+    tick_period: float = 0.01
+    election_timeout: tuple[float, float] = (0.3, 0.8)
+
+
+class SchedulerConf(msgspec.Struct, forbid_unknown_fields=True):
+    interval: float = 1.0
+    debounce: float = 0.0
+
+
+class WorkerConf(msgspec.Struct, forbid_unknown_fields=True):
+    name: str = ""
+    heartbeat: float = 1.0
+    kill_grace: float = 5.0
+    mem: str = ""       # capacity override, e.g. "4G"
+    slots: int = 0      # 0: the number of CPUs
+    mem_floor: str = ""  # kill the largest overage first when OS-available falls below this
+    type: str = ""
+    model: str = ""
+
+
+class SecurityConf(msgspec.Struct, forbid_unknown_fields=True):
+    curve: bool = False   # ZeroMQ CURVE on every controller socket (docs/security.md)
+    keys_dir: str = ""    # CURVE keys; "" is <state_dir>/keys
+    key_name: str = ""    # this daemon's key pair NAME.key_secret; "" is the worker's host name or "scheduler"
+    server_key: str = ""  # the controllers' public key (Z85), for a client without the keys directory
+    bind_hosts: bool = True  # a worker's key speaks only for the host of the same name
+
+
+class QueueConf(msgspec.Struct, forbid_unknown_fields=True):
+    priority: int = 30
+    rerunnable: bool = False
+    default: bool = False
+    description: str = ""
+
+
+class ResourceConf(msgspec.Struct, forbid_unknown_fields=True):
+    kind: str = "virtual"
+    scope: str = "host"
+    total: int = 0
+    description: str = ""
+
+
+class ShareConf(msgspec.Struct, forbid_unknown_fields=True):
+    """A node of a fairshare tree: its shares among its siblings; its members keyed on ``by``."""
+
+    shares: int = 1
+    by: str = "user"  # user | group | project: what the members' names are
+    members: dict[str, int | ShareConf] = {}
+
+
+class FairshareConf(msgspec.Struct, forbid_unknown_fields=True):
+    enabled: bool = True
+    half_life: float = 18_000.0  # seconds (LSF's HIST_HOURS = 5)
+    slot_weight: float = 1.0
+    mem_weight: float = 1.0
+    tree: ShareConf = msgspec.field(default_factory=lambda: ShareConf(members={"default": 1}))
+    queues: dict[str, ShareConf] = {}  # a queue's own tree (LSF queue-level FAIRSHARE)
+
+
+class BackfillConf(msgspec.Struct, forbid_unknown_fields=True):
+    mode: str = "easy"  # off | easy | conservative
+    depth: int = 1      # conservative: how many blocked jobs hold a reservation
+    default_run_limit: float = 0.0  # seconds a job without -W/-We is expected to run; 0: unknown
+    queue_run_limit: dict[str, float] = {}
+
+
+class LimitConf(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    per: str                 # user | group | project | queue | host
+    members: list[str] = []  # empty: every one of them
+    jobs: int | None = None  # running jobs
+    slots: int | None = None
+    mem: str = ""            # charged memory ("64G"); "": no cap
+    pending: int | None = None
+
+
+class Config(msgspec.Struct, forbid_unknown_fields=True):
+    cluster: ClusterConf = msgspec.field(default_factory=ClusterConf)
+    controller: ControllerConf = msgspec.field(default_factory=ControllerConf)
+    scheduler: SchedulerConf = msgspec.field(default_factory=SchedulerConf)
+    worker: WorkerConf = msgspec.field(default_factory=WorkerConf)
+    security: SecurityConf = msgspec.field(default_factory=SecurityConf)
+    queues: dict[str, QueueConf] = msgspec.field(default_factory=lambda: {"normal": QueueConf(default=True)})
+    resources: dict[str, ResourceConf] = {}
+    fairshare: FairshareConf = msgspec.field(default_factory=FairshareConf)
+    backfill: BackfillConf = msgspec.field(default_factory=BackfillConf)
+    limits: list[LimitConf] = []
+    state_dir: str = ""
+    rest_url: str = ""
+    source: str = ""
+
+    def site_resources(self) -> dict[str, ResourceDef]:
+        return {n: ResourceDef(n, "virtual", "count", scope=r.scope, description=r.description)  # type: ignore[arg-type]
+                for n, r in self.resources.items()}
+
+    def cluster_totals(self) -> dict[str, int]:
+        return {n: r.total for n, r in self.resources.items() if r.scope == "cluster"}
+
+    def default_queue(self) -> str:
+        defaults = [n for n, q in self.queues.items() if q.default]
+        return defaults[0] if defaults else next(iter(self.queues))
+
+
+def load(path: str | Path | None) -> Config:
+    """Load and validate a config file; None gives the defaults."""
+    if path is None:
+        return Config()
+    p = Path(path)
+    return from_dict(read_toml(p), str(p))
+
+
+def read_toml(p: Path) -> dict:
+    """A TOML file's table, or a ConfigError naming the file and what is wrong with it."""
+    try:
+        return tomllib.loads(p.read_text())
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: not valid TOML: {e}") from None
+
+
+def from_dict(data: dict, source: str = "<config>") -> Config:
+    if "source" in data:  # where the config came from is set here, never by the file
+        raise ConfigError(f"{source}: key source: unknown field (where the config came from is not configurable)")
+    try:
+        cfg = msgspec.convert(data, Config)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"{source}: {_key_message(str(e))}") from None
+    cfg.source = source
+    _check(cfg, source)
+    return cfg
+
+
+def _key_message(msg: str) -> str:
+    # msgspec says "... - at `$.worker.heartbeat`"; operators read "key worker.heartbeat".
+    if " - at `$." in msg:
+        reason, where = msg.split(" - at `$.", 1)
+        return f"key {where.rstrip('`')}: {reason}"
+    return msg
+
+
+def _check(cfg: Config, source: str) -> None:
+    def bad(key: str, why: str) -> ConfigError:
+        return ConfigError(f"{source}: key {key}: {why}")
+
+    for key in ("mem", "mem_floor"):
+        value = getattr(cfg.worker, key)
+        if value:
+            try:
+                parse_mem(value)
+            except XceError as e:
+                raise bad(f"worker.{key}", e.message) from None
+    positive = {"worker.heartbeat": cfg.worker.heartbeat, "worker.kill_grace": cfg.worker.kill_grace,
+                "scheduler.interval": cfg.scheduler.interval, "controller.append_period": cfg.controller.append_period,
+                "controller.tick_period": cfg.controller.tick_period,
+                "controller.leader_fallback": cfg.controller.leader_fallback}
+    for key, value in positive.items():
+        if value <= 0:
+            raise bad(key, f"must be > 0, got {value}")
+    for key, value in (("worker.slots", cfg.worker.slots), ("scheduler.debounce", cfg.scheduler.debounce),
+                       ("controller.keep_finished", cfg.controller.keep_finished)):
+        if value < 0:
+            raise bad(key, f"must be >= 0, got {value}")
+    lo, hi = cfg.controller.election_timeout
+    if not 0 < lo < hi:
+        raise bad("controller.election_timeout", f"needs 0 < min < max, got [{lo}, {hi}]")
+    if lo <= 3 * cfg.controller.append_period:
+        raise bad("controller.election_timeout", f"min {lo} must exceed 3 x append_period "
+                  f"({cfg.controller.append_period}), or followers start elections between heartbeats")
+    if cfg.controller.leader_fallback <= cfg.controller.append_period:
+        raise bad("controller.leader_fallback", "must exceed append_period")
+    if cfg.controller.heartbeat_misses < 1:
+        raise bad("controller.heartbeat_misses", "must be >= 1")
+    if not cfg.queues:
+        raise bad("queues", "at least one queue is needed")
+    if sum(q.default for q in cfg.queues.values()) > 1:
+        raise bad("queues", "more than one queue has default = true")
+    if len(cfg.controller.peers) != len(cfg.controller.peer_addresses):
+        raise bad("controller.peer_addresses", "needs one ROUTER endpoint per entry of controller.peers")
+    if cfg.controller.peer_pub_addresses and len(cfg.controller.peer_pub_addresses) != len(cfg.controller.peers):
+        raise bad("controller.peer_pub_addresses", "needs one PUB endpoint per entry of controller.peers")
+    if cfg.controller.durability not in ("mmap", "fsync"):
+        raise bad("controller.durability", f"must be 'mmap' or 'fsync', got {cfg.controller.durability!r}")
+    for name, r in cfg.resources.items():
+        if r.kind != "virtual":
+            raise bad(f"resources.{name}.kind", "only virtual site resources can be configured "
+                      "(mem is the one real resource, measured by workers)")
+        if r.scope not in ("host", "cluster"):
+            raise bad(f"resources.{name}.scope", "must be 'host' or 'cluster'")
+        if name in BUILTIN:
+            raise bad(f"resources.{name}", "is a builtin resource")
+    _check_policy(cfg, bad)
+
+
+def _check_policy(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
+    """[fairshare], [backfill] and [[limits]] (docs/scheduling.md)."""
+    fs = cfg.fairshare
+    if fs.half_life <= 0:
+        raise bad("fairshare.half_life", f"must be > 0 seconds, got {fs.half_life}")
+    for key, w in (("slot_weight", fs.slot_weight), ("mem_weight", fs.mem_weight)):
+        if w < 0:
+            raise bad(f"fairshare.{key}", f"must be >= 0, got {w}")
+    if fs.slot_weight + fs.mem_weight <= 0:
+        raise bad("fairshare.slot_weight", "slot_weight and mem_weight are both 0: usage would count nothing")
+    _check_tree(fs.tree, "fairshare.tree", bad)
+    for q, tree in fs.queues.items():
+        if q not in cfg.queues:
+            raise bad(f"fairshare.queues.{q}", f"no such queue (queues: {', '.join(cfg.queues)})")
+        _check_tree(tree, f"fairshare.queues.{q}", bad)
+    bf = cfg.backfill
+    if bf.mode not in ("off", "easy", "conservative"):
+        raise bad("backfill.mode", f"must be 'off', 'easy' or 'conservative', got {bf.mode!r}")
+    if bf.depth < 1:
+        raise bad("backfill.depth", f"must be >= 1, got {bf.depth}")
+    if bf.default_run_limit < 0:
+        raise bad("backfill.default_run_limit", f"must be >= 0 seconds, got {bf.default_run_limit}")
+    for q, t in bf.queue_run_limit.items():
+        if q not in cfg.queues or t <= 0:
+            why = "no such queue" if q not in cfg.queues else f"must be > 0, got {t}"
+            raise bad(f"backfill.queue_run_limit.{q}", why)
+    names: set[str] = set()
+    for i, lim in enumerate(cfg.limits):
+        _check_limit(lim, f"limits[{i}]", names, bad)
+
+
+def _check_tree(node: ShareConf, key: str, bad: Callable[[str, str], ConfigError]) -> None:
+    if node.by not in ("user", "group", "project"):
+        raise bad(f"{key}.by", f"must be 'user', 'group' or 'project', got {node.by!r}")
+    for name, m in node.members.items():
+        shares = m if isinstance(m, int) else m.shares
+        if shares < 1:
+            raise bad(f"{key}.members.{name}", f"shares must be >= 1, got {shares}")
+        if not isinstance(m, int):
+            _check_tree(m, f"{key}.members.{name}", bad)
+
+
+def _check_limit(lim: LimitConf, key: str, names: set[str], bad: Callable[[str, str], ConfigError]) -> None:
+    if lim.name in names:
+        raise bad(f"{key}.name", f"limit {lim.name!r} is defined twice")
+    names.add(lim.name)
+    if lim.per not in ("user", "group", "project", "queue", "host"):
+        raise bad(f"{key}.per", f"must be user, group, project, queue or host, got {lim.per!r}")
+    caps = {"jobs": lim.jobs, "slots": lim.slots, "pending": lim.pending}
+    if all(v is None for v in caps.values()) and not lim.mem:
+        raise bad(key, f"limit {lim.name!r} caps nothing: give jobs, slots, mem or pending")
+    for k, v in caps.items():
+        if v is not None and v < 0:
+            raise bad(f"{key}.{k}", f"must be >= 0, got {v}")
+    if lim.per == "host" and lim.pending is not None:
+        raise bad(f"{key}.pending", "a host has no pending jobs: cap pending per user, group, project or queue")
+    if lim.mem:
+        try:
+            parse_mem(lim.mem)
+        except XceError as e:
+            raise bad(f"{key}.mem", e.message) from None
+
+
+def cluster_config(state_dir: str | Path | None = None) -> Config:
+    """The config of the local cluster in ``state_dir`` (or the defaults if there is none)."""
+    sd = Path(state_dir) if state_dir else default_state_dir()
+    f = sd / CLUSTER_FILE
+    return load(f) if f.exists() else load(None)
+
+
+def endpoints_of(cfg: Config) -> list[str]:
+    return [cfg.controller.address, *cfg.controller.peer_addresses]
