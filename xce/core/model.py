@@ -65,7 +65,7 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     stdout: str | None = None
     stderr: str | None = None
     rerunnable: bool | None = None  # None: the queue decides
-    # Scheduling policy (xce/sched/, docs/scheduling.md).  Appended with defaults: a message
+    # Scheduling policy (xce/core/sched/, docs/scheduling.md).  Appended with defaults: a message
     # from a sender that predates them decodes with these values.
     priority: int = 0                  # per-job priority within its queue (-sp); higher first
     run_limit: float | None = None     # seconds (-W); None: none given

@@ -273,7 +273,7 @@ EASY = BackfillRules()
 
 def pending_order(jobs: Iterable[Job], queue_priority: Mapping[str, int],
                   fairshare: Mapping[str | None, Fairshare] | None = None) -> list[Job]:
-    """Pending jobs in round order: queue, fairshare, job priority, submit (xce/sched/order.py)."""
+    """Pending jobs in round order: queue, fairshare, job priority, submit (xce/core/sched/order.py)."""
     return Ordering(queue_priority, fairshare).order(jobs)
 
 

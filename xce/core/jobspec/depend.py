@@ -2,7 +2,7 @@
 
 The AST is msgspec tagged structs, so a parsed expression is hard state: it travels
 on the wire and in Raft as data and is never parsed again.  Evaluation over other
-jobs' states is xce/jobspec/depeval.py.
+jobs' states is xce/core/jobspec/depeval.py.
 
 Grammar (``!`` binds tightest, then ``&&``, then ``||``, as in C)::
 

@@ -5,7 +5,7 @@ where each was set).  The command line and every ``#BSUB`` line go through it, s
 directive takes exactly the spellings an option does; ``merge_options`` then lets
 the command line win, slot by slot (``-o`` on the command line replaces a
 directive's ``-oo``; a command-line ``-R`` replaces the directives' ``-R`` list).
-What each value becomes is xce/jobspec/bsub.py's job.
+What each value becomes is xce/core/jobspec/bsub.py's job.
 
 ======  ======  ========================================================
 option  takes   maps to
@@ -24,7 +24,7 @@ option  takes   maps to
 -cwd    value   JobSpec.cwd
 -P      value   project
 -G      value   user group (fairshare)
--w      value   dependency expression (xce/jobspec/depend.py AST)
+-w      value   dependency expression (xce/core/jobspec/depend.py AST)
 -ti     flag    end the job at once when its dependency can never be met
 -sp     value   user priority within the queue
 -x      flag    exclusive use of its hosts

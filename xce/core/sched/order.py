@@ -1,7 +1,7 @@
 """The order of pending work: a pipeline of named stages, each giving a figure.
 
     queue priority  (higher first)       the queue's ``priority``
-      -> fairshare  (higher first)       xce/sched/fairshare.py: the job's user/group/project
+      -> fairshare  (higher first)       xce/core/sched/fairshare.py: the job's user/group/project
       -> job        (higher first)       the job's own ``priority`` (-sp; btop/bbot move it)
       -> submit     (earlier first)      submit time, then job id
 
