@@ -24,7 +24,7 @@ from xce.core.model import Alloc, Job
 from xce.core.units import fmt_bytes
 
 if TYPE_CHECKING:
-    from xce.config import LimitConf
+    from xce.site.config import LimitConf
 
 PER = ("user", "group", "project", "queue", "host")
 COUNTS = ("jobs", "slots", "mem")
