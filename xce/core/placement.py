@@ -3,13 +3,13 @@
 Pure: no sockets, no clock (``now`` is a parameter), no randomness.  A round is
 a short pipeline, as in Nomad and the Kubernetes scheduler:
 
-    order pending (queue priority, fairshare, job priority, submit: xce/sched/order.py)
-      -> for each job: LIMITS of its user/group/project/queue (xce/sched/limits.py)
+    order pending (queue priority, fairshare, job priority, submit: xce/core/sched/order.py)
+      -> for each job: LIMITS of its user/group/project/queue (xce/core/sched/limits.py)
       -> FILTER hosts (schedulable, select, slots, mem, virtual)
       -> VETO a host where it would delay a reservation, or pass a host limit
       -> RANK the survivors (order[], default: most memory available first)
       -> take the first that fit, charge a tentative overlay, go on;
-         the first job(s) that cannot start get a reservation (xce/sched/backfill.py).
+         the first job(s) that cannot start get a reservation (xce/core/sched/backfill.py).
 
 Each filter returns ``None`` or the reason it rejected the host, in words an
 operator reads ("mem: needs 4.0G, node2 has 3.1G available for scheduling
