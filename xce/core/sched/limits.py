@@ -17,14 +17,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import Protocol
 
 from xce.core import accounting
 from xce.core.model import Alloc, Job
 from xce.core.units import fmt_bytes
 
-if TYPE_CHECKING:
-    from xce.site.config import LimitConf
+
+
+class LimitConf(Protocol):
+    """What the core reads of a configured limit (xce.site.config.LimitConf is one)."""
+
+    name: str
+    per: str
+    members: list[str]
+    jobs: int | None
+    slots: int | None
+    mem: str
+    pending: int | None
 
 PER = ("user", "group", "project", "queue", "host")
 COUNTS = ("jobs", "slots", "mem")
@@ -49,13 +59,12 @@ def principal(job: Job, per: str) -> str:
     return {"user": s.user, "group": s.group, "project": s.project, "queue": s.queue}[per]
 
 
-def limits_of(confs: Iterable[object]) -> tuple[Limit, ...]:
+def limits_of(confs: Iterable[LimitConf]) -> tuple[Limit, ...]:
     """Limits from config (xce.site.config.LimitConf, already validated)."""
     from xce.core.units import parse_mem
 
     out = []
     for c in confs:
-        c = cast("LimitConf", c)
         out.append(Limit(name=c.name, per=c.per, members=frozenset(c.members), jobs=c.jobs, slots=c.slots,
                          mem=parse_mem(c.mem) if c.mem else None, pending=c.pending))
     return tuple(out)
