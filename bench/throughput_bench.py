@@ -1,0 +1,107 @@
+"""XCE against HyperQueue in the same run: trivial jobs through the whole spine.
+
+    python bench/throughput_bench.py [--jobs 1000] [--idle 20] [--hq-venv DIR] [--no-hq]
+
+Both systems run the same work on 4 slots of this machine: XCE as `xce up --hosts 2
+--slots-per-host 2` (`true`, rusage[mem=10]), HyperQueue as LocalCluster with one worker of
+4 cores (bench/hq_anchor.py, in a venv of its own).  Figures, each as submit -> the last
+process exited (XCE: the workers' exit times in the finish records; HyperQueue: a marker
+task's mtime, see hq_anchor.py):
+
+- batch: N jobs in one submit (XCE `submit_many`; HyperQueue one job of N tasks);
+- one by one: N submits from one client, each acknowledged before the next;
+- idle latency: one job, 0.2 s apart, median.
+
+Only ratios within one run mean anything: this VM's speed varies by 3x between days.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from xce.client import Client
+
+HERE = Path(__file__).resolve().parent
+SPEC = {"command": ["true"], "resreq": "rusage[mem=10]"}
+
+
+def xce(sd: Path, *args: str) -> None:
+    subprocess.run([sys.executable, "-m", "xce.cli.main", "--state-dir", str(sd), *args],
+                   capture_output=True, text=True, check=True)
+
+
+def last_end(c: Client, ids: list[int]) -> float:
+    views = c.wait(ids, timeout=600)
+    bad = [v for v in views if v.state != "DONE"]
+    if bad:
+        raise SystemExit(f"{len(bad)} job(s) did not end DONE, e.g. {bad[0].id}: {bad[0].state} {bad[0].reason}")
+    return max(v.end_time or 0.0 for v in views)
+
+
+def run_xce(jobs: int, idle: int) -> dict[str, float]:
+    sd = Path(tempfile.mkdtemp()) / "xce"
+    xce(sd, "up", "--detach", "--hosts", "2", "--slots-per-host", "2", "--mem-per-host", "4G")
+    try:
+        with Client(state_dir=sd, timeout=60) as c:
+            last_end(c, c.submit_many([SPEC] * 10))  # warm: every daemon has run a job
+            lat = []
+            for _ in range(idle):
+                time.sleep(0.2)
+                t0 = time.time()
+                lat.append(last_end(c, [c.submit(**SPEC)]) - t0)
+            t0 = time.time()
+            batch = last_end(c, c.submit_many([SPEC] * jobs)) - t0
+            t0 = time.time()
+            ids = [c.submit(**SPEC) for _ in range(jobs)]
+            one = last_end(c, ids) - t0
+    finally:
+        xce(sd, "down")
+    return {"batch_jobs_per_s": round(jobs / batch, 1), "one_by_one_jobs_per_s": round(jobs / one, 1),
+            "idle_latency_ms": round(statistics.median(lat) * 1000, 2) if lat else float("nan")}
+
+
+def run_hq(jobs: int, idle: int, venv: Path) -> dict[str, float]:
+    sys.path.insert(0, str(HERE))
+    from hq_anchor import anchor_python
+
+    out = subprocess.run([anchor_python(venv), str(HERE / "hq_anchor.py"), "--tasks", str(jobs), "--idle", str(idle)],
+                         capture_output=True, text=True, check=True).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    return {"batch_jobs_per_s": r["array_tasks_per_s"], "one_by_one_jobs_per_s": r["one_by_one_jobs_per_s"],
+            "idle_latency_ms": r["idle_latency_ms"]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=1000)
+    ap.add_argument("--idle", type=int, default=20)
+    ap.add_argument("--hq-venv", default=str(Path(tempfile.gettempdir()) / "xce-bench-hq-venv"))
+    ap.add_argument("--no-hq", action="store_true")
+    a = ap.parse_args()
+    load0 = os.getloadavg()[0]
+    rows = {"XCE": run_xce(a.jobs, a.idle)}
+    if not a.no_hq:
+        rows["HyperQueue 0.27"] = run_hq(a.jobs, a.idle, Path(a.hq_venv))
+    print(f"{a.jobs} trivial jobs on 4 slots; load average {load0:.1f} at start, {os.getloadavg()[0]:.1f} at end")
+    print(f"{'':18} {'batch jobs/s':>13} {'one by one jobs/s':>18} {'idle latency ms':>16}")
+    for name, r in rows.items():
+        print(f"{name:18} {r['batch_jobs_per_s']:>13} {r['one_by_one_jobs_per_s']:>18} {r['idle_latency_ms']:>16}")
+    if len(rows) == 2:
+        x, h = rows["XCE"], rows["HyperQueue 0.27"]
+        print(f"{'XCE / HyperQueue':18} {x['batch_jobs_per_s'] / h['batch_jobs_per_s']:>13.2f} "
+              f"{x['one_by_one_jobs_per_s'] / h['one_by_one_jobs_per_s']:>18.2f} "
+              f"{x['idle_latency_ms'] / h['idle_latency_ms']:>16.2f}")
+    print(json.dumps(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
