@@ -87,8 +87,6 @@ def cluster_state(*queues: Queue, default: str = "normal", hosts: tuple[Host, ..
     st.apply(SetQueues(time=T0, queues=list(queues) or [queue()], default_queue=default))
     for h in hosts:
         st.apply(RegisterHost(time=T0, host=h))
-    st.touched_jobs.clear()
-    st.touched_hosts.clear()
     return st
 
 

@@ -14,6 +14,7 @@ from xce.core.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue
 from xce.core.resreq import OrderKey, ResReq, RusageItem, parse_resreq
 from xce.core.state import (
     TRANSITIONS,
+    Changes,
     Cleanup,
     ClusterState,
     Cmd,
@@ -153,6 +154,36 @@ def test_placing_a_running_or_ended_job_is_illegal(final: str) -> None:
     assert st.jobs[1].state in (S.DONE, S.EXIT)
 
 
+# ---- what apply changed ----------------------------------------------------------------------
+
+def test_apply_batch_returns_each_result_and_what_the_batch_changed() -> None:
+    st = two_hosts()
+    results, ch = st.apply_batch([
+        Submit(time=T0, specs=[spec(), spec()], reqs=[ResReq(), ResReq()]),
+        Place(time=T0 + 1, job_id=1, attempt=0, allocs=[alloc("n1")]),
+        Place(time=T0 + 1, job_id=9, attempt=0, allocs=[alloc("n1")]),   # refused: no such job
+        SetHostAdmin(time=T0 + 1, names=["n2"], closed=True),
+    ])
+    assert [type(r).__name__ for r in results] == ["Ok", "Ok", "Err", "Ok"]
+    assert results[0].value == [1, 2] and isinstance(results[2].error, NotFound)
+    assert (ch.jobs, ch.hosts, ch.forgotten) == ({1, 2}, {"n2"}, [])
+    assert bool(ch) and not Changes()
+
+
+def test_changes_are_not_left_in_the_state() -> None:
+    st = two_hosts()
+    before = set(vars(st))
+    ch = Changes()
+    submit_ids = st.apply(Submit(time=T0, specs=[spec()], reqs=[ResReq()]), ch)
+    assert submit_ids == [1] and ch.jobs == {1} and set(vars(st)) == before
+
+
+def test_changes_merge_accumulates_a_batch() -> None:
+    a, b = Changes({1}, {"n1"}, [7]), Changes({2}, {"n1", "n2"}, [8])
+    a.merge(b)
+    assert (a.jobs, a.hosts, a.forgotten) == ({1, 2}, {"n1", "n2"}, [7, 8])
+
+
 # ---- submit --------------------------------------------------------------------------------
 
 def test_submit_assigns_consecutive_ids_and_the_default_queue() -> None:
@@ -161,7 +192,7 @@ def test_submit_assigns_consecutive_ids_and_the_default_queue() -> None:
     assert submit(st, spec(queue="")) == [3]
     assert [st.jobs[i].spec.queue for i in (1, 2, 3)] == ["short", "normal", "short"]
     assert st.jobs[1].submit_time == T0 and st.jobs[1].state == S.PEND
-    assert st.next_job_id == 4 and st.touched_jobs == {1, 2, 3}
+    assert st.next_job_id == 4
 
 
 def test_submit_to_an_unknown_queue_is_refused_whole() -> None:
@@ -335,8 +366,9 @@ def test_set_host_admin_is_all_or_nothing() -> None:
     with pytest.raises(NotFound):
         st.apply(SetHostAdmin(time=T0, names=["n1", "nx"], closed=True))
     assert not st.hosts["n1"].closed
-    st.apply(SetHostAdmin(time=T0, names=["n1", "n2"], closed=True))
-    assert st.hosts["n1"].closed and st.hosts["n2"].closed and st.touched_hosts == {"n1", "n2"}
+    ch = Changes()
+    st.apply(SetHostAdmin(time=T0, names=["n1", "n2"], closed=True), ch)
+    assert st.hosts["n1"].closed and st.hosts["n2"].closed and ch.hosts == {"n1", "n2"}
 
 
 # ---- modify, cleanup, queues ---------------------------------------------------------------
@@ -358,8 +390,9 @@ def test_cleanup_drops_the_oldest_finished() -> None:
     submit(st, *[spec() for _ in range(5)])
     st.apply(Kill(time=T0, job_ids=[3, 1, 4]))   # finished in the order 3, 1, 4
     assert st.apply(Cleanup(time=T0, keep_finished=5)) == 0
-    assert st.apply(Cleanup(time=T0, keep_finished=1)) == 2
-    assert sorted(st.jobs) == [2, 4, 5] and st.finished_order == [4] and st.forgotten == [3, 1]
+    ch = Changes()
+    assert st.apply(Cleanup(time=T0, keep_finished=1), ch) == 2
+    assert sorted(st.jobs) == [2, 4, 5] and st.finished_order == [4] and ch.forgotten == [3, 1]
 
 
 def test_set_queues_replaces_them() -> None:
@@ -497,8 +530,8 @@ def test_the_full_state_sets_every_field() -> None:
     assert unset_fields(st.queues["re"]) == []
     fresh = ClusterState()
     assert [k for k in ClusterState._REPLICATED if getattr(st, k) == getattr(fresh, k)] == []
-    # Every attribute that is not the shell's scratch space is replicated.
-    assert set(vars(fresh)) - set(ClusterState._REPLICATED) == {"touched_jobs", "touched_hosts", "forgotten"}
+    # Every attribute is replicated: what a command changed travels in Changes.
+    assert set(vars(fresh)) == set(ClusterState._REPLICATED)
 
 
 def test_pickle_round_trip_keeps_everything() -> None:
@@ -506,7 +539,6 @@ def test_pickle_round_trip_keeps_everything() -> None:
     back = pickle.loads(pickle.dumps(st))
     assert back.__getstate__() == st.__getstate__()
     assert back.jobs[1] == st.jobs[1] and back.hosts == st.hosts and back.queues == st.queues
-    assert (back.touched_jobs, back.touched_hosts, back.forgotten) == (set(), set(), [])
 
 
 def test_msgpack_snapshot_round_trip_keeps_everything() -> None:

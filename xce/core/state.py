@@ -13,8 +13,9 @@ Job transitions (anything else raises IllegalTransition)::
                          +--requeue/host_lost--> PEND (rerunnable)
     RUN  --suspend--> USUSP --resume--> RUN;  USUSP --finish--> DONE/EXIT
 
-Entities touched by a command are collected in ``touched_jobs`` /
-``touched_hosts`` for the shell to publish; they are not replicated state.
+What a command changed (jobs touched, hosts touched, jobs forgotten) is not kept in the
+state: ``apply(cmd, changes)`` records it in the caller's ``Changes`` and ``apply_batch``
+returns a batch's ``Changes`` beside its results, for the shell to publish and dispatch.
 
 A client's write (``Keyed``: submit, kill, modify, host admin) carries the client's
 idempotency key and the principal who sent it (``by``, set by the leader from the
@@ -25,11 +26,12 @@ different request.  Kept answers are replicated state, bounded by ANSWERS_KEPT.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
-from xce.core.errors import Conflict, IllegalTransition, InvalidRequest, NotFound
+from xce.core.errors import Conflict, IllegalTransition, InvalidRequest, NotFound, XceError
 from xce.core.model import (
     TERMINAL,
     Alloc,
@@ -41,6 +43,7 @@ from xce.core.model import (
     Queue,
 )
 from xce.core.resreq import ResReq
+from xce.core.result import Err, Ok, Result
 
 S = JobState
 ANSWERS_KEPT = 100_000  # keyed answers kept: retries arrive within seconds; this is hours of writes
@@ -144,6 +147,29 @@ def decode_batch(blob: bytes) -> list[Cmd]:
     return _batch_decoder.decode(blob)
 
 
+# ---- what a command changed ---------------------------------------------------------------
+
+@dataclass(slots=True)
+class Changes:
+    """The entities a command (or a batch of them) changed: the shell publishes these.
+
+    Not replicated state: every replica computes the same Changes from the same log, and
+    a snapshot install makes the shell rebuild everything instead.
+    """
+
+    jobs: set[int] = field(default_factory=set)
+    hosts: set[str] = field(default_factory=set)
+    forgotten: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.jobs or self.hosts or self.forgotten)
+
+    def merge(self, other: Changes) -> None:
+        self.jobs |= other.jobs
+        self.hosts |= other.hosts
+        self.forgotten += other.forgotten
+
+
 # ---- the state -----------------------------------------------------------------------------
 
 class ClusterState:
@@ -157,11 +183,8 @@ class ClusterState:
         self.finished_order: list[int] = []
         self.answers: dict[tuple[str, str], tuple[str, Any]] = {}  # (by, key) -> (command, answer)
         self.last_time = 0.0
-        self.touched_jobs: set[int] = set()
-        self.touched_hosts: set[str] = set()
-        self.forgotten: list[int] = []
 
-    # Replicated fields only: the touched sets are the shell's business.
+    # Every field is replicated (what a command changed travels in ``Changes``, not here).
     _REPLICATED = ("jobs", "hosts", "queues", "default_queue", "next_job_id", "applied",
                    "finished_order", "answers", "last_time")
 
@@ -179,17 +202,30 @@ class ClusterState:
             raise NotFound(f"job {job_id} is not known")
         return job
 
-    def apply(self, cmd: Cmd) -> Any:
+    def apply(self, cmd: Cmd, changes: Changes | None = None) -> Any:
+        """The command's answer; what it changed is added to ``changes`` (if given)."""
         self.applied += 1
         self.last_time = max(self.last_time, cmd.time)  # "as of" for reads served by followers
         handler = _HANDLERS.get(type(cmd))
         if handler is None:
             raise InvalidRequest(f"unknown command {type(cmd).__name__}")
+        ch = Changes() if changes is None else changes
         if isinstance(cmd, Keyed) and cmd.key:
-            return self._once(cmd, handler)
-        return handler(self, cmd)
+            return self._once(cmd, handler, ch)
+        return handler(self, cmd, ch)
 
-    def _once(self, cmd: Keyed, handler: Any) -> Any:
+    def apply_batch(self, cmds: list[Cmd]) -> tuple[list[Result], Changes]:
+        """One Raft entry: each command's result (a refusal is its ``Err``) and what they changed."""
+        ch = Changes()
+        results: list[Result] = []
+        for cmd in cmds:
+            try:
+                results.append(Ok(self.apply(cmd, ch)))
+            except XceError as e:
+                results.append(Err(e))
+        return results, ch
+
+    def _once(self, cmd: Keyed, handler: Any, ch: Changes) -> Any:
         """The first answer to (by, key), computed once; a refusal is not kept (nothing changed)."""
         scope, kind = (cmd.by, cmd.key), type(cmd).__name__
         seen = self.answers.get(scope)
@@ -197,24 +233,24 @@ class ClusterState:
             if seen[0] != kind:
                 raise Conflict(f"idempotency key {cmd.key!r} was already used for a {seen[0]}")
             return seen[1]
-        answer = handler(self, cmd)
+        answer = handler(self, cmd, ch)
         self.answers[scope] = (kind, answer)
         while len(self.answers) > ANSWERS_KEPT:  # oldest first: dicts keep order
             del self.answers[next(iter(self.answers))]
         return answer
 
-    def _set(self, job: Job, event: str) -> None:
+    def _set(self, job: Job, event: str, ch: Changes) -> None:
         job.state = transition(job, event)
-        self.touched_jobs.add(job.id)
+        ch.jobs.add(job.id)
 
-    def _end(self, job: Job, event: str, time: float) -> None:
-        self._set(job, event)
+    def _end(self, job: Job, event: str, time: float, ch: Changes) -> None:
+        self._set(job, event, ch)
         job.end_time = time
         self.finished_order.append(job.id)
 
     # ---- handlers ----
 
-    def submit(self, cmd: Submit) -> list[int]:
+    def submit(self, cmd: Submit, ch: Changes) -> list[int]:
         if len(cmd.specs) != len(cmd.reqs):
             raise InvalidRequest(f"submit: {len(cmd.specs)} specs but {len(cmd.reqs)} resource requirements")
         for spec in cmd.specs:  # all or nothing: check every job before creating any
@@ -228,11 +264,11 @@ class ClusterState:
             job = Job(id=self.next_job_id, spec=spec, req=req, submit_time=cmd.time)
             self.next_job_id += 1
             self.jobs[job.id] = job
-            self.touched_jobs.add(job.id)
+            ch.jobs.add(job.id)
             ids.append(job.id)
         return ids
 
-    def place(self, cmd: Place) -> int:
+    def place(self, cmd: Place, ch: Changes) -> int:
         job = self.job(cmd.job_id)
         if job.attempt != cmd.attempt:
             raise Conflict(f"job {job.id}: placement for attempt {cmd.attempt}, job is at {job.attempt}")
@@ -246,7 +282,7 @@ class ClusterState:
             host = self.hosts.get(a.host)
             if host is None or host.unavail or host.closed:
                 raise Conflict(f"job {job.id}: host {a.host} cannot take jobs")
-        self._set(job, "place")
+        self._set(job, "place", ch)
         job.attempt += 1
         job.allocs = list(cmd.allocs)
         job.start_time = cmd.time
@@ -255,7 +291,7 @@ class ClusterState:
         job.reason = ""
         return job.attempt
 
-    def finish(self, cmd: Finish) -> str:
+    def finish(self, cmd: Finish, ch: Changes) -> str:
         job = self.job(cmd.job_id)
         if job.attempt != cmd.attempt or job.state in TERMINAL or job.state == S.PEND:
             return "stale"  # a report from an older placement: acknowledged, ignored
@@ -270,13 +306,13 @@ class ClusterState:
             job.reason = job.reason or cmd.reason
         elif job.exit_code is None:
             job.exit_code = cmd.exit_code
-        self.touched_jobs.add(job.id)
+        ch.jobs.add(job.id)
         if set(job.finished_hosts) >= set(job.hosts):
             ok = job.exit_code == 0 and job.signal is None and not job.reason
-            self._end(job, "done" if ok else "exit", cmd.time)
+            self._end(job, "done" if ok else "exit", cmd.time, ch)
         return "ok"
 
-    def kill(self, cmd: Kill) -> dict[int, str]:
+    def kill(self, cmd: Kill, ch: Changes) -> dict[int, str]:
         out: dict[int, str] = {}
         for jid in cmd.job_ids:
             job = self.jobs.get(jid)
@@ -284,82 +320,82 @@ class ClusterState:
                 out[jid] = "not found"
             elif job.state == S.PEND:
                 job.reason = cmd.reason
-                self._end(job, "kill", cmd.time)
+                self._end(job, "kill", cmd.time, ch)
                 out[jid] = "killed"
             elif job.state in TERMINAL:
                 out[jid] = f"already {job.state.value}"
             else:
                 job.kill_requested = True
                 job.reason = job.reason or cmd.reason
-                self.touched_jobs.add(jid)
+                ch.jobs.add(jid)
                 out[jid] = "kill requested"
         return out
 
-    def register_host(self, cmd: RegisterHost) -> str:
+    def register_host(self, cmd: RegisterHost, ch: Changes) -> str:
         old = self.hosts.get(cmd.host.name)
         host = cmd.host
         if old is not None:
             host.closed = old.closed  # admin state survives re-registration
         host.unavail = False
         self.hosts[host.name] = host
-        self.touched_hosts.add(host.name)
+        ch.hosts.add(host.name)
         return "ok"
 
-    def host_lost(self, cmd: HostLost) -> list[int]:
+    def host_lost(self, cmd: HostLost, ch: Changes) -> list[int]:
         host = self.hosts.get(cmd.name)
         if host is None:
             raise NotFound(f"host {cmd.name} is not known")
         host.unavail = True
-        self.touched_hosts.add(host.name)
+        ch.hosts.add(host.name)
         affected = []
         for job in self.jobs.values():
             if job.state in (S.RUN, S.USUSP) and cmd.name in job.hosts:
                 affected.append(job.id)
-                self._requeue_or_exit(job, f"host {cmd.name} lost", cmd.time)
+                self._requeue_or_exit(job, f"host {cmd.name} lost", cmd.time, ch)
         return affected
 
-    def _requeue_or_exit(self, job: Job, why: str, time: float) -> None:
+    def _requeue_or_exit(self, job: Job, why: str, time: float, ch: Changes) -> None:
         queue = self.queues.get(job.spec.queue)
         rerun = job.spec.rerunnable if job.spec.rerunnable is not None else bool(queue and queue.rerunnable)
         if rerun and not job.kill_requested:
-            self._set(job, "requeue")
+            self._set(job, "requeue", ch)
             job.allocs, job.finished_hosts, job.usage = [], [], []
             job.start_time, job.exit_code, job.signal = None, None, None
             job.requeues += 1
             job.reason = f"requeued: {why}"
         else:
             job.reason = why
-            self._end(job, "exit", time)
+            self._end(job, "exit", time, ch)
 
-    def set_host_admin(self, cmd: SetHostAdmin) -> str:
+    def set_host_admin(self, cmd: SetHostAdmin, ch: Changes) -> str:
         for name in cmd.names:
             if name not in self.hosts:
                 raise NotFound(f"host {name} is not known")
         for name in cmd.names:
             self.hosts[name].closed = cmd.closed
-            self.touched_hosts.add(name)
+            ch.hosts.add(name)
         return "ok"
 
-    def set_queues(self, cmd: SetQueues) -> str:
+    def set_queues(self, cmd: SetQueues, ch: Changes) -> str:
         self.queues = {q.name: q for q in cmd.queues}
         self.default_queue = cmd.default_queue
         return "ok"
 
-    def modify(self, cmd: Modify) -> str:
+    def modify(self, cmd: Modify, ch: Changes) -> str:
         job = self.job(cmd.job_id)
         if job.state in TERMINAL:
             raise Conflict(f"job {job.id} has already ended ({job.state.value})")
         job.spec = msgspec.structs.replace(job.spec, mem_limit=cmd.mem_limit)
-        self.touched_jobs.add(job.id)
+        ch.jobs.add(job.id)
         return "ok"
 
-    def cleanup(self, cmd: Cleanup) -> int:
+    def cleanup(self, cmd: Cleanup, ch: Changes) -> int:
         drop = len(self.finished_order) - cmd.keep_finished
         if drop <= 0:
             return 0
         for jid in self.finished_order[:drop]:
             self.jobs.pop(jid, None)
-            self.forgotten.append(jid)
+            ch.forgotten.append(jid)
         del self.finished_order[:drop]
         return drop
 

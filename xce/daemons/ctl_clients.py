@@ -208,7 +208,7 @@ class ClientDoor:
 
     def after_apply_locked_guard(self: Controller) -> None:
         # Applied-but-unpublished changes must go out before a snapshot claims their seq.
-        if self.state.touched_jobs or self.state.touched_hosts or self.state.forgotten:
+        if self.raft.changes:
             self.after_apply()
 
     def h_audit(self: Controller, ident: bytes, rid: int, body: S.Empty) -> None:

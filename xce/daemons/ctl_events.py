@@ -51,21 +51,20 @@ class Publisher:
                 self.state_obj = st
                 self.live.rebuild(st.jobs.values(), now)
                 self.epoch = uuid.uuid4().hex[:12]
-                st.touched_jobs.clear()
-                st.touched_hosts.clear()
+                self.raft.take_changes()
+            changes = self.raft.take_changes()
             leading = self.raft.is_leader()
-            for jid in st.touched_jobs:
+            for jid in changes.jobs:
                 job = st.jobs.get(jid)
                 if job is None:
                     continue
                 if leading:  # a follower's ledger is rebuilt when it takes over
                     self.live.sync_job(job, now)
                 events_jobs.append(job)
-            for name in st.touched_hosts:
+            for name in changes.hosts:
                 if name in st.hosts:
                     events_hosts.append(st.hosts[name])
-            forgotten = st.forgotten
-            st.touched_jobs, st.touched_hosts, st.forgotten = set(), set(), []
+            forgotten = changes.forgotten
             for jid in forgotten:
                 self.live.forget_job(jid)
             if (events_jobs or events_hosts or forgotten) and self.subscribers:

@@ -6,7 +6,8 @@ log entry (the brief measured 200k+ updates/s that way).  pysyncobj pickles
 its own log entries, so the Raft port must stay private and password-protected.
 
 Attributes set before ``super().__init__`` are pysyncobj's "not replicated"
-ones: the lock and the notification hook.  ``self.state`` is replicated and is
+ones: the lock, the notification hook and ``changes``, what applied batches changed
+since the shell last took them (``take_changes``).  ``self.state`` is replicated and is
 what snapshots (pysyncobj's full dump) persist.
 """
 
@@ -19,9 +20,8 @@ from typing import Any
 
 from pysyncobj import SyncObj, SyncObjConf, replicated
 
-from xce.core.errors import XceError
-from xce.core.result import Err, Ok, Result
-from xce.core.state import ClusterState, decode_batch
+from xce.core.result import Result
+from xce.core.state import Changes, ClusterState, decode_batch
 
 
 class ReplicatedState(SyncObj):
@@ -29,6 +29,7 @@ class ReplicatedState(SyncObj):
                  on_applied: Callable[[], None]) -> None:
         self.lock = threading.RLock()
         self.on_applied = on_applied
+        self.changes = Changes()  # accumulated across batches until the shell takes them
         super().__init__(self_addr, partners, conf)
         self.state = ClusterState()
         if not partners:
@@ -47,15 +48,16 @@ class ReplicatedState(SyncObj):
 
     @replicated
     def apply_batch(self, blob: bytes) -> list[Result]:
-        results: list[Result] = []
         with self.lock:
-            for cmd in decode_batch(blob):
-                try:
-                    results.append(Ok(self.state.apply(cmd)))
-                except XceError as e:
-                    results.append(Err(e))
+            results, changes = self.state.apply_batch(decode_batch(blob))
+            self.changes.merge(changes)
         self.on_applied()
         return results
+
+    def take_changes(self) -> Changes:
+        """What was applied since the last call (call under ``lock``)."""
+        changes, self.changes = self.changes, Changes()
+        return changes
 
     # ---- status, read from pysyncobj without touching its internals' names elsewhere ----
 
