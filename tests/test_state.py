@@ -9,6 +9,7 @@ import msgspec
 import pytest
 from builders import T0, alloc, cluster_state, host, queue, spec, submit
 
+from xce.core.jobspec.depend import parse_depend
 from xce.core.errors import Conflict, IllegalTransition, InvalidRequest, NotFound
 from xce.core.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue
 from xce.core.resreq import OrderKey, ResReq, RusageItem, parse_resreq
@@ -22,12 +23,22 @@ from xce.core.state import (
     Finish,
     HostLost,
     Kill,
+    HostUnknown,
     Modify,
+    ModifySpec,
+    Move,
     Place,
     RegisterHost,
+    Requeue,
+    Resume,
     SetHostAdmin,
     SetQueues,
+    SpecPatch,
+    Stop,
     Submit,
+    SysResume,
+    SysSuspend,
+    Switch,
     decode_batch,
     encode_batch,
     transition,
@@ -69,8 +80,8 @@ def test_transition_table(state: JobState, event: str) -> None:
             transition(job, event)
 
 
-def test_terminal_states_have_no_way_out() -> None:
-    assert not [k for k in TRANSITIONS if k[0] in (S.DONE, S.EXIT)]
+def test_terminal_states_leave_only_by_requeue() -> None:
+    assert {e for s, e in TRANSITIONS if s in (S.DONE, S.EXIT)} == {"requeue"}
 
 
 # Every legal transition, driven through the commands that cause it.
@@ -105,7 +116,7 @@ def _run_requeue(st):
 
 def _ususp(st, then):
     run(st, 1)
-    st.jobs[1].state = transition(st.jobs[1], "suspend")  # no command suspends yet: see the report
+    st.apply(Stop(time=T0 + 1.5, job_ids=[1]))
     then(st)
 
 
@@ -422,11 +433,22 @@ def scenario() -> list[Cmd]:
         RegisterHost(time=T0, host=host("n2", ncpus=8)),
         Submit(time=T0 + 1, specs=[spec(), spec(queue="re", slots=2), spec(queue="")],
                reqs=[parse_resreq("rusage[mem=1G]"), parse_resreq("span[ptile=1]"), ResReq()]),
+        Submit(time=T0 + 1.5, specs=[spec(depend=parse_depend("done(1)")), spec()],
+               reqs=[ResReq(), ResReq()]),
         Place(time=T0 + 2, job_id=1, attempt=0, allocs=[alloc("n1")]),
         Place(time=T0 + 2, job_id=2, attempt=0, allocs=[alloc("n1"), alloc("n2")]),
+        Stop(time=T0 + 2.1, job_ids=[5]),
+        Resume(time=T0 + 2.2, job_ids=[5]),
+        Move(time=T0 + 2.3, job_id=5, to="top"),
+        ModifySpec(time=T0 + 2.4, job_id=5, patch=SpecPatch(name="five", priority=3, run_limit=60.0)),
+        Switch(time=T0 + 2.5, job_ids=[5], queue="re"),
+        SysSuspend(time=T0 + 2.6, job_ids=[2]),
+        SysResume(time=T0 + 2.7, job_ids=[2]),
         Modify(time=T0 + 3, job_id=3, mem_limit=G),
         Finish(time=T0 + 4, job_id=1, attempt=1, host="n1", exit_code=0,
                usage=HostUsage(host="n1", reserved=G, actual=G // 3, peak=G // 2, cpu_time=1.5)),
+        Requeue(time=T0 + 4.5, job_ids=[1]),
+        HostUnknown(time=T0 + 4.8, name="n2"),
         HostLost(time=T0 + 5, name="n2"),
         SetHostAdmin(time=T0 + 6, names=["n1"], closed=True),
         Kill(time=T0 + 7, job_ids=[3, 2]),
@@ -497,7 +519,8 @@ def full_state() -> ClusterState:
                                  registered_time=T0, version="0.1.0", attrs={"type": "x86"},
                                  virtual={"gpu": 2}, **kw)
     cmds: list[Cmd] = [
-        SetQueues(time=T0, queues=[Queue(name="re", priority=70, rerunnable=True, description="reruns")],
+        SetQueues(time=T0, queues=[Queue(name="re", priority=70, rerunnable=True, description="reruns",
+                                         run_limit_default=300.0, run_limit_max=3600.0, dep_never="kill")],
                   default_queue="re"),
         *[RegisterHost(time=T0, host=mk(n)) for n in ("n1", "n2", "n3")],
         Submit(time=T0 + 1, specs=[FULL_SPEC], reqs=[FULL_REQ], key="k1"),
@@ -521,17 +544,35 @@ def full_state() -> ClusterState:
     return st
 
 
+# Fields a finished job cannot hold (set only while pending, suspended or UNKWN, or on array
+# elements): test_a_held_unknown_job_round_trips covers them.
+WHILE_ALIVE = (".spec.depend", ".spec.array", ".spec.index", ".held", ".prior", ".requeue_requested")
+
+
 def test_the_full_state_sets_every_field() -> None:
     st = full_state()
     job, h1 = st.jobs[1], st.hosts["n1"]
     assert job.state == S.EXIT and job.kill_requested and job.requeues == 1 and job.attempt == 2
-    assert unset_fields(job) == []
+    assert [f for f in unset_fields(job) if not f.endswith(WHILE_ALIVE)] == []
     assert unset_fields(h1) == []
     assert unset_fields(st.queues["re"]) == []
     fresh = ClusterState()
-    assert [k for k in ClusterState._REPLICATED if getattr(st, k) == getattr(fresh, k)] == []
-    # Every attribute is replicated: what a command changed travels in Changes.
-    assert set(vars(fresh)) == set(ClusterState._REPLICATED)
+    # dep_facts: only while a forgotten job has dependents (tests/test_jobcontrol.py covers it)
+    assert [k for k in ClusterState._REPLICATED if getattr(st, k) == getattr(fresh, k)] == ["dep_facts"]
+    # Every attribute is replicated but the dependency index, derived from the jobs on restore;
+    # what a command changed travels in Changes.
+    assert set(vars(fresh)) - set(ClusterState._REPLICATED) == {"deps"}
+
+
+def test_a_held_unknown_job_round_trips() -> None:
+    from xce.core.jobspec.arrays import ArraySpec
+
+    job = Job(id=7, spec=msgspec.structs.replace(FULL_SPEC, depend=parse_depend('done(3) && numexit("a*", < 2)'),
+                                                 array=ArraySpec(((1, 9, 2),), 3), index=5),
+              req=FULL_REQ, state=S.UNKWN, held=True, prior=S.USUSP, requeue_requested=True)
+    assert [f for f in unset_fields(job) if f.endswith(WHILE_ALIVE)] == []
+    assert msgspec.msgpack.decode(msgspec.msgpack.encode(job), type=Job) == job
+    assert pickle.loads(pickle.dumps(job)) == job
 
 
 def test_pickle_round_trip_keeps_everything() -> None:
@@ -549,7 +590,8 @@ def test_msgpack_snapshot_round_trip_keeps_everything() -> None:
                     samples=[JobSample(1, "n2", G // 2, G, 3.5)],
                     reasons={7: "mem: needs 4.0G"}, leader="127.0.0.1:7001", term=3)
     # n2 and n3 are open and up on purpose; n1 carries every Host field.
-    assert [f for f in unset_fields(snap) if not f.startswith(("$.hosts[1]", "$.hosts[2]"))] == []
+    assert [f for f in unset_fields(snap)
+            if not f.startswith(("$.hosts[1]", "$.hosts[2]")) and not f.endswith(WHILE_ALIVE)] == []
     back = msgspec.msgpack.decode(msgspec.msgpack.encode(snap), type=Snapshot)
     assert back == snap
     assert back.jobs[0].state is S.EXIT and isinstance(back.jobs[0].req.rusage, tuple)

@@ -18,6 +18,8 @@ from enum import StrEnum
 import msgspec
 
 from xce.core.errors import InvalidRequest
+from xce.core.jobspec.arrays import ArraySpec
+from xce.core.jobspec.depend import Expr
 from xce.core.limits import spec_limit_reason
 from xce.core.resreq import ResReq
 from xce.core.units import MIB, fmt_bytes
@@ -72,6 +74,10 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     run_estimate: float | None = None  # seconds (-We), what backfill plans with; None: none given
     project: str = ""                  # fairshare and limits principal (-P)
     group: str = ""                    # fairshare and limits principal (-G)
+    # The job model (docs/jobmodel.md), appended with defaults likewise.
+    depend: Expr | None = None         # the parsed -w expression (hard state: evaluated, never re-parsed)
+    array: ArraySpec | None = None     # an array's indices and %limit (on the array entity only)
+    index: int = 0                     # an array element's index (LSB_JOBINDEX); 0: not an element
 
 
 def check_mem_limit(limit: int | None) -> None:
@@ -79,6 +85,19 @@ def check_mem_limit(limit: int | None) -> None:
     if limit is not None and limit < MEM_LIMIT_FLOOR:
         raise InvalidRequest(f"mem_limit must be at least {fmt_bytes(MEM_LIMIT_FLOOR)}, got {fmt_bytes(limit)} "
                              "(the worker kills a job whose memory exceeds its limit)")
+
+
+def apply_queue_run_limit(spec: JobSpec, queue: Queue) -> JobSpec:
+    """A job's run limit under its queue (LSF RUNLIMIT): without -W the queue's default, else its
+    maximum; a -W above the maximum is refused naming both figures."""
+    top = queue.run_limit_max
+    if spec.run_limit is None:
+        given = queue.run_limit_default if queue.run_limit_default is not None else top
+        return spec if given is None else msgspec.structs.replace(spec, run_limit=given)
+    if top is not None and spec.run_limit > top:
+        raise InvalidRequest(f"run limit {spec.run_limit:g} s is above queue {queue.name}'s maximum "
+                             f"run limit {top:g} s")
+    return spec
 
 
 def check_spec(spec: JobSpec) -> None:
@@ -135,6 +154,9 @@ class Job(msgspec.Struct, kw_only=True, gc=False):
     finished_hosts: list[str] = []
     kill_requested: bool = False
     requeues: int = 0
+    requeue_requested: bool = False  # brequeue of a running job: back to PEND once its processes end
+    prior: JobState | None = None    # the state UNKWN returns to when the host comes back
+    held: bool = False               # pending on a dependency not yet satisfied: the scheduler skips it
 
     @property
     def hosts(self) -> list[str]:
@@ -159,3 +181,15 @@ class Queue(msgspec.Struct, kw_only=True, frozen=True, gc=False):
     priority: int = 30
     rerunnable: bool = False
     description: str = ""
+    run_limit_default: float | None = None  # seconds given to a job without -W (LSF RUNLIMIT's first figure)
+    run_limit_max: float | None = None      # seconds; a job's -W above it is refused at submit
+    dep_never: str = "keep"                 # a job whose dependency can never be met: "keep" or "kill"
+
+
+class HistEvent(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """One event of a job's history (xce hist): when, what, who caused it, and a detail."""
+
+    time: float
+    event: str   # submitted, dispatched, suspended, resumed, requeued, modified, switched, ended, ...
+    by: str = ""  # the user, or "scheduler", a host name, "controller"
+    detail: str = ""

@@ -5,13 +5,25 @@ commands) and draws no random numbers, so every controller that applies the
 same Raft log holds the same state.  Business rules live here and are tested
 without Raft; xce/daemons/raft.py only carries batches of encoded commands.
 
-Job transitions (anything else raises IllegalTransition)::
+Job transitions: ``TRANSITIONS`` below is the whole table; anything else raises
+IllegalTransition naming the job, the event and its state::
 
-    PEND  --place-->    RUN     --finish(0)-->  DONE
-      |                  |  |---finish(!=0)--> EXIT
-      +--kill--> EXIT    |  +---host_lost----> EXIT   (not rerunnable)
-                         +--requeue/host_lost--> PEND (rerunnable)
-    RUN  --suspend--> USUSP --resume--> RUN;  USUSP --finish--> DONE/EXIT
+    PEND  --place--> RUN --done/exit--> DONE/EXIT --requeue--> PEND (brequeue, new attempt)
+    PEND  --stop--> PSUSP (held) --resume--> PEND;  PEND/PSUSP --kill--> EXIT
+    RUN   --stop--> USUSP --resume--> RUN            (bstop/bresume of a running job)
+    RUN   --sys_suspend--> SSUSP --sys_resume--> RUN; SSUSP --stop--> USUSP
+    RUN/USUSP/SSUSP --unknown--> UNKWN (host silent, not yet decided) --back--> RUN (then its
+          prior suspension again); host lost decides: --requeue--> PEND or --exit--> EXIT
+    RUN/USUSP/SSUSP/UNKWN --done/exit--> DONE/EXIT; --requeue--> PEND (rerunnable host loss,
+          or brequeue once the old processes have ended)
+
+A suspended or UNKWN job is ACTIVE (xce/core/model.py): its reservation and actual
+memory stay charged.  A pending job whose ``-w`` dependency is not satisfied is PEND
+with ``held`` set (the scheduler skips it) and its reason naming the condition; only
+its dependents are re-evaluated when a job changes (xce/core/deps.py).
+
+Every change of a job is also an event in its history (``history``: time, event, who
+caused it, detail; bounded per job), for ``xce hist``.
 
 What a command changed (jobs touched, hosts touched, jobs forgotten) is not kept in the
 state: ``apply(cmd, changes)`` records it in the caller's ``Changes`` and ``apply_batch``
@@ -27,37 +39,64 @@ different request.  Kept answers are replicated state, bounded by ANSWERS_KEPT.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
+from xce.core.deps import DepIndex, lookup_for, name_matches
 from xce.core.errors import Conflict, IllegalTransition, InvalidRequest, NotFound, XceError
+from xce.core.jobspec.depend import Expr, JobRef, NameRef, refs
+from xce.core.jobspec.depeval import Counts, evaluate
 from xce.core.model import (
+    ACTIVE,
     TERMINAL,
     Alloc,
+    HistEvent,
     Host,
     HostUsage,
     Job,
     JobSpec,
     JobState,
     Queue,
+    apply_queue_run_limit,
+    check_spec,
 )
 from xce.core.resreq import ResReq
 from xce.core.result import Err, Ok, Result
 
 S = JobState
 ANSWERS_KEPT = 100_000  # keyed answers kept: retries arrive within seconds; this is hours of writes
+HIST_KEPT = 64  # events kept per job: the first (submitted) and the latest; a requeue loop cannot grow it
+PENDING = frozenset({S.PEND, S.PSUSP})
 TRANSITIONS: dict[tuple[JobState, str], JobState] = {
     (S.PEND, "place"): S.RUN,
     (S.PEND, "kill"): S.EXIT,
+    (S.PEND, "stop"): S.PSUSP,
+    (S.PSUSP, "resume"): S.PEND,
+    (S.PSUSP, "kill"): S.EXIT,
     (S.RUN, "done"): S.DONE,
     (S.RUN, "exit"): S.EXIT,
     (S.RUN, "requeue"): S.PEND,
-    (S.RUN, "suspend"): S.USUSP,
+    (S.RUN, "stop"): S.USUSP,
+    (S.RUN, "sys_suspend"): S.SSUSP,
+    (S.RUN, "unknown"): S.UNKWN,
     (S.USUSP, "resume"): S.RUN,
     (S.USUSP, "done"): S.DONE,
     (S.USUSP, "exit"): S.EXIT,
     (S.USUSP, "requeue"): S.PEND,
+    (S.USUSP, "unknown"): S.UNKWN,
+    (S.SSUSP, "sys_resume"): S.RUN,
+    (S.SSUSP, "stop"): S.USUSP,
+    (S.SSUSP, "done"): S.DONE,
+    (S.SSUSP, "exit"): S.EXIT,
+    (S.SSUSP, "requeue"): S.PEND,
+    (S.SSUSP, "unknown"): S.UNKWN,
+    (S.UNKWN, "back"): S.RUN,
+    (S.UNKWN, "done"): S.DONE,
+    (S.UNKWN, "exit"): S.EXIT,
+    (S.UNKWN, "requeue"): S.PEND,
+    (S.DONE, "requeue"): S.PEND,
+    (S.EXIT, "requeue"): S.PEND,
 }
 
 
@@ -134,7 +173,84 @@ class Cleanup(Cmd):
     keep_finished: int  # keep at most this many finished jobs (oldest dropped)
 
 
-Command = Submit | Place | Finish | Kill | RegisterHost | HostLost | SetHostAdmin | SetQueues | Modify | Cleanup
+class Stop(Keyed):
+    """bstop: a pending job is held (PSUSP), a running one suspended by its user (USUSP)."""
+
+    job_ids: list[int]
+
+
+class Resume(Keyed):
+    """bresume: PSUSP -> PEND, USUSP -> RUN."""
+
+    job_ids: list[int]
+
+
+class Requeue(Keyed):
+    """brequeue: an ended job is pending again at once; a running one once its processes end."""
+
+    job_ids: list[int]
+    reason: str = ""
+
+
+class Switch(Keyed):
+    """bswitch: move pending or running jobs to another queue."""
+
+    job_ids: list[int]
+    queue: str
+
+
+class Move(Keyed):
+    """btop / bbot: first or last among the pending jobs of its queue (through its priority)."""
+
+    job_id: int
+    to: Literal["top", "bottom"]
+
+
+UNSET: Any = msgspec.UNSET
+
+
+class SpecPatch(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What bmod changes in a pending job; an unset field stays as it is."""
+
+    resreq: str | msgspec.UnsetType = UNSET
+    slots: int | msgspec.UnsetType = UNSET
+    queue: str | msgspec.UnsetType = UNSET
+    name: str | msgspec.UnsetType = UNSET
+    run_limit: float | None | msgspec.UnsetType = UNSET  # None: no limit
+    priority: int | msgspec.UnsetType = UNSET
+    depend: Expr | None | msgspec.UnsetType = UNSET       # None: drop the dependency
+
+    def fields(self) -> list[str]:
+        return [f for f in self.__struct_fields__ if getattr(self, f) is not msgspec.UNSET]
+
+
+class ModifySpec(Keyed):
+    """bmod of a pending job; ``req`` is the re-parsed requirement when ``patch.resreq`` is set."""
+
+    job_id: int
+    patch: SpecPatch
+    req: ResReq | None = None
+
+
+class SysSuspend(Cmd):
+    """The system suspends running jobs (SSUSP), e.g. for preemption."""
+
+    job_ids: list[int]
+    reason: str = "suspended by the system"
+
+
+class SysResume(Cmd):
+    job_ids: list[int]
+
+
+class HostUnknown(Cmd):
+    """A host stopped answering, not yet declared lost: its jobs are UNKWN until it is decided."""
+
+    name: str
+
+
+Command = (Submit | Place | Finish | Kill | RegisterHost | HostLost | SetHostAdmin | SetQueues | Modify | Cleanup
+           | Stop | Resume | Requeue | Switch | Move | ModifySpec | SysSuspend | SysResume | HostUnknown)
 _batch_encoder = msgspec.msgpack.Encoder()
 _batch_decoder = msgspec.msgpack.Decoder(list[Command])
 
@@ -160,6 +276,9 @@ class Changes:
     jobs: set[int] = field(default_factory=set)
     hosts: set[str] = field(default_factory=set)
     forgotten: list[int] = field(default_factory=list)
+    # Jobs changed by the command being applied whose dependents are to be re-evaluated (a
+    # negative id: the job itself); apply drains it before it returns: empty between commands.
+    settle: list[int] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.jobs or self.hosts or self.forgotten)
@@ -183,10 +302,13 @@ class ClusterState:
         self.finished_order: list[int] = []
         self.answers: dict[tuple[str, str], tuple[str, Any]] = {}  # (by, key) -> (command, answer)
         self.last_time = 0.0
+        self.history: dict[int, list[HistEvent]] = {}
+        self.dep_facts: dict[int, Counts] = {}  # forgotten jobs some dependent still names
+        self.deps = DepIndex()  # derived from the pending jobs' specs: rebuilt on restore, not replicated
 
-    # Every field is replicated (what a command changed travels in ``Changes``, not here).
+    # Every field is replicated but the derived index (what a command changed travels in ``Changes``).
     _REPLICATED = ("jobs", "hosts", "queues", "default_queue", "next_job_id", "applied",
-                   "finished_order", "answers", "last_time")
+                   "finished_order", "answers", "last_time", "history", "dep_facts")
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self._REPLICATED}
@@ -195,6 +317,7 @@ class ClusterState:
         self.__init__()  # type: ignore[misc]
         for k, v in st.items():
             setattr(self, k, v)
+        self.deps = DepIndex.build(self.jobs.values())
 
     def job(self, job_id: int) -> Job:
         job = self.jobs.get(job_id)
@@ -210,9 +333,12 @@ class ClusterState:
         if handler is None:
             raise InvalidRequest(f"unknown command {type(cmd).__name__}")
         ch = Changes() if changes is None else changes
-        if isinstance(cmd, Keyed) and cmd.key:
-            return self._once(cmd, handler, ch)
-        return handler(self, cmd, ch)
+        try:
+            if isinstance(cmd, Keyed) and cmd.key:
+                return self._once(cmd, handler, ch)
+            return handler(self, cmd, ch)
+        finally:
+            self._settle(ch, cmd.time)
 
     def apply_batch(self, cmds: list[Cmd]) -> tuple[list[Result], Changes]:
         """One Raft entry: each command's result (a refusal is its ``Err``) and what they changed."""
@@ -239,32 +365,134 @@ class ClusterState:
             del self.answers[next(iter(self.answers))]
         return answer
 
-    def _set(self, job: Job, event: str, ch: Changes) -> None:
+    # ---- changing a job: every change goes through _set, so history and dependents follow ----
+
+    def _set(self, ch: Changes, job: Job, event: str, time: float = 0.0, by: str = "", detail: str = "") -> None:
+        old = job.state
         job.state = transition(job, event)
         ch.jobs.add(job.id)
+        ch.settle.append(job.id)
+        if job.spec.depend is not None and (old in PENDING) != (job.state in PENDING):
+            self._undepend(job) if old in PENDING else self._depend(ch, job)  # requeued: decided anew
+        self._hist(job.id, time, _HIST_NAMES.get(event, event), by, detail)
 
-    def _end(self, job: Job, event: str, time: float, ch: Changes) -> None:
-        self._set(job, event, ch)
+    def _end(self, ch: Changes, job: Job, event: str, time: float, by: str = "", detail: str = "") -> None:
+        self._set(ch, job, event, time, by, detail or job.reason)
         job.end_time = time
         self.finished_order.append(job.id)
 
+    def _hist(self, job_id: int, time: float, event: str, by: str, detail: str = "") -> None:
+        events = self.history.setdefault(job_id, [])
+        events.append(HistEvent(time, event, by, detail))
+        if len(events) > HIST_KEPT:
+            del events[1]  # keep "submitted"
+
+    def _back_to_pending(self, ch: Changes, job: Job, why: str, time: float, by: str) -> None:
+        if job.state in TERMINAL:
+            self.finished_order.remove(job.id)  # O(n): brequeue of an ended job is rare
+        self._set(ch, job, "requeue", time, by, why)
+        job.allocs, job.finished_hosts, job.usage = [], [], []
+        job.start_time, job.end_time, job.exit_code, job.signal = None, None, None, None
+        job.requeues += 1
+        job.kill_requested = job.requeue_requested = False
+        job.prior = None
+        job.reason = f"requeued: {why}"
+
+    # ---- dependencies ----
+
+    def _depend(self, ch: Changes, job: Job) -> None:
+        """A job with a dependency enters the index, held until its first evaluation says otherwise."""
+        job.held = True
+        self.deps.add(job)
+        ch.settle.append(-job.id)  # negative: evaluate this job itself
+
+    def _undepend(self, job: Job) -> None:
+        job.held = False
+        for freed in self.deps.remove(job):
+            self.dep_facts.pop(freed, None)
+
+    def _settle(self, ch: Changes, time: float) -> None:
+        """Re-evaluate the dependents of every job this command changed (and theirs, in turn)."""
+        while ch.settle:
+            changed, ch.settle = ch.settle, []
+            todo: set[int] = set()
+            for jid in changed:
+                if jid < 0:
+                    todo.add(-jid)
+                elif (job := self.jobs.get(jid)) is not None:
+                    todo |= self.deps.dependents(job)
+            for jid in sorted(todo):
+                job = self.jobs.get(jid)
+                if job is not None and job.state in PENDING and job.spec.depend is not None:
+                    self._evaluate(ch, job, time)
+
+    def _evaluate(self, ch: Changes, job: Job, time: float) -> None:
+        assert job.spec.depend is not None
+        verdict = evaluate(job.spec.depend, self._lookup(job.spec.user))
+        was = (job.held, job.reason)
+        if verdict.status == "SATISFIED":
+            job.held, job.reason = False, ""
+        elif verdict.status == "NEVER" and self._queue(job).dep_never == "kill":
+            job.reason = verdict.reason
+            self._end(ch, job, "kill", time, "controller", verdict.reason)
+            return
+        else:
+            job.held, job.reason = True, verdict.reason
+        if (job.held, job.reason) != was:
+            ch.jobs.add(job.id)
+            if was[0] != job.held:
+                self._hist(job.id, time, "released" if not job.held else "held", "controller", verdict.reason)
+
+    def _lookup(self, user: str) -> Any:
+        return lookup_for(self.jobs, self.dep_facts, self._jobs_named, lambda _id, _idx: None, user)
+
+    def _jobs_named(self, user: str, pattern: str) -> list[Job]:
+        return [j for j in self.jobs.values() if j.spec.user == user and name_matches(pattern, j.spec.name)]
+
+    def _check_refs(self, spec: JobSpec, before: list[JobSpec]) -> None:
+        """LSF refuses a dependency on a job it cannot find; ``before``: the earlier jobs of the batch."""
+        assert spec.depend is not None
+        for ref in refs(spec.depend):
+            if isinstance(ref, JobRef) and ref.id not in self.jobs and ref.id not in self.dep_facts \
+                    and not self.next_job_id <= ref.id < self.next_job_id + len(before):
+                raise NotFound(f"dependency {_fmt_ref(ref)}: job {ref.id} is not known")
+            if isinstance(ref, NameRef) and not self._jobs_named(spec.user, ref.pattern) and not any(
+                    b.user == spec.user and name_matches(ref.pattern, b.name) for b in before):
+                raise NotFound(f'dependency "{ref.pattern}": no job of {spec.user or "yours"} has that name')
+
+    def _queue(self, job: Job) -> Queue:
+        return self.queues.get(job.spec.queue) or Queue(name=job.spec.queue)
+
     # ---- handlers ----
+
+    def _admit(self, spec: JobSpec, before: list[JobSpec] | None = None) -> JobSpec:
+        """A submitted or modified spec as the queue takes it; InvalidRequest naming what is wrong."""
+        queue = spec.queue or self.default_queue
+        if queue not in self.queues:
+            raise InvalidRequest(f"queue {queue!r} does not exist")
+        if queue != spec.queue:
+            spec = msgspec.structs.replace(spec, queue=queue)
+        spec = apply_queue_run_limit(spec, self.queues[queue])
+        if spec.depend is not None:
+            self._check_refs(spec, before or [])
+        return spec
 
     def submit(self, cmd: Submit, ch: Changes) -> list[int]:
         if len(cmd.specs) != len(cmd.reqs):
             raise InvalidRequest(f"submit: {len(cmd.specs)} specs but {len(cmd.reqs)} resource requirements")
-        for spec in cmd.specs:  # all or nothing: check every job before creating any
-            if (spec.queue or self.default_queue) not in self.queues:
-                raise InvalidRequest(f"queue {spec.queue or self.default_queue!r} does not exist")
+        specs: list[JobSpec] = []
+        for spec in cmd.specs:  # all or nothing: check every job first
+            specs.append(self._admit(spec, specs))
         ids = []
-        for spec, req in zip(cmd.specs, cmd.reqs, strict=True):
-            queue = spec.queue or self.default_queue
-            if queue != spec.queue:
-                spec = msgspec.structs.replace(spec, queue=queue)
+        for spec, req in zip(specs, cmd.reqs, strict=True):
             job = Job(id=self.next_job_id, spec=spec, req=req, submit_time=cmd.time)
             self.next_job_id += 1
             self.jobs[job.id] = job
             ch.jobs.add(job.id)
+            ch.settle.append(job.id)
+            self._hist(job.id, cmd.time, "submitted", cmd.by, f"queue {spec.queue}")
+            if spec.depend is not None:
+                self._depend(ch, job)
             ids.append(job.id)
         return ids
 
@@ -272,6 +500,8 @@ class ClusterState:
         job = self.job(cmd.job_id)
         if job.attempt != cmd.attempt:
             raise Conflict(f"job {job.id}: placement for attempt {cmd.attempt}, job is at {job.attempt}")
+        if job.held:
+            raise Conflict(f"job {job.id}: held by its dependency ({job.reason})")
         hosts = [a.host for a in cmd.allocs]
         if not hosts or len(set(hosts)) != len(hosts):
             raise InvalidRequest(f"job {job.id}: a placement names each host once, got {hosts}")
@@ -282,7 +512,7 @@ class ClusterState:
             host = self.hosts.get(a.host)
             if host is None or host.unavail or host.closed:
                 raise Conflict(f"job {job.id}: host {a.host} cannot take jobs")
-        self._set(job, "place", ch)
+        self._set(ch, job, "place", cmd.time, "scheduler", " ".join(hosts))
         job.attempt += 1
         job.allocs = list(cmd.allocs)
         job.start_time = cmd.time
@@ -293,7 +523,7 @@ class ClusterState:
 
     def finish(self, cmd: Finish, ch: Changes) -> str:
         job = self.job(cmd.job_id)
-        if job.attempt != cmd.attempt or job.state in TERMINAL or job.state == S.PEND:
+        if job.attempt != cmd.attempt or job.state not in ACTIVE:
             return "stale"  # a report from an older placement: acknowledged, ignored
         if cmd.host not in job.hosts or cmd.host in job.finished_hosts:
             return "stale"
@@ -308,8 +538,12 @@ class ClusterState:
             job.exit_code = cmd.exit_code
         ch.jobs.add(job.id)
         if set(job.finished_hosts) >= set(job.hosts):
+            if job.requeue_requested:  # brequeue: the old processes have ended
+                self._back_to_pending(ch, job, job.reason.removeprefix("requeue requested: "), cmd.time, cmd.host)
+                return "ok"
             ok = job.exit_code == 0 and job.signal is None and not job.reason
-            self._end(job, "done" if ok else "exit", cmd.time, ch)
+            detail = f"exit code {job.exit_code}" if ok else job.reason or f"exit code {job.exit_code}"
+            self._end(ch, job, "done" if ok else "exit", cmd.time, cmd.host, detail)
         return "ok"
 
     def kill(self, cmd: Kill, ch: Changes) -> dict[int, str]:
@@ -318,18 +552,140 @@ class ClusterState:
             job = self.jobs.get(jid)
             if job is None:
                 out[jid] = "not found"
-            elif job.state == S.PEND:
+            elif job.state in PENDING:
                 job.reason = cmd.reason
-                self._end(job, "kill", cmd.time, ch)
+                self._end(ch, job, "kill", cmd.time, cmd.by)
                 out[jid] = "killed"
             elif job.state in TERMINAL:
                 out[jid] = f"already {job.state.value}"
             else:
                 job.kill_requested = True
-                job.reason = job.reason or cmd.reason
+                job.requeue_requested = False  # a kill wins over a requeue in flight
+                job.reason = cmd.reason if job.reason.startswith("requeue requested") else job.reason or cmd.reason
                 ch.jobs.add(jid)
+                self._hist(jid, cmd.time, "kill requested", cmd.by, cmd.reason)
                 out[jid] = "kill requested"
         return out
+
+    def _targets(self, job_ids: list[int], event: str, legal: frozenset[JobState]) -> list[Job]:
+        """All or nothing: every named job must exist and be in a state ``event`` applies to."""
+        jobs = [self.job(jid) for jid in job_ids]
+        for job in jobs:
+            if job.state not in legal:
+                raise IllegalTransition(f"job {job.id}: cannot {event} a job in state {job.state.value}")
+        return jobs
+
+    def stop(self, cmd: Stop, ch: Changes) -> dict[int, str]:
+        out = {}
+        for job in self._targets(cmd.job_ids, "stop", frozenset({S.PEND, S.RUN, S.SSUSP})):
+            held = job.state == S.PEND
+            self._set(ch, job, "stop", cmd.time, cmd.by)
+            if held:  # a running job's reason stays its own: it is what decides DONE or EXIT
+                job.reason = "held by its user (xce stop)"
+            out[job.id] = job.state.value
+        return out
+
+    def resume(self, cmd: Resume, ch: Changes) -> dict[int, str]:
+        out = {}
+        for job in self._targets(cmd.job_ids, "resume", frozenset({S.PSUSP, S.USUSP})):
+            if job.state == S.PSUSP:
+                job.reason = ""
+            self._set(ch, job, "resume", cmd.time, cmd.by)
+            if job.state == S.PEND and job.spec.depend is not None:
+                ch.settle.append(-job.id)  # its dependency decides again
+            out[job.id] = job.state.value
+        return out
+
+    def requeue(self, cmd: Requeue, ch: Changes) -> dict[int, str]:
+        why = cmd.reason or f"by {cmd.by or 'a user'} (xce requeue)"
+        out = {}
+        for job in self._targets(cmd.job_ids, "requeue", ACTIVE | TERMINAL):
+            if job.state in TERMINAL:
+                self._back_to_pending(ch, job, why, cmd.time, cmd.by)
+                out[job.id] = "requeued"
+            else:  # its processes are killed first; Finish of the last one makes it PEND
+                job.kill_requested = job.requeue_requested = True
+                job.reason = f"requeue requested: {why}"
+                ch.jobs.add(job.id)
+                self._hist(job.id, cmd.time, "requeue requested", cmd.by, why)
+                out[job.id] = "requeue requested"
+        return out
+
+    def switch(self, cmd: Switch, ch: Changes) -> dict[int, str]:
+        queue = self.queues.get(cmd.queue)
+        if queue is None:
+            raise InvalidRequest(f"queue {cmd.queue!r} does not exist (queues: {', '.join(sorted(self.queues))})")
+        jobs = self._targets(cmd.job_ids, "switch", PENDING | ACTIVE)
+        specs = [apply_queue_run_limit(msgspec.structs.replace(j.spec, queue=cmd.queue), queue) for j in jobs]
+        out = {}
+        for job, new in zip(jobs, specs, strict=True):
+            old, job.spec = job.spec.queue, new
+            ch.jobs.add(job.id)
+            self._hist(job.id, cmd.time, "switched", cmd.by, f"queue {old} -> {cmd.queue}")
+            out[job.id] = cmd.queue
+        return out
+
+    def move(self, cmd: Move, ch: Changes) -> int:
+        """The job's new priority: one above (top) or below (bottom) every other pending job of its queue."""
+        job = self._targets([cmd.job_id], f"move to the {cmd.to}", PENDING)[0]
+        others = [j.spec.priority for j in self.jobs.values()
+                  if j.state in PENDING and j.spec.queue == job.spec.queue and j.id != job.id]
+        prio = (max(others, default=job.spec.priority) + 1 if cmd.to == "top"
+                else min(others, default=job.spec.priority) - 1)
+        job.spec = msgspec.structs.replace(job.spec, priority=prio)
+        ch.jobs.add(job.id)
+        self._hist(job.id, cmd.time, f"moved to {cmd.to}", cmd.by, f"priority {prio}")
+        return prio
+
+    def modify_spec(self, cmd: ModifySpec, ch: Changes) -> str:
+        job = self._targets([cmd.job_id], "modify", PENDING)[0]
+        changes = {f: getattr(cmd.patch, f) for f in cmd.patch.fields()}
+        if not changes:
+            raise InvalidRequest(f"job {job.id}: modify names nothing to change")
+        if "resreq" in changes and cmd.req is None:
+            raise InvalidRequest(f"job {job.id}: a new resource requirement comes with its parsed form")
+        spec = msgspec.structs.replace(job.spec, **changes)
+        check_spec(spec)
+        if "run_limit" not in changes and "queue" in changes:
+            spec = msgspec.structs.replace(spec, run_limit=None)  # the new queue's default applies
+        spec = self._admit(spec)
+        if job.spec.depend is not None:
+            self._undepend(job)
+        job.spec = spec
+        if cmd.req is not None:
+            job.req = cmd.req
+        if spec.depend is not None:
+            self._depend(ch, job)
+        elif job.reason.startswith(("waiting for", "never satisfied")):
+            job.reason = ""
+        ch.jobs.add(job.id)
+        ch.settle.append(job.id)  # its name may be what another job waits on
+        self._hist(job.id, cmd.time, "modified", cmd.by, ", ".join(sorted(changes)))
+        return "ok"
+
+    def sys_suspend(self, cmd: SysSuspend, ch: Changes) -> dict[int, str]:
+        for job in self._targets(cmd.job_ids, "sys_suspend", frozenset({S.RUN})):
+            self._set(ch, job, "sys_suspend", cmd.time, "controller", cmd.reason)
+        return {jid: S.SSUSP.value for jid in cmd.job_ids}
+
+    def sys_resume(self, cmd: SysResume, ch: Changes) -> dict[int, str]:
+        for job in self._targets(cmd.job_ids, "sys_resume", frozenset({S.SSUSP})):
+            self._set(ch, job, "sys_resume", cmd.time, "controller")
+        return {jid: S.RUN.value for jid in cmd.job_ids}
+
+    def host_unknown(self, cmd: HostUnknown, ch: Changes) -> list[int]:
+        host = self.hosts.get(cmd.name)
+        if host is None:
+            raise NotFound(f"host {cmd.name} is not known")
+        host.unavail = True  # no new work while it is undecided
+        ch.hosts.add(host.name)
+        affected = []
+        for job in self.jobs.values():
+            if job.state in (S.RUN, S.USUSP, S.SSUSP) and cmd.name in job.hosts:
+                job.prior = job.state
+                self._set(ch, job, "unknown", cmd.time, "controller", f"host {cmd.name} not answering")
+                affected.append(job.id)
+        return affected
 
     def register_host(self, cmd: RegisterHost, ch: Changes) -> str:
         old = self.hosts.get(cmd.host.name)
@@ -339,6 +695,12 @@ class ClusterState:
         host.unavail = False
         self.hosts[host.name] = host
         ch.hosts.add(host.name)
+        for job in self.jobs.values():  # its UNKWN jobs are known again, in the state they had
+            if job.state == S.UNKWN and host.name in job.hosts:
+                prior, job.prior = job.prior, None
+                self._set(ch, job, "back", cmd.time, host.name)
+                if prior in _SUSPEND_AGAIN:  # back where it was, through the table
+                    self._set(ch, job, _SUSPEND_AGAIN[prior], cmd.time, host.name)
         return "ok"
 
     def host_lost(self, cmd: HostLost, ch: Changes) -> list[int]:
@@ -349,23 +711,19 @@ class ClusterState:
         ch.hosts.add(host.name)
         affected = []
         for job in self.jobs.values():
-            if job.state in (S.RUN, S.USUSP) and cmd.name in job.hosts:
+            if job.state in ACTIVE and cmd.name in job.hosts:
                 affected.append(job.id)
-                self._requeue_or_exit(job, f"host {cmd.name} lost", cmd.time, ch)
+                self._requeue_or_exit(ch, job, f"host {cmd.name} lost", cmd.time)
         return affected
 
-    def _requeue_or_exit(self, job: Job, why: str, time: float, ch: Changes) -> None:
+    def _requeue_or_exit(self, ch: Changes, job: Job, why: str, time: float) -> None:
         queue = self.queues.get(job.spec.queue)
         rerun = job.spec.rerunnable if job.spec.rerunnable is not None else bool(queue and queue.rerunnable)
-        if rerun and not job.kill_requested:
-            self._set(job, "requeue", ch)
-            job.allocs, job.finished_hosts, job.usage = [], [], []
-            job.start_time, job.exit_code, job.signal = None, None, None
-            job.requeues += 1
-            job.reason = f"requeued: {why}"
+        if job.requeue_requested or (rerun and not job.kill_requested):
+            self._back_to_pending(ch, job, why, time, "controller")
         else:
             job.reason = why
-            self._end(job, "exit", time, ch)
+            self._end(ch, job, "exit", time, "controller")
 
     def set_host_admin(self, cmd: SetHostAdmin, ch: Changes) -> str:
         for name in cmd.names:
@@ -387,6 +745,7 @@ class ClusterState:
             raise Conflict(f"job {job.id} has already ended ({job.state.value})")
         job.spec = msgspec.structs.replace(job.spec, mem_limit=cmd.mem_limit)
         ch.jobs.add(job.id)
+        self._hist(job.id, cmd.time, "modified", cmd.by, "mem_limit")
         return "ok"
 
     def cleanup(self, cmd: Cleanup, ch: Changes) -> int:
@@ -394,10 +753,25 @@ class ClusterState:
         if drop <= 0:
             return 0
         for jid in self.finished_order[:drop]:
-            self.jobs.pop(jid, None)
+            job = self.jobs.pop(jid, None)
+            self.history.pop(jid, None)
+            if job is not None and self.deps.named(jid):  # a dependent still needs its outcome
+                self.dep_facts[jid] = Counts.of(job.state.value, job.exit_code)
             ch.forgotten.append(jid)
         del self.finished_order[:drop]
         return drop
+
+
+_HIST_NAMES = {"place": "dispatched", "done": "ended DONE", "exit": "ended EXIT", "kill": "killed",
+               "stop": "suspended", "resume": "resumed", "requeue": "requeued", "sys_suspend": "suspended by system",
+               "sys_resume": "resumed by system", "unknown": "host unknown", "back": "host back"}
+
+
+_SUSPEND_AGAIN = {S.USUSP: "stop", S.SSUSP: "sys_suspend"}
+
+
+def _fmt_ref(ref: JobRef) -> str:
+    return f"{ref.id}[{ref.indices.text()}]" if ref.indices is not None else str(ref.id)
 
 
 _HANDLERS = {
@@ -405,4 +779,8 @@ _HANDLERS = {
     Kill: ClusterState.kill, RegisterHost: ClusterState.register_host,
     HostLost: ClusterState.host_lost, SetHostAdmin: ClusterState.set_host_admin,
     SetQueues: ClusterState.set_queues, Modify: ClusterState.modify, Cleanup: ClusterState.cleanup,
+    Stop: ClusterState.stop, Resume: ClusterState.resume, Requeue: ClusterState.requeue,
+    Switch: ClusterState.switch, Move: ClusterState.move, ModifySpec: ClusterState.modify_spec,
+    SysSuspend: ClusterState.sys_suspend, SysResume: ClusterState.sys_resume,
+    HostUnknown: ClusterState.host_unknown,
 }
