@@ -7,6 +7,7 @@ illegal one raises IllegalTransition naming the job and its state, and changes n
 from __future__ import annotations
 
 import pickle
+import re
 
 import pytest
 from builders import T0, alloc, cluster_state, host, queue, spec, submit
@@ -436,3 +437,36 @@ def test_held_jobs_and_the_reverse_index_agree(actions) -> None:
         assert rebuilt.by_id == st.deps.by_id
         for j in st.jobs.values():
             assert not j.held or j.state in (S.PEND, S.PSUSP)
+
+
+def test_the_scheduler_mirror_sees_only_placeable_pending_jobs() -> None:
+    from xce.proto.schema import Event, Snapshot
+    from xce.replica.mirror import Mirror
+
+    st = cluster()
+    submit(st, spec(), dep("done(1)"), spec())
+    st.apply(Stop(time=T0 + 1, job_ids=[3]))
+    m = Mirror()
+    m.apply_snapshot(Snapshot(seq=1, epoch="e", time=T0 + 1, jobs=list(st.jobs.values()), hosts=[], queues=[],
+                              default_queue="normal", live=[], samples=[], reasons={}))
+    assert set(m.pending) == {1}
+    place(st, 1)
+    finish(st, 1)
+    st.apply(Resume(time=T0 + 3, job_ids=[3]))
+    assert m.apply_event(Event(seq=2, epoch="e", time=T0 + 3, jobs=[st.jobs[i] for i in (1, 2, 3)]))
+    assert set(m.pending) == {2, 3}
+
+
+@pytest.mark.parametrize("table,message", [
+    ('dep_never = "drop"', "queues.q.dep_never: must be 'keep' or 'kill', got 'drop'"),
+    ("run_limit = -5", "queues.q.run_limit: must be a number of seconds (0: none), got -5"),
+    ("run_limit = 60\nrun_limit_default = 600", "queues.q.run_limit_default: 600 s is above the queue's run_limit 60 s"),
+])
+def test_queue_job_model_keys_are_checked(tmp_path, table, message) -> None:
+    from xce.core.errors import XceError
+    from xce.site.config import load
+
+    path = tmp_path / "xce.toml"
+    path.write_text(f"[queues.q]\ndefault = true\n{table}\n")
+    with pytest.raises(XceError, match=re.escape(message)):
+        load(path)

@@ -136,8 +136,9 @@ class Publisher:
                 grace = self.cfg.controller.heartbeat_misses * self.cfg.worker.heartbeat + 5.0
                 for name in self.state.hosts:
                     self.live.last_seen[name] = now + grace
-                queues = [Queue(name=n, priority=q.priority, rerunnable=q.rerunnable,
-                                description=q.description) for n, q in self.cfg.queues.items()]
+                queues = [Queue(name=n, priority=q.priority, rerunnable=q.rerunnable, description=q.description,
+                                run_limit_default=q.run_limit_default or None, run_limit_max=q.run_limit or None,
+                                dep_never=q.dep_never) for n, q in self.cfg.queues.items()]
                 changed = (sorted(self.state.queues.values(), key=lambda q: q.name)
                            != sorted(queues, key=lambda q: q.name)
                            or self.state.default_queue != self.cfg.default_queue())

@@ -15,6 +15,11 @@ from xce.proto.schema import Event, Snapshot
 from xce.replica.live import Live, event_samples
 
 
+def placeable(j: Job) -> bool:
+    """What the scheduler may place: pending, neither held by its user (PSUSP) nor by a dependency."""
+    return j.state == JobState.PEND and not j.held
+
+
 class SharedParts:
     """Equal parts of many jobs held as one object.
 
@@ -50,6 +55,7 @@ class Mirror:
     def __init__(self) -> None:
         self.jobs: dict[int, Job] = {}
         # Kept with every change, so a round never scans the finished jobs a cluster keeps.
+        # ``pending``: the placeable ones only (not PSUSP, not held by a dependency).
         self.pending: dict[int, Job] = {}
         self.running: dict[int, Job] = {}
         self.hosts: dict[str, Host] = {}
@@ -72,7 +78,7 @@ class Mirror:
         for j in snap.jobs:
             self.shared.share(j)
         self.jobs = {j.id: j for j in snap.jobs}
-        self.pending = {j.id: j for j in snap.jobs if j.state == JobState.PEND}
+        self.pending = {j.id: j for j in snap.jobs if placeable(j)}
         self.running = {j.id: j for j in snap.jobs if j.state in ACTIVE}
         self.hosts = {h.name: h for h in snap.hosts}
         self.queues = {q.name: q for q in snap.queues}
@@ -127,7 +133,7 @@ class Mirror:
     def _index(self, j: Job) -> None:
         self.pending.pop(j.id, None)
         self.running.pop(j.id, None)
-        if j.state == JobState.PEND:
+        if placeable(j):
             self.pending[j.id] = j
         elif j.state in ACTIVE:
             self.running[j.id] = j

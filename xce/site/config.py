@@ -72,6 +72,9 @@ class QueueConf(msgspec.Struct, forbid_unknown_fields=True):
     rerunnable: bool = False
     default: bool = False
     description: str = ""
+    run_limit: float = 0          # RUNLIMIT maximum, seconds (0: none): a longer -W is refused at submit
+    run_limit_default: float = 0  # RUNLIMIT default, seconds (0: none), for a job without -W
+    dep_never: str = "keep"                 # a job whose dependency can never be met: "keep" or "kill"
 
 
 class ResourceConf(msgspec.Struct, forbid_unknown_fields=True):
@@ -216,6 +219,8 @@ def _check(cfg: Config, source: str) -> None:
         raise bad("queues", "at least one queue is needed")
     if sum(q.default for q in cfg.queues.values()) > 1:
         raise bad("queues", "more than one queue has default = true")
+    for qname, q in cfg.queues.items():
+        _check_queue(qname, q, bad)
     if len(cfg.controller.peers) != len(cfg.controller.peer_addresses):
         raise bad("controller.peer_addresses", "needs one ROUTER endpoint per entry of controller.peers")
     if cfg.controller.peer_pub_addresses and len(cfg.controller.peer_pub_addresses) != len(cfg.controller.peers):
@@ -262,6 +267,18 @@ def _check_policy(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
     names: set[str] = set()
     for i, lim in enumerate(cfg.limits):
         _check_limit(lim, f"limits[{i}]", names, bad)
+
+
+def _check_queue(name: str, q: QueueConf, bad: Callable[[str, str], ConfigError]) -> None:
+    for key in ("run_limit", "run_limit_default"):
+        t = getattr(q, key)
+        if not 0 <= t < float("inf"):
+            raise bad(f"queues.{name}.{key}", f"must be a number of seconds (0: none), got {t}")
+    if q.run_limit and q.run_limit_default > q.run_limit:
+        raise bad(f"queues.{name}.run_limit_default",
+                  f"{q.run_limit_default:g} s is above the queue's run_limit {q.run_limit:g} s")
+    if q.dep_never not in ("keep", "kill"):
+        raise bad(f"queues.{name}.dep_never", f"must be 'keep' or 'kill', got {q.dep_never!r}")
 
 
 def _check_tree(node: ShareConf, key: str, bad: Callable[[str, str], ConfigError]) -> None:
