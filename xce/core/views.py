@@ -8,11 +8,13 @@ shows.  Field names follow the design brief's "One vocabulary" section.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 import msgspec
 
 from xce.core import accounting
-from xce.core.accounting import HostTotals, Ledger
-from xce.core.model import Host, HostState, Job, JobState
+from xce.core.accounting import Account, HostTotals, Ledger
+from xce.core.model import ACTIVE, Host, HostState, Job
 from xce.core.placement import job_demand, total_mem
 
 
@@ -98,9 +100,13 @@ def host_view(host: Host, ledger: Ledger, os_available: int | None,
     )
 
 
+Figures = tuple[int, int | None, int, int]  # reserved, actual (None: unreported), peak, charged
+
+
 def job_view(job: Job, ledger: Ledger) -> JobView:
     accounts: list[JobAccountView] = []
-    if job.state in (JobState.RUN, JobState.USUSP, JobState.SSUSP, JobState.UNKWN):
+    live = job.state in ACTIVE
+    if live:
         for acc in ledger.by_job.get(job.id, []):
             accounts.append(JobAccountView(
                 host=acc.host, slots=acc.allocated.get("slots", 0), mem_reserved=acc.reserved,
@@ -115,12 +121,11 @@ def job_view(job: Job, ledger: Ledger) -> JobView:
                 mem_peak=u.peak, mem_charged=u.charged_peak,
                 mem_slack=accounting.slack(u.reserved, u.actual),
                 mem_overage=accounting.overage(u.reserved, u.actual)))
-    if accounts:
-        reserved = sum(a.mem_reserved for a in accounts)
-        reported = [a.mem_actual for a in accounts if a.mem_actual is not None]
-        actual = sum(reported) if reported else None
-        peak = sum(a.mem_peak for a in accounts)
-        charged = sum(a.mem_charged for a in accounts)
+    if accounts and live:
+        reserved, actual, peak, charged = live_figures(ledger.by_job[job.id])
+    elif accounts:
+        reserved, actual, peak, charged = summed(
+            (a.mem_reserved, a.mem_actual, a.mem_peak, a.mem_charged) for a in accounts)
     else:
         reserved = sum(a.mem for a in job.allocs) if job.allocs else pend_reservation(job)
         actual, peak, charged = None, 0, reserved
@@ -129,10 +134,35 @@ def job_view(job: Job, ledger: Ledger) -> JobView:
         state=job.state.value, slots=job.spec.slots, hosts=job.hosts, command=job.spec.command,
         resreq=job.spec.resreq, mem_reserved=reserved, mem_actual=actual, mem_peak=peak,
         mem_charged=charged, mem_limit=job.spec.mem_limit,
-        efficiency=(peak / reserved) if reserved and peak else None,
+        efficiency=efficiency(peak, reserved),
         reason=job.reason, exit_code=job.exit_code, signal=job.signal,
         submit_time=job.submit_time, start_time=job.start_time, end_time=job.end_time,
         mem_slack_integral=sum(u.slack_integral for u in job.usage), accounts=accounts)
+
+
+def live_figures(accs: Sequence[Account]) -> Figures:
+    """A running job's (reserved, actual, peak, charged) over its live accounts: what its
+    JobView shows, and what the console sorts 20,000 rows by without building the views."""
+    if len(accs) == 1:
+        a = accs[0]
+        return a.reserved, a.actual, a.peak, a.charged
+    return summed((a.reserved, a.actual, a.peak, a.charged) for a in accs)
+
+
+def summed(rows: Iterable[Figures]) -> Figures:
+    """Per-host figures of one job added up; actual stays None until some host reported."""
+    reserved = peak = charged = 0
+    actual: int | None = None
+    for r, a, p, c in rows:
+        reserved, peak, charged = reserved + r, peak + p, charged + c
+        if a is not None:
+            actual = a if actual is None else actual + a
+    return reserved, actual, peak, charged
+
+
+def efficiency(peak: int, reserved: int) -> float | None:
+    """Peak over reservation: below 1 the estimate was generous, above it too small."""
+    return (peak / reserved) if reserved and peak else None
 
 
 def pend_reservation(job: Job) -> int:

@@ -21,8 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from xce.core.accounting import HostTotals
-from xce.core.model import Job, JobState
-from xce.core.views import HostView, JobView, host_state
+from xce.core.model import ACTIVE, Job
+from xce.core.views import HostView, JobView, efficiency, host_state, live_figures
 from xce.proto import schema as S
 from xce.proto.schema import Event, Snapshot
 from xce.replica.live import columns, event_samples
@@ -32,8 +32,6 @@ from xce.tui.kept import KeptSamples
 from xce.tui.totals import Totals
 
 HOST_STATES = ("ok", "full", "closed", "unavail")
-# The states whose figures xce.core.views.job_view reads from the live accounts.
-ACCOUNTED = frozenset({JobState.RUN, JobState.USUSP, JobState.SSUSP, JobState.UNKWN})
 # Views are kept for what frames show; beyond this many (a sort by reason read them all) they go.
 VIEW_CACHE = 2000
 NO_TOTALS = HostTotals()
@@ -319,7 +317,7 @@ class ConsoleModel:
         job = self.mirror.jobs.get(jid)
         if job is not None and self.kept:
             self.kept.settle_job(job)
-        accs = self.mirror.live.ledger.by_job.get(jid) if job is not None and job.state in ACCOUNTED else None
+        accs = self.mirror.live.ledger.by_job.get(jid) if job is not None and job.state in ACTIVE else None
         if not accs:  # ended or pending: the figures move only with hard state, so they are kept
             got = self._fixed_usage.get(jid)
             if got is None:
@@ -329,15 +327,8 @@ class ConsoleModel:
                 got = self._fixed_usage[jid] = (v.mem_reserved, v.mem_actual, v.mem_peak, v.mem_charged,
                                                 v.efficiency)
             return got
-        if len(accs) == 1:
-            a = accs[0]
-            reserved, actual, peak, charged = a.reserved, a.actual, a.peak, a.charged
-        else:
-            reserved, peak = sum(a.reserved for a in accs), sum(a.peak for a in accs)
-            charged = sum(a.charged for a in accs)
-            reported = [a.actual for a in accs if a.actual is not None]
-            actual = sum(reported) if reported else None
-        return reserved, actual, peak, charged, (peak / reserved) if reserved and peak else None
+        reserved, actual, peak, charged = live_figures(accs)
+        return reserved, actual, peak, charged, efficiency(peak, reserved)
 
     def _host_state(self, name: str) -> str | None:
         """The header's state of one host: its HostView's, read from the ledger without building one."""
