@@ -9,7 +9,7 @@ from xce.core.errors import InvalidRequest, ProtocolError
 from xce.core.model import Alloc, JobSpec, check_spec
 from xce.proto.codec import decode_envelope, decode_request, encode
 from xce.proto.opcodes import Op
-from xce.proto.schema import RunJob
+from xce.proto.schema import ArrayElement, RunJob
 
 
 def biggest_spec() -> JobSpec:
@@ -50,7 +50,8 @@ def test_what_submit_accepts_a_worker_accepts_as_an_order() -> None:
     virtual = {f"r{i}": 2**62 for i in range(limits.SPEC_FIELD["resreq"].max_bytes // 4)}
     hosts = [f"{i:08d}{name}"[: limits.HOST_NAME.max_bytes] for i in range(limits.RUN_JOB_HOSTS)]
     order = RunJob(job_id=2**62, attempt=2**62, spec=spec, alloc=Alloc(host=name, slots=2**62, mem=2**62,
-                   virtual=virtual), hosts=hosts, mem_duration_s=2**62, mem_decay=True)
+                   virtual=virtual), hosts=hosts, mem_duration_s=2**62, mem_decay=True,
+                   slots=[2**62] * len(hosts), element=ArrayElement(2**62, 2**62, 2**62, 2**62))
     data = encode(Op.RUN_JOB, 0, order, term=2**62)
     op, back = decode_request(decode_envelope(data))
     assert op == Op.RUN_JOB and back.spec == spec

@@ -96,8 +96,15 @@ class Client:
     def job(self, job_id: int) -> JobView:
         return self.jobs([job_id])[0]
 
-    def kill(self, ids: Sequence[int], reason: str = "", key: str | None = None) -> dict[int, str]:
-        return self.request(Op.KILL, writes.kill(ids, key=key or writes.new_key(), reason=reason)).results
+    def kill(self, ids: Sequence[int], reason: str = "", key: str | None = None,
+             signal: int | None = None) -> dict[int, str]:
+        """End the jobs; with ``signal``, send them that signal instead (``xce kill -s``)."""
+        return self.request(Op.KILL, writes.kill(ids, key=key or writes.new_key(), reason=reason,
+                                                 signal=signal)).results
+
+    def peek(self, job_id: int, max_bytes: int = 10 * 1024) -> S.PeekReply:
+        """The tail of a running job's stdout and stderr, read on its first host (bpeek)."""
+        return self.request(Op.PEEK, S.PeekRequest(id=job_id, max_bytes=max_bytes))
 
     def modify(self, job_id: int, mem_limit: int | None, key: str | None = None) -> None:
         self.request(Op.MODIFY, writes.modify(job_id, mem_limit, key=key or writes.new_key()))

@@ -44,6 +44,7 @@ SPEC_LIMITS: tuple[FieldLimit, ...] = (
     FieldLimit("cwd", 4 * KiB, None, "a path (PATH_MAX)"),
     FieldLimit("stdout", 4 * KiB, None, "a path (PATH_MAX)"),
     FieldLimit("stderr", 4 * KiB, None, "a path (PATH_MAX)"),
+    FieldLimit("submit_host", 255, None, "the submitting host's name (DNS: 253)"),
 )
 SPEC_FIELD: Mapping[str, FieldLimit] = {f.field: f for f in SPEC_LIMITS}
 
@@ -65,7 +66,8 @@ SPEC_BOUND = _SPEC_FIXED + sum(f.max_bytes + 2 * _STR_HEADER * (f.max_items or 1
 # An allocation: its host, and one virtual entry per resource its request names (each at
 # least 4 characters of the resreq, "r=1:"); a name, its header and an int64 each.
 _ALLOC_BOUND = 64 + HOST_NAME.max_bytes + _STR_HEADER + 4 * SPEC_FIELD["resreq"].max_bytes
-_RUN_JOB_FIXED = 256  # ids, attempt, term, decay fields, the envelope
+_RUN_JOB_FIXED = 512  # ids, attempt, term, decay fields, the array element, the envelope
+_SLOTS_BOUND = 9      # a host's slot count in RUN_JOB's ``slots`` (an int64 in msgpack)
 
 
 def body_limit(op: str) -> int:
@@ -73,9 +75,9 @@ def body_limit(op: str) -> int:
     return MAX_BODY.get(op, DEFAULT_MAX_BODY)
 
 
-# How many hosts of the longest name a RUN_JOB may list with the biggest spec (14,593).
+# How many hosts of the longest name a RUN_JOB may list with the biggest spec (14,103).
 RUN_JOB_HOSTS = (body_limit("RUN_JOB") - SPEC_BOUND - _ALLOC_BOUND - _RUN_JOB_FIXED) \
-    // (HOST_NAME.max_bytes + _STR_HEADER)
+    // (HOST_NAME.max_bytes + _STR_HEADER + _SLOTS_BOUND)
 assert RUN_JOB_HOSTS >= 10_000, "the RUN_JOB limit no longer holds the biggest spec and a large job"
 assert body_limit("SUBMIT") >= SPEC_BOUND and MAX_FRAME > max(MAX_BODY.values()) + 4 * KiB
 

@@ -78,6 +78,10 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     depend: Expr | None = None         # the parsed -w expression (hard state: evaluated, never re-parsed)
     array: ArraySpec | None = None     # an array's indices and %limit (on the array entity only)
     index: int = 0                     # an array element's index (LSB_JOBINDEX); 0: not an element
+    # Job execution (docs/jobs.md).  Appended with defaults, as above.
+    stdout_overwrite: bool = False     # -oo: truncate stdout at start (-o appends)
+    stderr_overwrite: bool = False     # -eo: truncate stderr at start (-e appends)
+    submit_host: str = ""              # where it was submitted from: LSB_SUB_HOST
 
 
 def check_mem_limit(limit: int | None) -> None:

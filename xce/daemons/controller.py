@@ -55,6 +55,7 @@ from xce.daemons.ctl_access import (
 )
 from xce.daemons.ctl_clients import ClientDoor
 from xce.daemons.ctl_events import Publisher
+from xce.daemons.ctl_jobrun import JobRunDoor, release_order
 from xce.daemons.ctl_workers import WorkerDoor
 from xce.daemons.heap import HeapUpkeep
 from xce.daemons.raft import ReplicatedState, fsync_journal, make_conf
@@ -80,7 +81,7 @@ REQUEST_LOG_FILE = "requests.jsonl"  # in the controller's state directory (see 
 Reply = Callable[[Result], None]
 
 
-class Controller(Access, Publisher, ClientDoor, WorkerDoor):
+class Controller(Access, Publisher, ClientDoor, WorkerDoor, JobRunDoor):
     def __init__(self, cfg: Config, state_dir: Path) -> None:
         self.cfg = cfg
         c = cfg.controller
@@ -140,6 +141,8 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
         # Kills of shares no worker confirmed started: (job, host) -> (first sent, last sent).
         # After kill_wait (the time a silent host takes to go unavail) the share is ended.
         self.unstarted_kills: dict[tuple[int, str], tuple[float, float]] = {}
+        self.suspended: dict[tuple[int, str], bool] = {}  # (job, host) -> its worker's last word on it
+        self.peeks: dict[int, tuple[bytes, int, int, str, float]] = {}  # ticket -> client, rid, job, state, sent
         self.kill_wait = c.heartbeat_misses * cfg.worker.heartbeat
         # host -> when its worker registered with this leader, listing every task it runs: from
         # then on ``confirmed`` is complete for that host (the audit and chase_kills rely on it).
@@ -362,7 +365,7 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
             for jid, host in redo:
                 job = st.jobs.get(jid)
                 if job is not None and job.state == JobState.RUN and host not in job.finished_hosts \
-                        and not job.kill_requested:
+                        and not job.kill_requested and not release_order(job):
                     self.dispatch(job, host, now)
                 else:  # ended, or killed (chase_kills follows a kill up)
                     del self.unconfirmed[(jid, host)]
@@ -372,7 +375,9 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
                 self.confirmed = {k: a for k, a in self.confirmed.items()
                                   if (j := st.jobs.get(k[0])) is not None and j.state in ACTIVE
                                   and j.attempt == a}
+                self.suspended = {k: v for k, v in self.suspended.items() if k in self.confirmed}
             finished = len(st.finished_order)
+        self.expire_peeks(now)
         if finished > self.cfg.controller.keep_finished + 1000:
             self.commit(Cleanup(time=now, keep_finished=self.cfg.controller.keep_finished), lambda r: None)
 
@@ -383,6 +388,8 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor):
         Op.SNAPSHOT: ClientDoor.h_snapshot, Op.AUDIT: ClientDoor.h_audit, Op.REQUEST_LOG: ClientDoor.h_request_log,
         Op.PLACE: WorkerDoor.h_place, Op.REGISTER: WorkerDoor.h_register, Op.HEARTBEAT: WorkerDoor.h_heartbeat,
         Op.JOB_STARTED: WorkerDoor.h_job_started, Op.JOB_FINISHED: WorkerDoor.h_job_finished,
+        Op.JOB_SIGNALLED: JobRunDoor.h_job_signalled, Op.JOB_OUTPUT: JobRunDoor.h_job_output,
+        Op.PEEK: JobRunDoor.h_peek,
     }
 
 

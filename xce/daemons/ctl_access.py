@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 # What only a daemon (a key on the CURVE allow-list) may send: registering, reporting, placing.
 # Placing is the scheduler's alone, and reporting a host's its worker's alone.
 SCHEDULER_OPS = frozenset({Op.PLACE})
-WORKER_OPS = frozenset({Op.REGISTER, Op.HEARTBEAT, Op.JOB_STARTED, Op.JOB_FINISHED})
+WORKER_OPS = frozenset({Op.REGISTER, Op.HEARTBEAT, Op.JOB_STARTED, Op.JOB_FINISHED, Op.JOB_SIGNALLED,
+                        Op.JOB_OUTPUT})
 DAEMON_OPS = SCHEDULER_OPS | WORKER_OPS
 # What the request log records (the ZeroMQ door's audit trail): every state-changing request.
 AUDITED_OPS = frozenset({Op.SUBMIT, Op.KILL, Op.MODIFY, Op.HOST_ADMIN})

@@ -136,6 +136,9 @@ class ClientDoor:
         too_long = check_text(KILL_REASON, body.reason)
         if too_long is not None:
             raise InvalidRequest(too_long)
+        if body.signal is not None:
+            self.h_signal(ident, rid, body)
+            return
         self.commit(Kill(time=time.time(), job_ids=body.ids, reason=body.reason or "killed by user",
                          key=body.key, by=self.key_owner()),
                     self.replier(ident, rid, lambda res: S.KillReply(results=res)))

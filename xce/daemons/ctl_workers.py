@@ -13,6 +13,7 @@ from xce.core.placement import build_allocs, check_placement, demand_of, host_ca
 from xce.core.resources import WIRE_NAMES
 from xce.core.result import Err, Result
 from xce.core.state import Finish, Place, RegisterHost
+from xce.daemons.ctl_jobrun import release_order
 from xce.proto import schema as S
 from xce.proto.codec import encode
 from xce.proto.opcodes import Op
@@ -35,7 +36,8 @@ class WorkerDoor:
     # ---- orders to workers -------------------------------------------------------------------
 
     def orders(self: Controller, job: Job, now: float) -> None:
-        if job.state == JobState.RUN and job.kill_requested:
+        if job.state == JobState.RUN and (job.kill_requested or release_order(job)):
+            # Killed, or its command ended on its first host: the other shares end too.
             for host in job.hosts:
                 if host not in job.finished_hosts:
                     self.order_kill(job, host, now)
@@ -60,7 +62,8 @@ class WorkerDoor:
             return
         data = encode(Op.RUN_JOB, 0, S.RunJob(
             job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
-            mem_duration_s=duration, mem_decay=decay), term=self.raft.term())
+            mem_duration_s=duration, mem_decay=decay, slots=[a.slots for a in job.allocs]),
+            term=self.raft.term())
         limit = body_limit(Op.RUN_JOB.name)
         if len(data) > limit:  # a worker would refuse it: end the share now, not re-send it forever
             self.end_share(job, host, now, f"cannot dispatch to {host}: its RUN_JOB order is {len(data):,} "
@@ -69,8 +72,9 @@ class WorkerDoor:
         self.send(ident, data)
 
     def order_kill(self: Controller, job: Job, host: str, now: float) -> None:
-        self.send_worker(host, Op.KILL_JOB, S.KillJob(
-            job_id=job.id, attempt=job.attempt, reason=job.reason or "killed by user"))
+        reason = job.reason or ("killed by user" if job.kill_requested
+                                else f"the job's command ended on {job.hosts[0]}")
+        self.send_worker(host, Op.KILL_JOB, S.KillJob(job_id=job.id, attempt=job.attempt, reason=reason))
         if host in self.registered_at and self.confirmed.get((job.id, host)) != job.attempt:
             # Its worker listed its tasks to this leader and never confirmed this one: chase_kills
             # re-sends, then ends the share.  (An unregistered host's worker tells at registration.)

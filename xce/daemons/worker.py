@@ -46,7 +46,8 @@ from xce.proto.codec import (
 from xce.proto.opcodes import Op
 from xce.site.config import Config, load
 from xce.worker import measure
-from xce.worker.runner import Runner, Task
+from xce.worker import jobenv
+from xce.worker.runner import EnvOf, Runner, Task, share_outcome
 
 log = logging.getLogger("xce.worker")
 # Every ACK_EVERY-th heartbeat asks for a reply: how a worker hears that a controller went
@@ -55,6 +56,21 @@ log = logging.getLogger("xce.worker")
 # leader still noticed within (ACK_EVERY + 1) heartbeats.
 ACK_EVERY = 4
 REPORT_STEP = 1 << 20  # usage moves smaller than this (or 1 %) are not worth a report
+
+
+PEEK_MAX = 1 << 20  # the most a peek returns per file: a reply must stay far below the body limits
+
+
+def tail(path: str, max_bytes: int) -> str:
+    """The last ``max_bytes`` (at most PEEK_MAX) of the file at ``path``, as text; "" if unreadable."""
+    n = max(0, min(max_bytes, PEEK_MAX))
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - n))
+            return f.read(n).decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def register_delay(failures: int, draw: float) -> float:
@@ -195,7 +211,8 @@ class Worker:
         self.ctx.destroy(linger=0)
 
     def register(self) -> None:
-        running = [S.RunningTask(t.job_id, t.attempt, t.pid) for t in self.runner.tasks()]
+        running = [S.RunningTask(t.job_id, t.attempt, t.pid, t.suspended_at is not None)
+                   for t in self.runner.tasks()]
         ended = [m for _, m in self.pending_exits] + [m for _, m, _ in self.unacked.values()]
         running += [S.RunningTask(m.job_id, m.attempt, 0) for m in ended]
         attrs = {k: v for k, v in (("type", self.cfg.worker.type), ("model", self.cfg.worker.model)) if v}
@@ -246,6 +263,10 @@ class Worker:
                     self.run_job(body)
                 elif op == Op.KILL_JOB:
                     self.kill_job(body)
+                elif op == Op.SIGNAL_JOB:
+                    self.signal_job(body)
+                elif op == Op.PEEK_JOB:
+                    self.peek_job(body)
                 else:
                     raise ProtocolError(f"{op.name} is not served by a worker")
             except XceError as e:
@@ -347,20 +368,33 @@ class Worker:
             task.mem_limit = body.spec.mem_limit  # a repeated order carries `xce modify -M`
         if task is not None or self.ending(key):
             return  # a retried dispatch: already started once
-        env = {"XCE_JOBID": str(body.job_id), "XCE_HOSTS": " ".join(body.hosts),
-               "XCE_HOST": self.name, "XCE_SLOTS": str(body.alloc.slots),
-               "XCE_QUEUE": body.spec.queue, "XCE_JOBNAME": body.spec.name,
-               "LSB_JOBID": str(body.job_id)}
         now = time.time()
+        first = not body.hosts or body.hosts[0] == self.name
         try:
             task = self.runner.start(body.job_id, body.attempt, body.spec, body.alloc.mem,
-                                     body.mem_duration_s, body.mem_decay, env)
+                                     body.mem_duration_s, body.mem_decay, self.env_of(body),
+                                     index=body.element.index if body.element else 0, holder=not first)
         except XceError as e:
             usage = HostUsage(host=self.name, reserved=body.alloc.mem)
             self.finish_now(body.job_id, body.attempt, now, None, None, f"start failed: {e.message}", usage)
             return
         self.send(Op.JOB_STARTED, S.JobStarted(host=self.name, job_id=task.job_id,
                                                attempt=task.attempt, pid=task.pid, time=now))
+
+    def env_of(self, body: S.RunJob) -> EnvOf:
+        """The job's environment (xce/worker/jobenv.py), once the runner has resolved its paths;
+        writes LSB_DJOB_HOSTFILE into the job's private directory."""
+        hosts = body.hosts or [self.name]
+        slots = body.slots if len(body.slots) == len(hosts) else \
+            [body.alloc.slots if h == self.name else 1 for h in hosts]
+        hostfile = self.runner.job_dir(body.job_id, body.attempt) / "hostfile"
+        hostfile.write_text(jobenv.hostfile_text(hosts, slots))
+
+        def env(cwd: str, stdout: str | None) -> dict[str, str]:
+            return jobenv.job_env(jobenv.JobFacts(
+                job_id=body.job_id, spec=body.spec, hosts=hosts, slots=slots, host=self.name, cwd=cwd,
+                hostfile=str(hostfile), stdout=stdout, element=body.element))
+        return env
 
     def finish_now(self, job_id: int, attempt: int, now: float, code: int | None, sig: int | None,
                    reason: str, usage: HostUsage) -> None:
@@ -378,6 +412,29 @@ class Worker:
             self.finish_now(body.job_id, body.attempt, time.time(), None, None,
                             f"{body.reason} (it never started on {self.name})", HostUsage(host=self.name))
 
+    def signal_job(self, body: S.SignalJob) -> None:
+        """Send the signal to the job's processes here; answer what it did (JOB_SIGNALLED)."""
+        task = self.runner.find(body.job_id, body.attempt)
+        if task is None or task.ended is not None:
+            suspended, detail = False, f"job {body.job_id} runs no process on {self.name}"
+        else:
+            suspended, detail = self.runner.send_signal(task, body.signal), ""
+        self.send(Op.JOB_SIGNALLED, S.JobSignalled(host=self.name, job_id=body.job_id, attempt=body.attempt,
+                                                   signal=body.signal, suspended=suspended, time=time.time(),
+                                                   detail=detail))
+
+    def peek_job(self, body: S.PeekJob) -> None:
+        """The tail of the job's output files here (bpeek), answered as JOB_OUTPUT."""
+        task = self.runner.find(body.job_id, body.attempt)
+        if task is None:
+            self.send(Op.JOB_OUTPUT, S.JobOutput(host=self.name, ticket=body.ticket, job_id=body.job_id,
+                                                 error=f"job {body.job_id} has no task on {self.name}"))
+            return
+        err = task.stderr if task.stderr != task.stdout else ""
+        self.send(Op.JOB_OUTPUT, S.JobOutput(
+            host=self.name, ticket=body.ticket, job_id=body.job_id, stdout_path=task.stdout, stderr_path=err,
+            stdout=tail(task.stdout, body.max_bytes), stderr=tail(err, body.max_bytes) if err else ""))
+
     def reap(self, now: float) -> None:
         for ex in self.runner.poll():
             t = ex.task
@@ -386,8 +443,9 @@ class Worker:
                               charged_peak=max(t.reserved, t.peak),
                               cpu_time=t.last.cpu_time if t.last else 0.0,
                               slack_integral=t.slack_integral)
+            code, sig, reason = share_outcome(ex)
             msg = S.JobFinished(host=self.name, job_id=t.job_id, attempt=t.attempt, time=now,
-                                exit_code=ex.exit_code, signal=ex.signal, reason=ex.reason, usage=usage)
+                                exit_code=code, signal=sig, reason=reason, usage=usage)
             self.pending_exits.append((t, msg))
             self.reported.pop((t.job_id, t.attempt), None)
         if self.registered:

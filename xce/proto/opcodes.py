@@ -25,6 +25,7 @@ class Op(IntEnum):
     HOST_ADMIN = 18
     AUDIT = 19
     REQUEST_LOG = 20  # the controller's log of state-changing requests (admins)
+    PEEK = 21         # bpeek: the tail of a job's output, fetched from its first host's worker
 
     # scheduler -> controller
     PLACE = 30
@@ -34,10 +35,14 @@ class Op(IntEnum):
     HEARTBEAT = 41
     JOB_STARTED = 42
     JOB_FINISHED = 43
+    JOB_SIGNALLED = 44  # the answer to SIGNAL_JOB: sent, and suspended or not
+    JOB_OUTPUT = 45     # the answer to PEEK_JOB
 
     # controller -> worker
     RUN_JOB = 50
     KILL_JOB = 51
+    SIGNAL_JOB = 52   # a signal to the job's processes (stop, continue, any)
+    PEEK_JOB = 53     # read the tail of the job's output files
 
     # controller PUB
     EVENT = 60

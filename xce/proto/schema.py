@@ -116,6 +116,7 @@ class QueuesReply(msgspec.Struct):
 class KillRequest(Write):
     ids: list[int]
     reason: str = ""
+    signal: int | None = None  # `xce kill -s`: send this signal to the running jobs, commit nothing
 
 
 class KillReply(msgspec.Struct):
@@ -304,6 +305,7 @@ class RunningTask(msgspec.Struct):
     job_id: int
     attempt: int
     pid: int
+    suspended: bool = False  # stopped by SIGNAL_JOB (SIGSTOP/SIGTSTP) and not continued since
 
 
 class RegisterRequest(msgspec.Struct, kw_only=True):
@@ -358,7 +360,19 @@ class JobFinished(msgspec.Struct, kw_only=True):
     usage: HostUsage
 
 
+class ArrayElement(msgspec.Struct, array_like=True):
+    """Where an array element sits: LSB_JOBINDEX, _STEP, _END and LSB_JOBID (the array's id)."""
+
+    array_id: int
+    index: int
+    step: int = 1
+    end: int = 0
+
+
 class RunJob(msgspec.Struct, kw_only=True):
+    """Run the job's share on this host.  ``hosts[0]`` runs the command; any other host holds
+    its slots (and later runs what ``xce launch`` starts there)."""
+
     job_id: int
     attempt: int
     spec: JobSpec
@@ -366,6 +380,8 @@ class RunJob(msgspec.Struct, kw_only=True):
     hosts: list[str]
     mem_duration_s: int | None = None
     mem_decay: bool = False
+    slots: list[int] = []                # slots per host, as ``hosts``; [] from older leaders: 1 each
+    element: ArrayElement | None = None  # set when the job is an element of an array
 
 
 class OrderKey(msgspec.Struct):
@@ -381,6 +397,69 @@ class KillJob(msgspec.Struct, kw_only=True):
     reason: str
 
 
+class SignalJob(msgspec.Struct, kw_only=True):
+    """Send ``signal`` to the job's processes on this host (its process group and cgroup).
+
+    SIGSTOP/SIGTSTP suspend (the run-limit clock pauses), SIGCONT resumes; any other
+    number is sent as it is (``xce kill -s``).  The worker answers with JOB_SIGNALLED."""
+
+    job_id: int
+    attempt: int
+    signal: int
+
+
+class JobSignalled(msgspec.Struct, kw_only=True):
+    """What a SIGNAL_JOB did on ``host``: the signal sent and whether the job is now suspended."""
+
+    host: str
+    job_id: int
+    attempt: int
+    signal: int
+    suspended: bool
+    time: float
+    detail: str = ""  # why nothing was sent (no such task here), "" when it was
+
+
+class PeekRequest(msgspec.Struct, kw_only=True):
+    """bpeek: the tail of a job's stdout and stderr."""
+
+    id: int
+    max_bytes: int = 10 * 1024
+
+
+class PeekReply(msgspec.Struct, kw_only=True):
+    job_id: int
+    state: str
+    host: str = ""
+    stdout_path: str = ""
+    stderr_path: str = ""   # "" when stderr goes to stdout's file
+    stdout: str = ""        # the tail (UTF-8, undecodable bytes replaced)
+    stderr: str = ""
+    note: str = ""          # e.g. "job 4 is PEND: no output yet", or "ended: see the files"
+
+
+class PeekJob(msgspec.Struct, kw_only=True):
+    """Controller -> worker: read the tail of the job's output files; answered by JOB_OUTPUT."""
+
+    job_id: int
+    attempt: int
+    ticket: int      # the controller's number for the waiting client
+    max_bytes: int
+
+
+class JobOutput(msgspec.Struct, kw_only=True):
+    """Worker -> controller: the answer to PEEK_JOB ``ticket``."""
+
+    host: str
+    ticket: int
+    job_id: int
+    stdout_path: str = ""
+    stderr_path: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    error: str = ""  # why there is nothing ("job 4 does not run on host a")
+
+
 class Ack(msgspec.Struct):
     ok: bool = True
     detail: str = ""
@@ -390,18 +469,21 @@ REQUESTS: dict[Op, type] = {
     Op.PING: Empty, Op.SUBMIT: SubmitRequest, Op.JOBS: JobsRequest, Op.HOSTS: HostsRequest,
     Op.QUEUES: Empty, Op.KILL: KillRequest, Op.STATUS: Empty, Op.SNAPSHOT: Empty,
     Op.MODIFY: ModifyRequest, Op.HOST_ADMIN: HostAdminRequest, Op.AUDIT: Empty,
-    Op.REQUEST_LOG: RequestLogQuery, Op.PLACE: PlaceRequest, Op.REGISTER: RegisterRequest, Op.HEARTBEAT: Heartbeat,
-    Op.JOB_STARTED: JobStarted, Op.JOB_FINISHED: JobFinished,
-    Op.RUN_JOB: RunJob, Op.KILL_JOB: KillJob, Op.EVENT: Event,
+    Op.REQUEST_LOG: RequestLogQuery, Op.PEEK: PeekRequest, Op.PLACE: PlaceRequest, Op.REGISTER: RegisterRequest, Op.HEARTBEAT: Heartbeat,
+    Op.JOB_STARTED: JobStarted, Op.JOB_FINISHED: JobFinished, Op.JOB_SIGNALLED: JobSignalled,
+    Op.JOB_OUTPUT: JobOutput,
+    Op.RUN_JOB: RunJob, Op.KILL_JOB: KillJob, Op.SIGNAL_JOB: SignalJob, Op.PEEK_JOB: PeekJob, Op.EVENT: Event,
 }
 
 REPLIES: dict[Op, type] = {
     Op.PING: Empty, Op.SUBMIT: SubmitReply, Op.JOBS: JobsReply, Op.HOSTS: HostsReply,
     Op.QUEUES: QueuesReply, Op.KILL: KillReply, Op.STATUS: StatusReply, Op.SNAPSHOT: Snapshot,
     Op.MODIFY: Ack, Op.HOST_ADMIN: Ack, Op.AUDIT: AuditReply, Op.REQUEST_LOG: RequestLogReply,
+    Op.PEEK: PeekReply,
     Op.PLACE: PlaceReply,
     Op.REGISTER: RegisterReply, Op.HEARTBEAT: HeartbeatReply, Op.JOB_STARTED: Ack,
-    Op.JOB_FINISHED: Ack, Op.RUN_JOB: Ack, Op.KILL_JOB: Ack,
+    Op.JOB_FINISHED: Ack, Op.JOB_SIGNALLED: Ack, Op.JOB_OUTPUT: Ack,
+    Op.RUN_JOB: Ack, Op.KILL_JOB: Ack, Op.SIGNAL_JOB: Ack, Op.PEEK_JOB: Ack,
 }
 
 # Largest body accepted per request: the one table of limits (xce/core/limits.py).

@@ -54,6 +54,7 @@ OP_PERMISSIONS: dict[Op, str | None] = {
     Op.SNAPSHOT: "cluster.snapshot", Op.MODIFY: "jobs.modify", Op.HOST_ADMIN: "hosts.admin",
     Op.AUDIT: "cluster.audit", Op.REQUEST_LOG: "audit.read", Op.PLACE: "daemon.scheduler", Op.REGISTER: "daemon.worker",
     Op.HEARTBEAT: "daemon.worker", Op.JOB_STARTED: "daemon.worker", Op.JOB_FINISHED: "daemon.worker",
+    Op.JOB_SIGNALLED: "daemon.worker", Op.JOB_OUTPUT: "daemon.worker", Op.PEEK: "jobs.read",
 }
 
 DEFAULT_FILE = Path(__file__).resolve().parents[2] / "config" / "rbac.toml"
@@ -140,7 +141,7 @@ def authorize(policy: Policy, principal: Principal, op: Op, body: Any,
                 policy.check(principal, "jobs.submit_as")
             specs.append(spec if spec.user else msgspec.structs.replace(spec, user=principal.user))
         return msgspec.structs.replace(body, jobs=specs)
-    ids = list(body.ids) if op in (Op.KILL, Op.JOBS) else [body.id] if op == Op.MODIFY else []
+    ids = list(body.ids) if op in (Op.KILL, Op.JOBS) else [body.id] if op in (Op.MODIFY, Op.PEEK) else []
     if policy.scope(principal, perm) == "own":
         for jid in ids:
             policy.check(principal, perm, owner_of(jid) or principal.user)

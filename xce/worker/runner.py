@@ -48,14 +48,27 @@ process group or cgroup) is SIGKILLed: a finished job holds no memory.
 Decisions: a command that is not found, a missing cwd or an unknown user raise
 InvalidRequest at ``start`` (the wrapper would otherwise exit 127).  stdout
 ``None`` goes to ``<state_dir>/output/<job>.out``; stderr ``None`` goes where
-stdout goes (as LSF -o without -e).  Both are appended.  A relative path is
-relative to the job's cwd; ``%J`` is the job id.  An empty cwd means the job
+stdout goes (as LSF -o without -e).  Both are appended, but for ``stdout_overwrite``/
+``stderr_overwrite`` (-oo/-eo), which start the file anew.  A relative path is
+relative to the job's cwd; ``%J`` is the job id, ``%I`` the array index (0 outside
+an array).  An empty cwd means the job
 user's home directory.  Without PATH in the job env, PATH is
 ``/usr/local/bin:/usr/bin:/bin``.  A root worker runs a job as ``spec.user``
 (uid, gid, supplementary groups; HOME/USER/LOGNAME default to that user) and
 the job's own output files are opened by the wrapper *as that user* so a job
 can never append to a file only root may write; a non-root worker runs every
 job as itself.
+
+Parallel jobs.  Only the first host of an allocation runs the command; every other
+host runs a *holder* (HOLD_COMMAND, no output, cwd /) that keeps the share's slot,
+cgroup and record, reports 0 usage, and ends when the controller's kill arrives
+(the job ended on its first host): ``share_outcome`` reports that end as clean.
+
+Run limits and signals.  ``run_limit`` (-W) counts running time only
+(``run_elapsed``: suspended time excluded); past it ``sample_all`` kills the task with
+reason TERM_RUNLIMIT (SIGTERM, ``kill_grace``, SIGKILL).  ``send_signal`` sends any
+signal to the group and cgroup; a stop signal pauses the run-limit clock until
+SIGCONT, and the pause is saved in the ``.upd`` file so that ``adopt`` keeps it.
 """
 
 from __future__ import annotations
@@ -74,8 +87,11 @@ from pathlib import Path
 from resource import struct_rusage
 from typing import Any, NamedTuple
 
+import msgspec
+
 from xce.core.accounting import reserved_in_force, slack
 from xce.core.errors import InvalidRequest
+from xce.core.jobspec.filenames import lsf_filename
 from xce.core.model import JobSpec
 from xce.worker.measure import (
     Meter,
@@ -88,8 +104,16 @@ from xce.worker.measure import (
 )
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+# What a host other than a parallel job's first runs until `xce launch` starts a task there:
+# a process that holds the share (its cgroup, its slot in the records) and does nothing.
+HOLD_COMMAND = [shutil.which("sleep") or "/bin/sleep", "2147483647"]
+STOP_SIGNALS = frozenset({signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU})
+# Kills the worker decides for itself; any other kill of a holder is an order from the
+# controller (the job ended on its first host, or was killed there), not the share's failure.
+WORKER_KILLS = frozenset({"MEMLIMIT", "MEMPRESSURE", "TERM_RUNLIMIT"})
 LOST_DOWN = "exit status lost: the worker was down when the job ended"
 LOST_REAPED = "exit status lost: the job's process was reaped by someone else"
+EnvOf = Callable[[str, "str | None"], dict[str, str]]  # (cwd, the -o path given) -> variables
 
 
 @dataclass(eq=False)
@@ -117,6 +141,10 @@ class Task:
     proc_start: int = 0           # /proc/<pid>/stat field 22: guards against PID reuse
     ended: Exit | None = None     # set when poll() reported it; kept until forget()
     hard_killed: bool = False
+    run_limit: float | None = None  # seconds of running (suspended time excluded); None: none
+    holder: bool = False            # a parallel job's share on a host other than the first
+    suspended_at: float | None = None  # when a stop signal was sent, while it holds
+    suspended_total: float = 0.0       # seconds suspended before suspended_at
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _last_t: float | None = field(default=None, repr=False)
     _last_slack: int = field(default=0, repr=False)
@@ -130,6 +158,34 @@ class Exit(NamedTuple):
     reason: str  # "" normal; the kill reason ("MEMLIMIT", ...); or "exit status lost: ..."
 
 
+def run_elapsed(start: float, now: float, suspended_total: float, suspended_at: float | None) -> float:
+    """Seconds a job has been running: since its start, less the time it spent suspended
+    (LSF's RUNLIMIT counts the same way, so a stopped job is not killed for its stop)."""
+    current = now - suspended_at if suspended_at is not None else 0.0
+    return max(0.0, now - start - suspended_total - current)
+
+
+def over_run_limit(task: Task, now: float) -> bool:
+    """Whether ``task`` ran past its run limit (holders never: the first host's share governs)."""
+    return task.run_limit is not None and not task.holder and task.kill_reason is None \
+        and run_elapsed(task.start_time, now, task.suspended_total, task.suspended_at) > task.run_limit
+
+
+def share_outcome(ex: Exit) -> tuple[int | None, int | None, str]:
+    """(exit code, signal, reason) to report for a share: a holder that the controller's order
+    ended reports a clean end, as its job's outcome is its first host's."""
+    t = ex.task
+    if t.holder and t.kill_reason is not None and t.kill_reason not in WORKER_KILLS:
+        return 0, None, ""
+    return ex.exit_code, ex.signal, ex.reason
+
+
+def holder_spec(spec: JobSpec) -> JobSpec:
+    """The spec a holder runs: the job's user and limits, HOLD_COMMAND, no output, cwd /."""
+    return msgspec.structs.replace(spec, command=list(HOLD_COMMAND), stdout=os.devnull, stderr=os.devnull,
+                                   stdout_overwrite=False, stderr_overwrite=False, cwd="/")
+
+
 def _decode_code(c: int) -> tuple[int, int | None]:
     return c, (c - 128 if 128 < c < 128 + signal.NSIG else None)
 
@@ -141,23 +197,24 @@ def _decode_wait(status: int) -> tuple[int, int | None]:
     return _decode_code(os.WEXITSTATUS(status))
 
 
-def _script(out: str, err: str, sink: str) -> str:
+def _script(out: str, err: str, sink: str, out_trunc: bool = False, err_trunc: bool = False) -> str:
     """The wrapper: fd 0 is the go pipe, fd 1 the task record, fd 2 the sink.
 
     Positional parameters: the output paths it opens (out, then err if different,
-    both unless they are the sink), then the command.
+    both unless they are the sink), then the command.  ``*_trunc``: -oo/-eo open the
+    file anew (``>``), -o/-e append (``>>``).
     """
     redirs, n = [], 0
     if out == sink:
         redirs.append(">&2")
     else:
         n += 1
-        redirs.append(f'>>"${n}"')
+        redirs.append(f'{">" if out_trunc else ">>"}"${n}"')
     if err == out:
         redirs.append("2>&1")
     elif err != sink:
         n += 1
-        redirs.append(f'2>>"${n}"')
+        redirs.append(f'2{">" if err_trunc else ">>"}"${n}"')
     return ("trap k=1 TERM\n"
             'read -r _ || [ "$k" ] || exit 125\n'
             '[ -z "$k" ] || { echo 143; exit 143; }\n'
@@ -203,28 +260,37 @@ class Runner:
     # ------------------------------------------------------------------ launching
 
     def start(self, job_id: int, attempt: int, spec: JobSpec, reserved: int, duration_s: int | None,
-              decay: bool, extra_env: dict[str, str]) -> Task:
-        """Launch one attempt; the same (job, attempt) again returns the running task."""
+              decay: bool, extra_env: dict[str, str] | EnvOf, *, index: int = 0, holder: bool = False) -> Task:
+        """Launch one attempt; the same (job, attempt) again returns the running task.
+
+        ``extra_env``: variables over ``spec.env``, or a function of the resolved cwd and
+        -o path that gives them (jobenv.job_env).  ``index``: the array index for ``%I``.
+        ``holder``: run HOLD_COMMAND for a parallel job's share on a host other than its first.
+        """
         key = f"{job_id}.{attempt}"
         if key in self._tasks:
             return self._tasks[key]
+        if holder:
+            spec = holder_spec(spec)
         if not spec.command or any(not isinstance(a, str) or "\0" in a for a in spec.command):
             raise InvalidRequest("the command must be a non-empty list of strings")
         pw = self._job_user(spec.user)
-        env = {**spec.env, **extra_env}
+        cwd = spec.cwd or (pw.pw_dir if pw is not None else os.path.expanduser("~")) or "/"
+        if not os.path.isdir(cwd):
+            raise InvalidRequest(f"working directory {cwd} does not exist on this host")
+        given_out = self._out_path(spec.stdout, job_id, index, cwd)
+        extra = extra_env(cwd, given_out) if callable(extra_env) else extra_env
+        env = {**spec.env, **extra}
         env.setdefault("PATH", DEFAULT_PATH)
         if pw is not None:
             env.setdefault("HOME", pw.pw_dir)
             env.setdefault("USER", pw.pw_name)
             env.setdefault("LOGNAME", pw.pw_name)
-        cwd = spec.cwd or (pw.pw_dir if pw is not None else os.path.expanduser("~")) or "/"
-        if not os.path.isdir(cwd):
-            raise InvalidRequest(f"working directory {cwd} does not exist on this host")
         self._check_command(spec.command[0], cwd, env["PATH"])
 
         default_out = str(self.output_dir / f"{job_id}.out")
-        out = self._out_path(spec.stdout, job_id, cwd) or default_out
-        err = self._out_path(spec.stderr, job_id, cwd) or out
+        out = given_out or default_out
+        err = self._out_path(spec.stderr, job_id, index, cwd) or out
         # The wrapper opens the output files itself, as the job user.  Only the default
         # file in our state_dir is opened here for a job running as another user, and
         # handed over as the wrapper's stderr ("sink").
@@ -234,7 +300,9 @@ class Runner:
                 os.close(_open_append(path))  # a clear error now rather than exit 126 later
             else:
                 self._check_dir(path)
-        argv = ["/bin/sh", "-c", _script(out, err, sink_path), f"xce-job[{key}]"]
+        script = _script(out, err, sink_path, spec.stdout_overwrite and out == given_out,
+                         spec.stderr_overwrite and err != out)
+        argv = ["/bin/sh", "-c", script, f"xce-job[{key}]"]
         argv += [p for p in dict.fromkeys((out, err)) if p != sink_path]
         argv += spec.command
         extra: dict[str, object] = {}
@@ -269,7 +337,7 @@ class Runner:
             task = Task(job_id=job_id, attempt=attempt, pid=pid, start_time=self.clock(), key=key,
                         stdout=out, stderr=err, mem_limit=spec.mem_limit, reserved=reserved,
                         duration_s=duration_s, decay=decay, meter=meter,
-                        proc_start=st.start if st else 0, _proc=proc)
+                        proc_start=st.start if st else 0, run_limit=spec.run_limit, holder=holder, _proc=proc)
             os.write(rec_fd, json.dumps(self._record(task)).encode() + b"\n")
             os.write(go_w, b"\n")  # the command may run now
         except BaseException:
@@ -284,6 +352,12 @@ class Runner:
         os.close(rec_fd)
         self._tasks[key] = task
         return task
+
+    def job_dir(self, job_id: int, attempt: int) -> Path:
+        """The job's private directory on this host (LSB_DJOB_HOSTFILE is there); ``forget`` removes it."""
+        d = self.state_dir / "jobs" / f"{job_id}.{attempt}"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
 
     def _job_user(self, user: str) -> pwd.struct_passwd | None:
         """The account to switch to, or None to run as ourselves."""
@@ -307,10 +381,10 @@ class Runner:
             raise InvalidRequest(f"command not found: {exe} (PATH={path})")
 
     @staticmethod
-    def _out_path(spec_path: str | None, job_id: int, cwd: str) -> str | None:
+    def _out_path(spec_path: str | None, job_id: int, index: int, cwd: str) -> str | None:
         if not spec_path:
             return None
-        return os.path.join(cwd, spec_path.replace("%J", str(job_id)))
+        return os.path.join(cwd, lsf_filename(spec_path, job_id, index))
 
     @staticmethod
     def _check_dir(path: str) -> None:
@@ -329,7 +403,8 @@ class Runner:
         return {"job": task.job_id, "attempt": task.attempt, "pid": task.pid,
                 "proc_start": task.proc_start, "start_time": task.start_time, "stdout": task.stdout,
                 "stderr": task.stderr, "mem_limit": task.mem_limit, "reserved": task.reserved,
-                "duration_s": task.duration_s, "decay": task.decay, "method": task.meter.method}
+                "duration_s": task.duration_s, "decay": task.decay, "method": task.meter.method,
+                "run_limit": task.run_limit, "holder": task.holder}
 
     def persist(self, task: Task) -> None:
         """Save what changes while a task runs (kill reason, peak, slack integral).
@@ -338,7 +413,8 @@ class Runner:
         immutable part was written once at start, in the record file.
         """
         upd = {"kill_reason": task.kill_reason, "peak": task.peak,
-               "slack_integral": task.slack_integral, "saved_at": self.clock()}
+               "slack_integral": task.slack_integral, "saved_at": self.clock(),
+               "suspended_at": task.suspended_at, "suspended_total": task.suspended_total}
         path = self._upd_path(task.key)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(upd))
@@ -349,6 +425,7 @@ class Runner:
         """The exit was reported and acknowledged: drop the task and its files."""
         self._tasks.pop(task.key, None)
         self._rec_path(task.key).unlink(missing_ok=True)
+        shutil.rmtree(self.state_dir / "jobs" / task.key, ignore_errors=True)
         if task._persisted:
             self._upd_path(task.key).unlink(missing_ok=True)
         self._close_meter(task.meter)
@@ -389,6 +466,8 @@ class Runner:
                         reserved=rec["reserved"], duration_s=rec["duration_s"], decay=rec["decay"],
                         meter=meter, peak=upd.get("peak", 0), slack_integral=upd.get("slack_integral", 0.0),
                         kill_reason=upd.get("kill_reason"), adopted=True, proc_start=start,
+                        run_limit=rec.get("run_limit"), holder=rec.get("holder", False),
+                        suspended_at=upd.get("suspended_at"), suspended_total=upd.get("suspended_total", 0.0),
                         _last_t=upd.get("saved_at"), _persisted=bool(upd))
             self._tasks[key] = task
             if live:
@@ -482,7 +561,7 @@ class Runner:
                 note = ""
         if status is not None:
             code, sig = _decode_wait(status)
-        final = getattr(task.meter, "final", lambda: None)()
+        final = None if task.holder else getattr(task.meter, "final", lambda: None)()
         cpu = task.last.cpu_time if task.last else 0.0
         if final is not None:
             task.peak = max(task.peak, final.peak)
@@ -518,7 +597,10 @@ class Runner:
         for task in list(self._tasks.values()):
             if task.ended is not None:
                 continue
-            s = task.meter.sample()
+            if over_run_limit(task, now):
+                self.kill(task, "TERM_RUNLIMIT")
+            # A holder's own process is no use of the host: its share reports 0 until a task runs there.
+            s = Sample(0, 0, 0.0, task.meter.method) if task.holder else task.meter.sample()
             if s is None:
                 continue
             task.peak = max(task.peak, s.peak)
@@ -566,8 +648,26 @@ class Runner:
         elif task.kill_deadline is None:
             task.kill_deadline = now + g
             self._signal(task, signal.SIGTERM)
+            if task.suspended_at is not None:
+                self._signal(task, signal.SIGCONT)  # a stopped process takes SIGTERM only once continued
         else:
             task.kill_deadline = min(task.kill_deadline, now + g)
+
+    def send_signal(self, task: Task, sig: int) -> bool:
+        """Send ``sig`` to the job's processes here (``xce stop/resume``, ``kill -s``); whether it
+        is suspended after.  A stop starts the pause of its run-limit clock, SIGCONT ends it;
+        both are saved, so a restarted worker still knows (``adopt``)."""
+        if task.ended is None:
+            now = self.clock()
+            self._signal(task, sig)
+            if sig in STOP_SIGNALS and task.suspended_at is None:
+                task.suspended_at = now
+                self.persist(task)
+            elif sig == signal.SIGCONT and task.suspended_at is not None:
+                task.suspended_total += now - task.suspended_at
+                task.suspended_at = None
+                self.persist(task)
+        return task.suspended_at is not None
 
     def _signal(self, task: Task, sig: int, leftovers: bool = False) -> None:
         """Signal the process group and every process in the job's cgroup.
