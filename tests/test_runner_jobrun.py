@@ -1,0 +1,104 @@
+"""The runner's job-model parts against real processes: run limits, signals, holders, -oo/-eo, %I."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from test_runner import gone, make_runner, runner, spec, wait_exit, wait_for  # noqa: F401 - fixtures
+
+from xce.worker import measure
+from xce.worker.runner import Runner, share_outcome
+
+
+def state_of(pid: int) -> str:
+    st = measure.proc_stat(pid)
+    return st.state if st else "gone"
+
+
+def test_run_limit_ends_the_job_with_term_runlimit(runner: Runner) -> None:
+    t = runner.start(1, 0, spec(["sleep", "30"], run_limit=0.3), 0, None, False, {})
+    ex = wait_exit(runner, t, sample=True)
+    assert ex.reason == "TERM_RUNLIMIT" and ex.signal == signal.SIGTERM
+
+
+def test_run_limit_escalates_to_sigkill_after_the_grace(runner: Runner) -> None:
+    t = runner.start(1, 0, spec(["sh", "-c", "trap '' TERM; sleep 30 & wait; sleep 30"], run_limit=0.3),
+                     0, None, False, {})
+    ex = wait_exit(runner, t, sample=True)
+    assert ex.reason == "TERM_RUNLIMIT" and ex.exit_code == 128 + signal.SIGKILL
+
+
+def test_stop_pauses_the_run_limit_clock_and_survives_a_restart(make_runner: Callable[..., Runner],
+                                                               tmp_path: Path) -> None:
+    a = make_runner(state=tmp_path / "s", name="rl")
+    t = a.start(1, 0, spec(["sleep", "30"], run_limit=1.0), 0, None, False, {})
+    assert a.send_signal(t, signal.SIGSTOP) is True
+    wait_for(lambda: state_of(t.pid) == "T")
+    deadline = time.time() + 1.5  # past the limit, but all of it suspended
+    while time.time() < deadline:
+        a.sample_all(time.time())
+        assert t.kill_reason is None
+        time.sleep(0.05)
+    b = make_runner(state=tmp_path / "s", name="rl")  # a restarted worker
+    (tb,) = b.adopt()
+    assert tb.suspended_at is not None and tb.run_limit == 1.0
+    assert b.send_signal(tb, signal.SIGCONT) is False
+    wait_for(lambda: state_of(tb.pid) in "SR")
+    ex = wait_exit(b, tb, sample=True)
+    assert ex.reason == "TERM_RUNLIMIT"
+    assert time.time() - deadline >= 0.9  # it ran its full second after the resume
+
+
+def test_killing_a_stopped_job_continues_it_so_it_takes_the_term(runner: Runner) -> None:
+    t = runner.start(1, 0, spec(["sleep", "30"]), 0, None, False, {})
+    runner.send_signal(t, signal.SIGSTOP)
+    wait_for(lambda: state_of(t.pid) == "T")
+    runner.kill(t, "killed by user", grace=30)
+    ex = wait_exit(runner, t)
+    assert ex.signal == signal.SIGTERM and not t.hard_killed
+
+
+def test_holder_reports_no_usage_and_a_clean_end_when_released(runner: Runner) -> None:
+    t = runner.start(1, 0, spec(["no-such-command-on-other-hosts"], stdout="/nonexistent/out"), 0, None,
+                     False, {}, holder=True)
+    (sample,) = [s for tk, s in runner.sample_all(time.time()) if tk is t]
+    assert (sample.rss, sample.peak) == (0, 0)
+    runner.kill(t, "the job's command ended on a")
+    ex = wait_exit(runner, t)
+    assert ex.exit_code != 0 and share_outcome(ex) == (0, None, "")
+
+
+def test_holder_killed_for_its_own_memory_reports_it(runner: Runner) -> None:
+    t = runner.start(1, 0, spec(["true"]), 0, None, False, {}, holder=True)
+    runner.kill(t, "MEMLIMIT")
+    assert share_outcome(wait_exit(runner, t))[2] == "MEMLIMIT"
+
+
+def test_oo_overwrites_o_appends_and_percent_i_is_the_index(runner: Runner, tmp_path: Path) -> None:
+    out, err = tmp_path / "o.%J.%I", tmp_path / "e.%J.%I"
+    for attempt in (0, 1):
+        t = runner.start(5, attempt, spec(["sh", "-c", "echo out; echo err >&2"], stdout=str(out), stderr=str(err),
+                                          stdout_overwrite=True), 0, None, False, {}, index=3)
+        wait_exit(runner, t)
+    assert (tmp_path / "o.5.3").read_text() == "out\n"
+    assert (tmp_path / "e.5.3").read_text() == "err\nerr\n"
+    t = runner.start(5, 2, spec(["sh", "-c", "echo err >&2"], stdout=str(out), stderr=str(err),
+                                stderr_overwrite=True), 0, None, False, {}, index=3)
+    wait_exit(runner, t)
+    assert (tmp_path / "e.5.3").read_text() == "err\n"
+
+
+def test_env_function_sees_the_resolved_cwd_and_output(runner: Runner, tmp_path: Path) -> None:
+    seen: list[tuple[str, str | None]] = []
+
+    def env(cwd: str, stdout: str | None) -> dict[str, str]:
+        seen.append((cwd, stdout))
+        return {"LSB_OUTPUTFILE": stdout or ""}
+    t = runner.start(9, 0, spec(["sh", "-c", "echo $LSB_OUTPUTFILE"], cwd=str(tmp_path), stdout="o.%J"),
+                     0, None, False, env)
+    wait_exit(runner, t)
+    assert seen == [(str(tmp_path), str(tmp_path / "o.9"))]
+    assert (tmp_path / "o.9").read_text() == f"{tmp_path / 'o.9'}\n"
