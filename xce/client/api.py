@@ -15,6 +15,7 @@ Requests follow the Raft leader by themselves (xce.transport.connection).
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -200,6 +201,7 @@ def make_spec(command: Sequence[str] | str, **fields: Any) -> JobSpec:
         fields["user"] = unix_user()
     if "cwd" not in fields:
         fields["cwd"] = os.getcwd()
+    fields.setdefault("submit_host", socket.gethostname())  # LSB_SUB_HOST
     if isinstance(fields.get("mem_limit"), str):
         from xce.core.units import parse_mem
 
