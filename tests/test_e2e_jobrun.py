@@ -65,7 +65,8 @@ def test_stop_and_continue_a_running_job_keeps_its_memory_charged(cluster2: Clus
     wait_for(lambda: (c.hosts([host])[0].last_seen or 0) > stopped_at + 1.0, 10, "heartbeats after the stop")
     assert proc_state(pid) == "T" and (c.job(jid).mem_actual or 0) > 120 << 20
     assert c.hosts([host])[0].mem_actual > 120 << 20
-    c.kill([jid], signal=signal.SIGCONT)
+    r = cluster2.xce("kill", "-s", "CONT", str(jid))
+    assert r.stdout.strip() == f"Job <{jid}>: signal {int(signal.SIGCONT)} sent"
     wait_for(lambda: proc_state(pid) in "SR", 10, "the process continued")
     c.kill([jid])
     assert cluster2.wait_job(jid).state == "EXIT"
@@ -78,6 +79,8 @@ def test_peek_shows_the_tail_of_a_running_job(cluster2: Cluster, tmp_path: Path)
     r = wait_for(lambda: (p := c.peek(jid, max_bytes=100)).stderr and p, 10, "peeked output")
     assert r.stdout.endswith("4999\n5000\n") and len(r.stdout) <= 100 and r.stderr == "oops\n"
     assert r.stdout_path == str(tmp_path / f"out.{jid}") and r.host == c.job(jid).hosts[0]
+    text = cluster2.xce("peek", "--bytes", "20", str(jid)).stdout
+    assert "<< output from stdout" in text and "5000\n" in text and "oops" in text
     c.kill([jid])
     cluster2.wait_job(jid)
     done = c.peek(jid)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from xce.core.model import JobSpec
-from xce.proto.schema import ArrayElement
-from xce.worker.jobenv import JobFacts, hostfile_text, job_env
+from xce.worker.jobenv import ArrayElement, JobFacts, hostfile_text, job_env
 from xce.worker.runner import run_elapsed
 
 

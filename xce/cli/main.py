@@ -112,10 +112,10 @@ def submit_spec(a: argparse.Namespace) -> Any:
         from xce.core.units import parse_mem
 
         fields["mem_limit"] = parse_mem(a.M)
-    if a.o:
-        fields["stdout"] = a.o
-    if a.e:
-        fields["stderr"] = a.e
+    if a.o or a.oo:
+        fields["stdout"], fields["stdout_overwrite"] = a.oo or a.o, bool(a.oo)
+    if a.e or a.eo:
+        fields["stderr"], fields["stderr_overwrite"] = a.eo or a.e, bool(a.eo)
     if a.cwd:
         fields["cwd"] = os.path.abspath(a.cwd)
     if a.rerunnable:
@@ -195,19 +195,57 @@ def cmd_queues(a: argparse.Namespace) -> int:
 def cmd_kill(a: argparse.Namespace) -> int:
     from xce.cli.fmt import print_json
 
+    sig = parse_signal(a.s) if a.s else None
     with _client(a) as c:
-        res = c.kill(_ids(a.ids))
+        res = c.kill(_ids(a.ids), signal=sig)
     if a.json:
         print_json(res)
         return 0
     rc = 0
     for jid, what in res.items():
-        if what in ("killed", "kill requested"):
+        if what.startswith("signal "):
+            print(f"Job <{jid}>: {what}")
+        elif what in ("killed", "kill requested"):
             print(f"Job <{jid}> is being terminated" if what == "kill requested" else f"Job <{jid}> is killed")
         else:
             print(f"Job <{jid}>: {what}", file=sys.stderr)
             rc = 1
     return rc
+
+
+def parse_signal(text: str) -> int:
+    """``STOP``, ``SIGSTOP`` or ``19`` -> 19; an unknown name is refused by name."""
+    import signal
+
+    from xce.core.errors import InvalidRequest
+
+    if text.isdigit():
+        return int(text)
+    name = text.upper() if text.upper().startswith("SIG") else f"SIG{text.upper()}"
+    try:
+        return int(signal.Signals[name])
+    except KeyError:
+        raise InvalidRequest(f"kill -s: unknown signal {text!r}") from None
+
+
+def cmd_peek(a: argparse.Namespace) -> int:
+    """bpeek: the tail of a running job's stdout (and stderr, when it has a file of its own)."""
+    from xce.cli.fmt import print_json
+
+    with _client(a) as c:
+        r = c.peek(_ids([a.id])[0], max_bytes=a.bytes)
+    if a.json:
+        print_json(r)
+        return 0
+    if r.note:
+        print(r.note)
+        return 0
+    print(f"<< output from stdout ({r.stdout_path} on {r.host}) >>")
+    sys.stdout.write(r.stdout)
+    if r.stderr_path:
+        print(f"<< output from stderr ({r.stderr_path}) >>")
+        sys.stdout.write(r.stderr)
+    return 0
 
 
 def cmd_wait(a: argparse.Namespace) -> int:
@@ -455,8 +493,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("-R", help='resource requirements, e.g. "rusage[mem=2G] span[hosts=1]"')
     s.add_argument("-M", help="hard memory limit, e.g. 4G (bare number = MB)")
     s.add_argument("-J", help="job name")
-    s.add_argument("-o", help="stdout file (%%J = job id)")
-    s.add_argument("-e", help="stderr file (%%J = job id)")
+    out = s.add_mutually_exclusive_group()
+    out.add_argument("-o", help="stdout file, appended (%%J = job id, %%I = array index)")
+    out.add_argument("-oo", help="stdout file, overwritten")
+    err = s.add_mutually_exclusive_group()
+    err.add_argument("-e", help="stderr file, appended (default: with stdout)")
+    err.add_argument("-eo", help="stderr file, overwritten")
     s.add_argument("--cwd")
     s.add_argument("--rerunnable", action="store_true", help="requeue if the host is lost")
     s.add_argument("--dry-run", action="store_true")
@@ -484,10 +526,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_queues)
 
-    s = sub.add_parser("kill", help="kill jobs (bkill)")
+    s = sub.add_parser("kill", help="kill jobs (bkill); -s sends a signal instead")
     s.add_argument("--json", action="store_true")
+    s.add_argument("-s", metavar="SIGNAL", help="send this signal (STOP, CONT, USR1, 10, ...) to the running jobs")
     s.add_argument("ids", nargs="+")
     s.set_defaults(func=cmd_kill)
+
+    s = sub.add_parser("peek", help="the tail of a running job's output (bpeek)")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--bytes", type=int, default=10 * 1024, help="how much of each file (default 10 KB)")
+    s.add_argument("id")
+    s.set_defaults(func=cmd_peek)
 
     s = sub.add_parser("wait", help="wait for jobs to end; exit 0 only if all DONE")
     s.add_argument("--timeout", dest="timeout_wait", type=float)

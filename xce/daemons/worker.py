@@ -387,13 +387,15 @@ class Worker:
         hosts = body.hosts or [self.name]
         slots = body.slots if len(body.slots) == len(hosts) else \
             [body.alloc.slots if h == self.name else 1 for h in hosts]
+        e = body.element
+        element = jobenv.ArrayElement(e.array_id, e.index, e.step, e.end) if e is not None else None
         hostfile = self.runner.job_dir(body.job_id, body.attempt) / "hostfile"
         hostfile.write_text(jobenv.hostfile_text(hosts, slots))
 
         def env(cwd: str, stdout: str | None) -> dict[str, str]:
             return jobenv.job_env(jobenv.JobFacts(
                 job_id=body.job_id, spec=body.spec, hosts=hosts, slots=slots, host=self.name, cwd=cwd,
-                hostfile=str(hostfile), stdout=stdout, element=body.element))
+                hostfile=str(hostfile), stdout=stdout, element=element))
         return env
 
     def finish_now(self, job_id: int, attempt: int, now: float, code: int | None, sig: int | None,

@@ -26,7 +26,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xce.core.model import JobSpec
-from xce.proto.schema import ArrayElement
+
+
+@dataclass(frozen=True)
+class ArrayElement:
+    """Where an array element sits (RUN_JOB's ``element``): its array's id, index, step, last index."""
+
+    array_id: int
+    index: int
+    step: int = 1
+    end: int = 0
 
 
 @dataclass(frozen=True)

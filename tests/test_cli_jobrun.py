@@ -1,0 +1,31 @@
+"""`xce kill -s` signal names and `xce submit -oo/-eo`, without a cluster."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from xce.cli.main import parse_signal, parser, submit_spec
+from xce.core.errors import InvalidRequest
+
+
+@pytest.mark.parametrize("text,num", [("STOP", 19), ("sigcont", 18), ("USR1", 10), ("15", 15)])
+def test_signal_names(text: str, num: int) -> None:
+    assert parse_signal(text) == num
+
+
+def test_unknown_signal_is_refused_by_name() -> None:
+    with pytest.raises(InvalidRequest, match="unknown signal 'NOPE'"):
+        parse_signal("NOPE")
+
+
+@pytest.mark.parametrize("args,out,err", [
+    (["-o", "o.%J"], ("o.%J", False), (None, False)),
+    (["-oo", "o.%J", "-e", "e"], ("o.%J", True), ("e", False)),
+    (["-eo", "e.%I"], (None, False), ("e.%I", True)),
+])
+def test_submit_output_options(args: list[str], out: tuple[str | None, bool], err: tuple[str | None, bool]) -> None:
+    a: argparse.Namespace = parser().parse_args(["submit", *args, "--", "true"])
+    spec = submit_spec(a)
+    assert (spec.stdout, spec.stdout_overwrite) == out and (spec.stderr, spec.stderr_overwrite) == err
