@@ -373,7 +373,8 @@ class Worker:
         try:
             task = self.runner.start(body.job_id, body.attempt, body.spec, body.alloc.mem,
                                      body.mem_duration_s, body.mem_decay, self.env_of(body),
-                                     index=body.element.index if body.element else 0, holder=not first)
+                                     index=body.element.index if body.element else body.spec.index,
+                                     holder=not first)
         except XceError as e:
             usage = HostUsage(host=self.name, reserved=body.alloc.mem)
             self.finish_now(body.job_id, body.attempt, now, None, None, f"start failed: {e.message}", usage)
@@ -388,7 +389,8 @@ class Worker:
         slots = body.slots if len(body.slots) == len(hosts) else \
             [body.alloc.slots if h == self.name else 1 for h in hosts]
         e = body.element
-        element = jobenv.ArrayElement(e.array_id, e.index, e.step, e.end) if e is not None else None
+        element = jobenv.ArrayElement(e.array_id, e.index, e.step, e.end) if e is not None else \
+            jobenv.ArrayElement(body.job_id, body.spec.index) if body.spec.index else None  # no array id yet
         hostfile = self.runner.job_dir(body.job_id, body.attempt) / "hostfile"
         hostfile.write_text(jobenv.hostfile_text(hosts, slots))
 
