@@ -419,6 +419,8 @@ def cmd_up(a: argparse.Namespace) -> int:
     sup = U.Supervisor(sd, cfg, a.hosts, names)
     print(f"xce: starting a local cluster in {sd} ({a.controllers} controller(s), {a.hosts} host(s)); "
           "Ctrl-C or `xce down` stops it", flush=True)
+    print(f'xce: LSF and Slurm commands (bsub, bjobs, sbatch, squeue, ...): '
+          f'eval "$(xce --state-dir {sd} compat env lsf)" (or slurm)', flush=True)
     if a.demo:
         import threading
 
@@ -467,7 +469,7 @@ def cmd_top(a: argparse.Namespace) -> int:
 
 # ---- the parser ----------------------------------------------------------------------------
 
-EXTENSIONS = ("xce.rest.cli", "xce.cli.keys")
+EXTENSIONS = ("xce.rest.cli", "xce.cli.keys", "xce.compat.cli")
 
 
 class UsageError(Exception):

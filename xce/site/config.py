@@ -118,6 +118,12 @@ class LimitConf(msgspec.Struct, forbid_unknown_fields=True):
     pending: int | None = None
 
 
+class CompatConf(msgspec.Struct, forbid_unknown_fields=True):
+    """The LSF and Slurm front-ends (docs/compat.md)."""
+
+    clean_period: float = 3600.0  # s a finished job stays listed by bjobs/squeue (LSF's CLEAN_PERIOD)
+
+
 class Config(msgspec.Struct, forbid_unknown_fields=True):
     cluster: ClusterConf = msgspec.field(default_factory=ClusterConf)
     controller: ControllerConf = msgspec.field(default_factory=ControllerConf)
@@ -129,6 +135,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     fairshare: FairshareConf = msgspec.field(default_factory=FairshareConf)
     backfill: BackfillConf = msgspec.field(default_factory=BackfillConf)
     limits: list[LimitConf] = []
+    compat: CompatConf = msgspec.field(default_factory=CompatConf)
     state_dir: str = ""
     rest_url: str = ""
     source: str = ""
@@ -198,6 +205,7 @@ def _check(cfg: Config, source: str) -> None:
                 "scheduler.interval": cfg.scheduler.interval, "controller.append_period": cfg.controller.append_period,
                 "controller.tick_period": cfg.controller.tick_period,
                 "controller.leader_fallback": cfg.controller.leader_fallback}
+    positive["compat.clean_period"] = cfg.compat.clean_period
     for key, value in positive.items():
         if value <= 0:
             raise bad(key, f"must be > 0, got {value}")

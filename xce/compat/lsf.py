@@ -1,0 +1,411 @@
+"""LSF's commands over XCE: bsub, bjobs, bkill, bqueues, bhosts, bmod, lsid, ... (docs/compat.md).
+
+``main(NAME, argv)`` is what each script in `xce compat path lsf` calls.  bsub's
+options and ``#BSUB`` lines go through xce/core/jobspec (options.py, directives.py,
+bsub.py): one parser for every door.  What the job model does not have yet is
+refused by name (mapping.LSF_REFUSED).  Exit codes as LSF's: 0, or 255 for bad
+input and for a job that is not found.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from xce.compat import mapping
+from xce.compat.session import Refused, Session, apply_env, run, script_command
+
+BAD = 255  # LSF's commands exit 255 on bad input and unknown jobs
+
+
+# ---- bsub ---------------------------------------------------------------------------------
+
+def _file_directives(command: list[str]) -> str | None:
+    """``bsub FILE``: the file's text when it is a readable script, for its ``#BSUB`` lines."""
+    if len(command) != 1 or not os.path.isfile(command[0]):
+        return None
+    try:
+        with open(command[0], encoding="utf-8") as f:
+            return f.read(1 << 20)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def bsub_spec(argv: list[str], stdin_script: Callable[[], str | None]) -> tuple[dict[str, Any], Any]:
+    """bsub's argv (and script) -> JobSpec fields, and the BsubRequest (for -K)."""
+    from xce.core.jobspec.bsub import bsub_request
+    from xce.core.jobspec.directives import bsub_directives
+    from xce.core.jobspec.options import OptionSet, merge_options, parse_bsub_args
+
+    cli, command = parse_bsub_args(argv)
+    script = None if command else stdin_script()
+    if not command and not script:
+        raise Refused("no command given (bsub [options] COMMAND, bsub FILE, or bsub < FILE)")
+    text = script if script is not None else _file_directives(command)
+    directives = bsub_directives(text).options if text else OptionSet(values={}, origins={})
+    req = bsub_request(merge_options(directives, cli), mem_unit=mapping.LSF_UNIT_FOR_LIMITS)
+    _refuse_missing(req)
+    fields: dict[str, Any] = {
+        "command": script_command(script) if script is not None else ["/bin/sh", "-c", " ".join(command)],
+        "name": req.name or (" ".join(command) if command else ""), "queue": req.queue or "",
+        "slots": req.slots or 1, "resreq": req.resreq or "", "mem_limit": req.mem_limit,
+        "cwd": os.path.abspath(req.cwd) if req.cwd else os.getcwd(), "env": apply_env(req.env, os.environ),
+        "run_limit": req.run_limit, "run_estimate": req.run_estimate, "project": req.project or "",
+        "group": req.user_group or "", "priority": req.priority or 0}
+    for key, value in (("stdout", req.stdout), ("stderr", req.stderr)):
+        if value:
+            fields[key] = value
+    return fields, req
+
+
+def _refuse_missing(req: Any) -> None:
+    """Options parsed but not in the job model yet: refused by name, never dropped."""
+    present = {"-w": req.depend is not None, "-ti": req.kill_if_never, "-x": req.exclusive,
+               "-I": req.interactive, "-E": req.pre_exec is not None, "-U": req.reservation is not None,
+               "array": req.array is not None}
+    for name, given in present.items():
+        if given:
+            raise Refused(mapping.LSF_REFUSED[name])
+
+
+def _read_stdin() -> str | None:
+    if sys.stdin is None or sys.stdin.isatty():
+        return None
+    return sys.stdin.read() or None
+
+
+def bsub(s: Session, argv: list[str]) -> int:
+    fields, req = bsub_spec(argv, _read_stdin)
+    from xce.client import make_spec
+
+    job_id = s.client.submit_many([make_spec(**fields)])[0]
+    queue = s.client.job(job_id).queue
+    print(f"Job <{job_id}> is submitted to queue <{queue}>.", flush=True)
+    if not req.wait:
+        return 0
+    print("<<Waiting for dispatch ...>>", file=sys.stderr, flush=True)
+    view = s.client.wait([job_id])[0]
+    print("<<Job is finished>>", file=sys.stderr, flush=True)
+    return 0 if view.state == "DONE" else (view.exit_code if view.exit_code else 1)
+
+
+# ---- bjobs --------------------------------------------------------------------------------
+
+_BJOBS_FLAGS = set("wlapdrsXW")
+_BJOBS_VALUES = {"-u", "-J", "-q", "-o", "-m"}
+_BJOBS_WORDS = {"-noheader", "-json", "-aJ"}
+
+
+def _bjobs_args(argv: list[str]) -> tuple[set[str], dict[str, str], list[str]]:
+    """Flags (``-a -w`` and clusters such as ``-aw``), valued options, job ids."""
+    flags: set[str] = set()
+    values: dict[str, str] = {}
+    ids: list[str] = []
+    i = 0
+    while i < len(argv):
+        w = argv[i]
+        if w in _BJOBS_VALUES or w == "-aJ":
+            if i + 1 >= len(argv):
+                raise Refused(f"{w} needs a value")
+            if w == "-aJ":
+                flags.add("a")
+            values["-J" if w == "-aJ" else w] = argv[i + 1]
+            i += 2
+            continue
+        if w in _BJOBS_WORDS:
+            flags.add(w)
+        elif w.startswith("-") and len(w) > 1 and set(w[1:]) <= _BJOBS_FLAGS:
+            flags.update(w[1:])
+        elif w.startswith("-"):
+            raise Refused(f"{w}: option not supported by this XCE's bjobs (-a -d -p -r -s -w -l -u -J -q -o "
+                          "-noheader -json)")
+        else:
+            ids.append(w)
+        i += 1
+    return flags, values, ids
+
+
+def _selected(views: list[Any], flags: set[str], values: dict[str, str]) -> list[Any]:
+    from fnmatch import fnmatchcase
+
+    wanted: set[str] = set()
+    if "p" in flags:
+        wanted |= {"PEND", "PSUSP"}
+    if "r" in flags:
+        wanted |= {"RUN"}
+    if "s" in flags:
+        wanted |= {"USUSP", "SSUSP", "PSUSP"}
+    if "d" in flags:
+        wanted |= {"DONE", "EXIT"}
+    out = [v for v in views if (v.state in wanted if wanted else
+                                "a" in flags or v.state not in ("DONE", "EXIT"))]
+    if "-J" in values:
+        out = [v for v in out if fnmatchcase(v.name, values["-J"])]
+    if "-q" in values:
+        out = [v for v in out if v.queue == values["-q"]]
+    return out
+
+
+def _none_found(flags: set[str]) -> str:
+    for flag, what in (("p", "pending"), ("r", "running"), ("s", "suspended"), ("d", "done")):
+        if flag in flags:
+            return f"No {what} job found"
+    return "No job found" if "a" in flags else "No unfinished job found"
+
+
+def bjobs(s: Session, argv: list[str]) -> int:
+    from xce.compat import lsf_fmt as F
+    from xce.site.local import unix_user
+
+    flags, values, id_words = _bjobs_args(argv)
+    cols = F.parse_o(values["-o"]) if "-o" in values else None
+    user = values.get("-u") or unix_user()
+    ids = [_job_id(w) for w in id_words]
+    if ids:
+        views = s.jobs(ids=[i for i in ids if i is not None])
+        found = {v.id: v for v in views}
+        missing = [w for w, i in zip(id_words, ids) if i is None or i not in found]
+        views = [found[i] for i in dict.fromkeys(ids) if i in found]
+    else:
+        views = _selected(s.jobs(user=None if user == "all" else user), flags, values)
+        missing = []
+    if "-json" in flags:
+        names = cols.names if cols else F.DEFAULT_FIELDS
+        records = [F.json_record(v, names) for v in views]
+        records += [{"JOBID": w, "ERROR": f"Job <{w}> is not found"} for w in missing]
+        print(F.to_json(records))
+        return 0
+    for w in missing:
+        print(f"Job <{w}> is not found", file=sys.stderr)
+    if views:
+        header = "-noheader" not in flags
+        if "l" in flags:
+            print(("\n" + "-" * 78 + "\n\n").join(F.long_listing(v) for v in views))
+        elif cols:
+            print(F.columns(views, cols, header))
+        else:
+            print(F.default_listing(views, "w" in flags, header))
+    elif not missing:
+        print(_none_found(flags), file=sys.stderr)
+    return BAD if missing else 0
+
+
+def _job_id(word: str) -> int | None:
+    return int(word) if word.isdigit() else None
+
+
+# ---- bkill, bmod --------------------------------------------------------------------------
+
+def bkill(s: Session, argv: list[str]) -> int:
+    from xce.site.local import unix_user
+
+    opts, words = _simple_opts(argv, {"-u", "-J", "-q", "-s"}, "bkill")
+    if opts.get("-s", "KILL").upper().removeprefix("SIG") not in ("KILL", "TERM", "9", "15", "INT", "2"):
+        raise Refused(f"-s {opts['-s']}: sending other signals {mapping.NOT_YET} (XCE ends the job)")
+    user = opts.get("-u") or unix_user()
+    if words == ["0"] or (not words and ("-J" in opts or "-q" in opts or "-u" in opts)):
+        views = _selected(s.jobs(user=None if user == "all" else user, finished=False), set(), opts)
+        if not views:
+            print("No unfinished job found", file=sys.stderr)
+            return BAD
+        ids = [v.id for v in views]
+    elif not words:
+        raise Refused("give job ids, or 0 for all your jobs (bkill [-J name] [-u user] [ID ...])")
+    else:
+        bad = [w for w in words if not w.isdigit()]
+        if bad:
+            raise Refused(f"{bad[0]}: Illegal job ID")
+        ids = [int(w) for w in words]
+    return _kill_report(s.client.kill(ids))
+
+
+def _kill_report(results: dict[int, str]) -> int:
+    rc = 0
+    for jid, what in results.items():
+        if what in ("killed", "kill requested"):
+            print(f"Job <{jid}> is being terminated")
+        elif what.startswith("already"):
+            print(f"Job <{jid}>: Job has already finished", file=sys.stderr)
+            rc = BAD
+        else:
+            print(f"Job <{jid}>: No matching job found", file=sys.stderr)
+            rc = BAD
+    return rc
+
+
+def _simple_opts(argv: list[str], valued: set[str], cmd: str) -> tuple[dict[str, str], list[str]]:
+    opts: dict[str, str] = {}
+    words: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in valued and i + 1 < len(argv):
+            opts[argv[i]] = argv[i + 1]
+            i += 2
+        elif argv[i].startswith("-") and argv[i] != "-":
+            raise Refused(f"{argv[i]}: option not supported by this XCE's {cmd} ({' '.join(sorted(valued))})")
+        else:
+            words.append(argv[i])
+            i += 1
+    return opts, words
+
+
+def bmod(s: Session, argv: list[str]) -> int:
+    opts, words = _simple_opts(argv, {"-M"}, "bmod")
+    if "-M" not in opts or len(words) != 1 or not words[0].isdigit():
+        raise Refused("only the memory limit can be changed: bmod -M LIMIT JOBID")
+    from xce.core.jobspec.runlimit import parse_mem_limit
+
+    s.client.modify(int(words[0]), parse_mem_limit(opts["-M"], mapping.LSF_UNIT_FOR_LIMITS))
+    print(f"Parameters of job <{words[0]}> are being changed")
+    return 0
+
+
+# ---- cluster information ------------------------------------------------------------------
+
+def bqueues(s: Session, argv: list[str]) -> int:
+    opts, names = _simple_opts([a for a in argv if a not in ("-l", "-w")], set(), "bqueues")
+    r = s.client.queues()
+    queues = [q for q in r.queues if not names or q.name in names]
+    for n in names:
+        if n not in {q.name for q in r.queues}:
+            print(f"{n}: No such queue", file=sys.stderr)
+    if "-l" in argv:
+        print("\n".join(_queue_long(q, r) for q in queues))
+        return 0
+    print("QUEUE_NAME      PRIO STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN  SUSP")
+    for q in queues:
+        c = r.counts.get(q.name, {})
+        pend, runs = c.get("PEND", 0), c.get("RUN", 0)
+        susp = sum(c.get(x, 0) for x in ("USUSP", "SSUSP", "PSUSP"))
+        print(f"{q.name:<15} {q.priority:>4}  {'Open:Active':<15} {'-':>4} {'-':>4} {'-':>4} {'-':>4} "
+              f"{pend + runs + susp:>5} {pend:>5} {runs:>5} {susp:>5}")
+    return 0 if len(queues) == len(names) or not names else BAD
+
+
+def _queue_long(q: Any, r: Any) -> str:
+    c = r.counts.get(q.name, {})
+    return (f"QUEUE: {q.name}\n  -- {q.description or 'XCE queue'}"
+            f"{' (default)' if q.name == r.default else ''}\n\n"
+            f"PARAMETERS/STATISTICS\nPRIO NICE STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN SSUSP USUSP  RSV\n"
+            f"{q.priority:>4}    0  Open:Active       -    -    -    - {sum(c.values()):>5} {c.get('PEND', 0):>5} "
+            f"{c.get('RUN', 0):>5} {c.get('SSUSP', 0):>5} {c.get('USUSP', 0):>5}    0\n\n"
+            f"RERUNNABLE :  {'yes' if q.rerunnable else 'no'}\n")
+
+
+def bhosts(s: Session, argv: list[str]) -> int:
+    _, names = _simple_opts([a for a in argv if a not in ("-w", "-l")], set(), "bhosts")
+    hosts = s.client.hosts(names)
+    print("HOST_NAME          STATUS       JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV")
+    for h in hosts:
+        print(f"{h.name:<18} {h.state:<12} {'-':>4} {h.slots_total:>6} {h.slots_used:>6} {h.slots_used:>6} "
+              f"{0:>6} {0:>6} {0:>6}")
+    return 0
+
+
+def lshosts(s: Session, argv: list[str]) -> int:
+    print("HOST_NAME      type    model  cpuf ncpus maxmem maxswp server RESOURCES")
+    for h in s.client.hosts():
+        print(f"{h.name:<14} {'X86_64':<7} {'-':<6} {'1.0':>4} {h.ncpus:>5} {h.mem_total // mapping.MB:>5}M "
+              f"{'-':>6} {'Yes':>6} ()")
+    return 0
+
+
+def lsload(s: Session, argv: list[str]) -> int:
+    print("HOST_NAME       status  r15s   r1m  r15m   ut    pg  ls    it   tmp   swp   mem")
+    for h in s.client.hosts():
+        status = "ok" if h.state in ("ok", "full") else "unavail"
+        print(f"{h.name:<15} {status:<7} {'-':>5} {'-':>5} {'-':>5} {'-':>4} {'-':>5} {'-':>3} {'-':>5} "
+              f"{'-':>5} {'-':>5} {h.mem_os_available // mapping.MB:>5}M")
+    return 0
+
+
+def _master(s: Session) -> str:
+    st = s.client.status()
+    return (st.leader or "-").split("//")[-1].split(":")[0]
+
+
+def lsid(s: Session, argv: list[str]) -> int:
+    from xce import __version__
+
+    st = s.client.status()
+    print(f"XCE {__version__}, an LSF-compatible front-end (IBM Spectrum LSF 10.1 commands)\n\n"
+          f"My cluster name is {st.cluster}\nMy master name is {_master(s)}")
+    return 0
+
+
+def lsclusters(s: Session, argv: list[str]) -> int:
+    from xce.site.local import unix_user
+
+    st = s.client.status()
+    hosts = sum(st.hosts_by_state.values())
+    print("CLUSTER_NAME   STATUS   MASTER_HOST               ADMIN    HOSTS  SERVERS")
+    print(f"{st.cluster:<14} {'ok':<8} {_master(s):<25} {unix_user():<8} {hosts:>5} {hosts:>8}")
+    return 0
+
+
+def _params(s: Session) -> dict[str, str]:
+    cfg = s.cfg
+    return {"DEFAULT_QUEUE": cfg.default_queue(), "CLEAN_PERIOD": str(int(cfg.compat.clean_period)),
+            "MBD_SLEEP_TIME": str(max(1, round(cfg.scheduler.interval))),
+            "LSF_UNIT_FOR_LIMITS": mapping.LSF_UNIT_FOR_LIMITS, "MAX_JOB_ARRAY_SIZE": "1000"}
+
+
+def bparams(s: Session, argv: list[str]) -> int:
+    p = _params(s)
+    print("System default parameters:")
+    for k, v in p.items():
+        print(f"    {k} = {v}")
+    return 0
+
+
+def badmin(s: Session, argv: list[str]) -> int:
+    if argv[:2] != ["showconf", "mbd"]:
+        raise Refused(f"badmin {' '.join(argv)}: only `badmin showconf mbd` is served by XCE's badmin "
+                      "(use `xce hosts close|open`)")
+    return _showconf("MBD", s)
+
+
+def lsadmin(s: Session, argv: list[str]) -> int:
+    if argv[:2] != ["showconf", "lim"]:
+        raise Refused(f"lsadmin {' '.join(argv)}: only `lsadmin showconf lim` is served by XCE's lsadmin")
+    return _showconf("LIM", s)
+
+
+def _showconf(daemon: str, s: Session) -> int:
+    import time
+
+    from xce.compat.lsf_fmt import lsf_time
+
+    print(f"{daemon} configuration at {lsf_time(time.time())}")
+    for k, v in _params(s).items():
+        print(f"    {k}={v}")
+    return 0
+
+
+def _not_yet(what: str) -> Callable[[Session, list[str]], int]:
+    def refuse(s: Session, argv: list[str]) -> int:
+        raise Refused(f"{what} {mapping.NOT_YET}")
+
+    return refuse
+
+
+COMMANDS: dict[str, Callable[[Session, list[str]], int]] = {
+    "bsub": bsub, "bjobs": bjobs, "bkill": bkill, "bmod": bmod, "bqueues": bqueues, "bhosts": bhosts,
+    "lshosts": lshosts, "lsload": lsload, "lsid": lsid, "lsclusters": lsclusters, "bparams": bparams,
+    "badmin": badmin, "lsadmin": lsadmin,
+    "bhist": _not_yet("job history (bhist)"), "bacct": _not_yet("accounting reports (bacct)"),
+    "bpeek": _not_yet("the output of a running job (bpeek)"), "bstop": _not_yet("suspending jobs (bstop)"),
+    "bresume": _not_yet("resuming jobs (bresume)"), "brequeue": _not_yet("requeueing jobs (brequeue)"),
+    "bswitch": _not_yet("moving jobs between queues (bswitch)"),
+    "btop": _not_yet("reordering pending jobs (btop)"), "bbot": _not_yet("reordering pending jobs (bbot)"),
+}
+
+
+def main(name: str, argv: list[str]) -> int:
+    return run(name, COMMANDS[name], argv, BAD)
+
+
+if __name__ == "__main__":  # python -m xce.compat.lsf bsub ...
+    sys.exit(main(sys.argv[1], sys.argv[2:]))

@@ -1,0 +1,173 @@
+"""LSF's output shapes: bjobs' default listing, ``-o`` columns, ``-json``, ``-l``; pure.
+
+Each ``bjobs -o`` field is one entry of ``FIELDS``: its header, its default width and
+how it reads a JobView (times as LSF prints them, memory in LSF_UNIT_FOR_LIMITS).
+Missing values print ``-`` in columns and ``""`` in JSON, as LSF's do.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from xce.compat import mapping
+from xce.compat.session import Refused
+
+
+def lsf_time(t: float | None) -> str:
+    """``Dec  1 22:36``: LSF's time in listings."""
+    if not t:
+        return ""
+    return time.strftime("%b %e %H:%M", time.localtime(t))
+
+
+def exec_hosts(v: Any) -> str:
+    """``2*node1:node2``: slots per host, as LSF joins them (``-`` until placed)."""
+    slots = [(a.host, a.slots) for a in v.accounts] or [(h, 1) for h in v.hosts]
+    return ":".join(f"{n}*{h}" if n > 1 else h for h, n in slots)
+
+
+def _pend_reason(v: Any) -> str:
+    return v.reason if v.state == "PEND" else ""
+
+
+def _exit_reason(v: Any) -> str:
+    if v.state != "EXIT":
+        return ""
+    term = mapping.lsf_term(v.state, v.reason)
+    return f"{term}: {v.reason}" if term else v.reason
+
+
+def _exit_code(v: Any) -> str:
+    if v.state != "EXIT":
+        return ""
+    return str(v.exit_code if v.exit_code is not None else 128 + (v.signal or 0))
+
+
+class Field(NamedTuple):
+    header: str
+    width: int
+    value: Callable[[Any], str]
+
+
+FIELDS: dict[str, Field] = {
+    "jobid": Field("JOBID", 7, lambda v: str(v.id)),
+    "stat": Field("STAT", 5, lambda v: v.state),
+    "user": Field("USER", 7, lambda v: v.user),
+    "queue": Field("QUEUE", 10, lambda v: v.queue),
+    "job_name": Field("JOB_NAME", 10, lambda v: v.name),
+    "name": Field("JOB_NAME", 10, lambda v: v.name),
+    "from_host": Field("FROM_HOST", 11, lambda v: ""),
+    "exec_host": Field("EXEC_HOST", 11, exec_hosts),
+    "nexec_host": Field("NEXEC_HOST", 10, lambda v: str(len(v.hosts)) if v.hosts else ""),
+    "slots": Field("SLOTS", 5, lambda v: str(v.slots)),
+    "nalloc_slot": Field("NALLOC_SLOT", 11, lambda v: str(v.slots) if v.hosts else ""),
+    "command": Field("COMMAND", 15, lambda v: " ".join(v.command[2:] if v.command[:2] == ["/bin/sh", "-c"]
+                                                        else v.command)),
+    "exit_code": Field("EXIT_CODE", 9, _exit_code),
+    "exit_reason": Field("EXIT_REASON", 11, _exit_reason),
+    "pend_reason": Field("PEND_REASON", 11, _pend_reason),
+    # LSF's KILL_REASON is the text of `bkill -C`, which XCE does not take: always empty.
+    "kill_reason": Field("KILL_REASON", 11, lambda v: ""),
+    "suspend_reason": Field("SUSPEND_REASON", 14, lambda v: v.reason if "SUSP" in v.state else ""),
+    "submit_time": Field("SUBMIT_TIME", 15, lambda v: lsf_time(v.submit_time)),
+    "start_time": Field("START_TIME", 15, lambda v: lsf_time(v.start_time)),
+    "finish_time": Field("FINISH_TIME", 15, lambda v: lsf_time(v.end_time)),
+    "max_mem": Field("MAX_MEM", 10, lambda v: mapping.lsf_mb(v.mem_peak)),
+    "mem": Field("MEM", 10, lambda v: mapping.lsf_mb(v.mem_actual)),
+    "memlimit": Field("MEMLIMIT", 10, lambda v: mapping.lsf_mb(v.mem_limit)),
+    "run_time": Field("RUN_TIME", 12, lambda v: _run_time(v)),
+}
+DEFAULT_FIELDS = ("jobid", "user", "stat", "queue", "from_host", "exec_host", "job_name", "submit_time")
+
+
+def _run_time(v: Any) -> str:
+    if not v.start_time:
+        return "0 second(s)"
+    return f"{int((v.end_time or time.time()) - v.start_time)} second(s)"
+
+
+class Columns(NamedTuple):
+    names: tuple[str, ...]
+    widths: tuple[int | None, ...]
+    delimiter: str | None
+
+
+def parse_o(spec: str) -> Columns:
+    """``-o "jobid stat:8 exit_code delimiter=','"`` -> fields, widths, delimiter (names any case)."""
+    names, widths, delim = [], [], None
+    for word in spec.split():
+        if word.lower().startswith("delimiter="):
+            delim = word.split("=", 1)[1].strip("'\"")
+            continue
+        name, _, width = word.partition(":")
+        key = name.lower()
+        if key not in FIELDS:
+            raise Refused(f'-o: field "{name}" is not supported by this XCE ({", ".join(sorted(FIELDS))})')
+        names.append(key)
+        widths.append(int(width.rstrip("LR")) if width.rstrip("LR").isdigit() else None)
+    if not names:
+        raise Refused("-o: no field given")
+    return Columns(tuple(names), tuple(widths), delim)
+
+
+def columns(views: Sequence[Any], cols: Columns, header: bool) -> str:
+    rows = [[FIELDS[n].value(v) or "-" for n in cols.names] for v in views]
+    heads = [FIELDS[n].header for n in cols.names]
+    if cols.delimiter is not None:
+        lines = ([cols.delimiter.join(heads)] if header else []) + [cols.delimiter.join(r) for r in rows]
+        return "\n".join(lines)
+    widths = [w or max(FIELDS[n].width, len(FIELDS[n].header)) for n, w in zip(cols.names, cols.widths)]
+    table = ([heads] if header else []) + rows
+    return "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table)
+
+
+def default_listing(views: Sequence[Any], wide: bool, header: bool) -> str:
+    """bjobs without -o: LSF's eight columns; -w keeps long names and host lists whole."""
+    lines = ["JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME"] if header else []
+    for v in views:
+        name, hosts = v.name or "-", exec_hosts(v) or "-"
+        if not wide and len(name) > 10:
+            name = "*" + name[-9:]
+        if not wide and len(hosts) > 11:
+            hosts = "*" + hosts[-10:]
+        lines.append(f"{str(v.id):<7} {v.user[:7]:<7} {v.state:<5} {v.queue[:10]:<10} {'-':<11} "
+                     f"{hosts:<11} {name:<10} {lsf_time(v.submit_time)}")
+    return "\n".join(lines)
+
+
+def to_json(records: Sequence[dict[str, str]]) -> str:
+    """LSF's ``-json``: two-space indents, ``"KEY":"value"`` with no space, string values."""
+    import json
+
+    def rec(r: dict[str, str]) -> str:
+        inner = ",\n".join(f"      {json.dumps(k)}:{json.dumps(val)}" for k, val in r.items())
+        return "    {\n" + inner + "\n    }"
+
+    body = ",\n".join(rec(r) for r in records)
+    return ('{\n  "COMMAND":"bjobs",\n  "JOBS":' + str(len(records)) + ',\n  "RECORDS":[\n'
+            + (body + "\n" if body else "") + "  ]\n}")
+
+
+def json_record(v: Any, names: Sequence[str]) -> dict[str, str]:
+    return {FIELDS[n].header: FIELDS[n].value(v) for n in names}
+
+
+def long_listing(v: Any) -> str:
+    """bjobs -l: the lines tools and people read (not LSF's every line)."""
+    cmd = FIELDS["command"].value(v)
+    out = [f"Job <{v.id}>, Job Name <{v.name}>, User <{v.user}>, Project <default>, Status <{v.state}>, "
+           f"Queue <{v.queue}>, Command <{cmd}>",
+           f"{lsf_time(v.submit_time)}: Submitted from host <->, CWD <->;"]
+    if v.start_time:
+        out.append(f"{lsf_time(v.start_time)}: Started {v.slots} Task(s) on Host(s) "
+                   + " ".join(f"<{h}>" for h in v.hosts) + ";")
+    if v.state == "PEND" and v.reason:
+        out += [" PENDING REASONS:", f" {v.reason};"]
+    if v.end_time:
+        what = "Done successfully." if v.state == "DONE" else f"Exited with exit code {_exit_code(v)}."
+        out.append(f"{lsf_time(v.end_time)}: {what} {_exit_reason(v)}".rstrip())
+    if v.mem_peak:
+        out.append(f" MEMORY USAGE:\n MAX MEM: {mapping.lsf_mb(v.mem_peak)};  AVG MEM: -")
+    return "\n".join(out)

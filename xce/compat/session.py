@@ -1,0 +1,106 @@
+"""What every front-end command shares: the client, the cluster's config, exit codes.
+
+A command speaks to the cluster exactly as `xce` does: the state directory from
+``XCE_STATE_DIR`` (the shims set it to their own cluster's when it is unset), the
+cluster file's endpoints and the stored token, through ``xce.client.Client``.
+``run`` maps XCE's error tree once per command: the message goes to stderr under
+the command's name; bad input exits 255 for LSF commands (as LSF's do) and 1 for
+Slurm's.
+
+CLEAN_PERIOD: finished jobs older than ``[compat] clean_period`` seconds are no longer
+listed (``visible``), as LSF forgets them; younger ones are, whatever was asked,
+because tools poll a job until they see its end.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from xce.core.errors import InvalidRequest, XceError
+
+
+class Refused(InvalidRequest):
+    """An option or command the front-end does not serve; the message names it and says why."""
+
+
+class Session:
+    """A lazily made Client and the cluster's config."""
+
+    def __init__(self) -> None:
+        self._client: Any = None
+        self._cfg: Any = None
+
+    @property
+    def cfg(self) -> Any:
+        if self._cfg is None:
+            from xce.site.config import cluster_config
+
+            self._cfg = cluster_config(None)
+        return self._cfg
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from xce.client import Client
+
+            self._client = Client()
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+
+    def jobs(self, ids: Sequence[int] = (), *, finished: bool = True, user: str | None = None) -> list[Any]:
+        """Jobs the front-ends list: unfinished ones, and finished ones within CLEAN_PERIOD."""
+        from xce.core.errors import NotFound
+
+        try:
+            views = self.client.jobs(ids=list(ids), all=finished or bool(ids), user=user)
+        except NotFound:  # the controller refuses a lone unknown id outright
+            return []
+        return visible(views, self.cfg.compat.clean_period, time.time())
+
+
+def visible(views: list[Any], clean_period: float, now: float) -> list[Any]:
+    return [v for v in views if v.end_time is None or now - v.end_time <= clean_period]
+
+
+def run(name: str, body: Callable[[Session, list[str]], int], argv: list[str], bad_input_rc: int) -> int:
+    """Run one command; XCE errors become ``name: message`` on stderr."""
+    session = Session()
+    try:
+        return body(session, argv)
+    except XceError as e:
+        print(f"{name}: {e.message}", file=sys.stderr)
+        return bad_input_rc if isinstance(e, InvalidRequest) else 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 141
+    finally:
+        session.close()
+
+
+def script_command(script: str, args: Sequence[str] = ()) -> list[str]:
+    """A job script's text -> the command that runs it: by /bin/sh, or, with a ``#!`` line, by
+    its own interpreter from a private temporary file (JobSpec carries argv, not files)."""
+    if not script.startswith("#!"):
+        return ["/bin/sh", "-c", script, "sh", *args]
+    run_it = ('t=$(mktemp) || exit 1; printf "%s" "$0" > "$t"; chmod 700 "$t"; "$t" "$@"; rc=$?; '
+              'rm -f "$t"; exit $rc')
+    return ["/bin/sh", "-c", run_it, script, *args]
+
+
+def apply_env(policy: Any, environ: Any) -> dict[str, str]:
+    """bsub's ``-env`` (an EnvPolicy; sbatch's --export maps to one) applied to ``environ``."""
+    if policy.mode == "none":
+        env: dict[str, str] = {}
+    elif policy.mode == "names":
+        env = {k: environ[k] for k in policy.names if k in environ}
+    else:
+        env = {k: v for k, v in environ.items() if k not in policy.exclude}
+    env.update(policy.values)
+    return env

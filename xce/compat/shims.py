@@ -1,0 +1,105 @@
+"""The command directories and LSF's configuration directory, made on first use.
+
+``xce compat path lsf`` (or ``slurm``) prints ``<state_dir>/compat/<flavor>/bin``, a
+directory of small Python scripts, one per command (``bsub``, ``bjobs``, ...), each
+started by the interpreter XCE is installed in and calling
+``xce.compat.<flavor>.main(NAME, argv)``.  Nothing is put on PATH by installing XCE,
+so a real LSF or Slurm on the machine is never shadowed; a user opts in with
+``eval "$(xce compat env lsf)"``.  A script sets ``XCE_STATE_DIR`` to its own cluster's
+directory only when it is unset, so the commands reach the cluster `xce` reaches.
+
+``<state_dir>/compat/lsf/conf`` is an ``LSF_ENVDIR``: ``lsf.conf``
+(``LSF_UNIT_FOR_LIMITS=MB``) and ``lsbatch/<cluster>/configdir/lsb.params``, written
+from the cluster's configuration, because workflow tools read them.  Both are
+rewritten whenever they are asked for (a dozen small files), so they follow the
+interpreter and the configuration.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from xce.compat import mapping
+
+FLAVORS = ("lsf", "slurm")
+
+_SHIM = """#!{python}
+# Written by xce (xce/compat/shims.py): {flavor}'s `{name}` over XCE. Regenerate: xce compat path {flavor}
+import os, sys
+os.environ.setdefault("XCE_STATE_DIR", {state_dir!r})
+from xce.compat.{flavor} import main
+sys.exit(main({name!r}, sys.argv[1:]))
+"""
+
+
+def commands(flavor: str) -> tuple[str, ...]:
+    if flavor == "lsf":
+        from xce.compat.lsf import COMMANDS
+    elif flavor == "slurm":
+        from xce.compat.slurm import COMMANDS
+    else:
+        raise ValueError(f"unknown flavor {flavor!r} (lsf or slurm)")
+    return tuple(COMMANDS)
+
+
+def bin_dir(state_dir: Path, flavor: str) -> Path:
+    return state_dir / "compat" / flavor / "bin"
+
+
+def envdir(state_dir: Path) -> Path:
+    return state_dir / "compat" / "lsf" / "conf"
+
+
+def _write(path: Path, text: str, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.chmod(mode)
+    os.replace(tmp, path)
+
+
+def ensure_bin(state_dir: Path, flavor: str) -> Path:
+    """Write the flavor's command scripts; the directory."""
+    d = bin_dir(state_dir, flavor)
+    for name in commands(flavor):
+        _write(d / name, _SHIM.format(python=sys.executable, flavor=flavor, name=name,
+                                      state_dir=str(state_dir)), 0o755)
+    return d
+
+
+def lsf_conf(cfg: Any, conf_dir: Path) -> str:
+    return (f"# Written by xce from {cfg.source or 'the defaults'} (xce/compat/shims.py)\n"
+            f"LSF_UNIT_FOR_LIMITS={mapping.LSF_UNIT_FOR_LIMITS}\n"
+            f"LSF_ENVDIR={conf_dir}\n"
+            f"LSF_CONFDIR={conf_dir}\n"
+            f"LSB_CONFDIR={conf_dir / 'lsbatch'}\n"
+            f"LSF_CLUSTER_NAME={cfg.cluster.name}\n"
+            "LSF_VERSION=10.1\n")
+
+
+def lsb_params(cfg: Any) -> str:
+    return ("# Written by xce (xce/compat/shims.py)\n"
+            "Begin Parameters\n"
+            f"DEFAULT_QUEUE = {cfg.default_queue()}\n"
+            f"CLEAN_PERIOD = {int(cfg.compat.clean_period)}\n"
+            f"MBD_SLEEP_TIME = {max(1, round(cfg.scheduler.interval))}\n"
+            "End Parameters\n")
+
+
+def ensure_envdir(state_dir: Path, cfg: Any) -> Path:
+    """Write LSF_ENVDIR's files from ``cfg``; the directory."""
+    d = envdir(state_dir)
+    _write(d / "lsf.conf", lsf_conf(cfg, d))
+    _write(d / "lsbatch" / cfg.cluster.name / "configdir" / "lsb.params", lsb_params(cfg))
+    return d
+
+
+def shell_env(state_dir: Path, flavor: str, cfg: Any) -> str:
+    """The lines ``eval "$(xce compat env FLAVOR)"`` runs."""
+    lines = [f'export PATH="{ensure_bin(state_dir, flavor)}:$PATH"']
+    if flavor == "lsf":
+        lines.append(f'export LSF_ENVDIR="{ensure_envdir(state_dir, cfg)}"')
+    return "\n".join(lines)

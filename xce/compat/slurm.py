@@ -1,0 +1,348 @@
+"""Slurm's commands over XCE: sbatch, squeue, sacct, scancel, sinfo, scontrol, srun (docs/compat.md).
+
+``main(NAME, argv)`` is what each script in `xce compat path slurm` calls.  sbatch's
+options and ``#SBATCH`` lines go through xce/core/jobspec/slurm.py and directives.py;
+this module maps the parsed options onto JobSpec fields (``sbatch_spec``), and the
+rest of XCE never sees a Slurm word.  Exit codes: 0, or 1 for any failure, as
+Slurm's commands.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from xce.compat import mapping
+from xce.compat import slurm_fmt as F
+from xce.compat.session import Refused, Session, apply_env, run, script_command
+
+BAD = 1
+
+
+# ---- sbatch -------------------------------------------------------------------------------
+
+def _read_script(command: list[str]) -> tuple[str, str]:
+    """(script text, default job name) from the file named first, or stdin."""
+    if command:
+        try:
+            with open(command[0], encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise Refused(f"Unable to open file {command[0]}: {getattr(e, 'strerror', e)}") from None
+        name = os.path.basename(command[0])
+    else:
+        text = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
+        name = "sbatch"
+    if not text.startswith("#!"):
+        raise Refused("This does not look like a batch script.  The first line must start with #! "
+                      "followed by the path to an interpreter.")
+    return text, name
+
+
+def _int(opts: dict[str, Any], key: str) -> int | None:
+    value = opts.get(key)
+    if value is None:
+        return None
+    if not str(value).isdigit() or int(value) < 1:
+        raise Refused(f"{key}={value}: expected a whole number, 1 or more")
+    return int(value)
+
+
+def _layout(opts: dict[str, Any]) -> tuple[int, str]:
+    """(slots, span[] part of -R) from --nodes, --ntasks, --ntasks-per-node, --cpus-per-task."""
+    nodes = opts.get("--nodes")
+    if nodes is not None and not str(nodes).isdigit():
+        raise Refused(f"--nodes={nodes}: node ranges (min-max) {mapping.NOT_YET}; give one number")
+    n_nodes = int(nodes) if nodes else None
+    per_node = _int(opts, "--ntasks-per-node")
+    cpus = _int(opts, "--cpus-per-task") or 1
+    tasks = _int(opts, "--ntasks") or ((n_nodes or 1) * per_node if per_node else (n_nodes or 1))
+    slots = tasks * cpus
+    if n_nodes == 1 or tasks == 1:
+        return slots, "span[hosts=1]"
+    if per_node:
+        return slots, f"span[ptile={per_node * cpus}]"
+    return slots, ""
+
+
+def _export(text: str | None) -> Any:
+    """--export: ALL (default), NONE, or NAMES with VAR=value, as bsub's -env policy."""
+    from xce.core.jobspec.bsub import parse_env
+
+    if not text:
+        return parse_env("all")
+    items = [i.strip() for i in text.split(",") if i.strip()]
+    head = items[0].upper()
+    if head in ("ALL", "NIL"):
+        return parse_env(", ".join(["all", *items[1:]]))
+    if head == "NONE":
+        return parse_env(", ".join(["none"]) if len(items) == 1 else ", ".join(items[1:]))
+    return parse_env(", ".join(items))
+
+
+def _path(pattern: str, name: str, user: str) -> str:
+    """A Slurm output pattern -> the worker's (LSF's) form: ``%j %J %A`` become ``%J`` (the id,
+    known at dispatch), ``%x %u`` are filled now, ``%a`` is Slurm's NO_VAL (no arrays yet)."""
+    from xce.core.jobspec.filenames import slurm_filename
+
+    marker = 2 ** 62 + 12345  # no real id; zero padding cannot reach its width
+    return slurm_filename(pattern, job_id=marker, name=name, user=user).replace(str(marker), "%J")
+
+
+def sbatch_spec(argv: list[str], read: Callable[[list[str]], tuple[str, str]] = _read_script) -> tuple[dict[str, Any], bool]:
+    """sbatch's argv and script -> JobSpec fields, and whether --parsable was given."""
+    from xce.core.jobspec.directives import sbatch_directives
+    from xce.core.jobspec.runlimit import parse_slurm_time
+    from xce.core.jobspec.slurm import merge_sbatch_options, parse_sbatch_args
+    from xce.site.local import unix_user
+
+    cli, command = parse_sbatch_args(argv)
+    script, default_name = read(command)
+    opts = merge_sbatch_options(sbatch_directives(script).options, cli).values
+    for key in opts:
+        if key in mapping.SLURM_REFUSED:
+            raise Refused(mapping.SLURM_REFUSED[key])
+    name, user = str(opts.get("--job-name") or default_name), unix_user()
+    slots, span = _layout(opts)
+    cwd = os.path.abspath(str(opts.get("--chdir") or os.getcwd()))
+    fields: dict[str, Any] = {
+        "command": script_command(script, command[1:]), "name": name, "slots": slots, "cwd": cwd,
+        "queue": mapping.queue_of(str(opts.get("--partition") or "")),
+        "project": mapping.project_of(str(opts.get("--account") or "")),
+        "env": apply_env(_export(opts.get("--export")), os.environ),  # type: ignore[arg-type]
+        "stdout": _path(str(opts.get("--output") or "slurm-%j.out"), name, user)}
+    if opts.get("--error"):
+        fields["stderr"] = _path(str(opts["--error"]), name, user)
+    if opts.get("--time"):
+        fields["run_limit"] = parse_slurm_time(str(opts["--time"]))
+    fields["resreq"] = " ".join(p for p in (_mem(opts, slots), span) if p)
+    return fields, bool(opts.get("--parsable"))
+
+
+def _mem(opts: dict[str, Any], slots: int) -> str:
+    """--mem (per node) and --mem-per-cpu (per slot) -> rusage[mem=...]."""
+    if opts.get("--mem") and opts.get("--mem-per-cpu"):
+        raise Refused("--mem and --mem-per-cpu are mutually exclusive")
+    if opts.get("--mem"):
+        return f"rusage[mem={mapping.slurm_mem_option(str(opts['--mem']))}/host]"
+    if opts.get("--mem-per-cpu"):
+        return f"rusage[mem={mapping.slurm_mem_option(str(opts['--mem-per-cpu']))}/task]"
+    return ""
+
+
+def sbatch(s: Session, argv: list[str]) -> int:
+    from xce.client import make_spec
+
+    fields, parsable = sbatch_spec(argv)
+    job_id = s.client.submit_many([make_spec(**fields)])[0]
+    print(job_id if parsable else f"Submitted batch job {job_id}")
+    return 0
+
+
+# ---- squeue, sacct -------------------------------------------------------------------------
+
+def _long_opts(argv: list[str], short: dict[str, str], valued: set[str], flags: set[str], cmd: str
+               ) -> tuple[dict[str, str], set[str], list[str]]:
+    """Slurm's spellings: ``--opt=v``, ``--opt v``, ``-Xv``, ``-X v``; short names map to long."""
+    values: dict[str, str] = {}
+    seen: set[str] = set()
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        w = argv[i]
+        if w.startswith("--"):
+            name, eq, value = w.partition("=")
+        elif w.startswith("-") and len(w) > 1:
+            name, eq, value = short.get(w[1], w[:2]), "", w[2:]
+            eq = "=" if value else ""
+        else:
+            rest.append(w)
+            i += 1
+            continue
+        if name in flags:
+            seen.add(name)
+        elif name in valued:
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise Refused(f"option {name} requires an argument")
+                i += 1
+                value = argv[i]
+            values[name] = value
+        else:
+            raise Refused(f"{w}: option not supported by this XCE's {cmd}")
+        i += 1
+    return values, seen, rest
+
+
+def _ids(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        if not part.strip().isdigit():
+            raise Refused(f"Invalid job id specified: {part}")
+        out.append(int(part))
+    return out
+
+
+def squeue(s: Session, argv: list[str]) -> int:
+    from xce.site.local import unix_user
+
+    values, flags, _ = _long_opts(
+        argv, {"h": "--noheader", "o": "--format", "O": "--Format", "t": "--states", "u": "--user",
+               "j": "--jobs", "r": "--array", "p": "--partition", "l": "--long", "a": "--all"},
+        {"--format", "--Format", "--states", "--user", "--jobs", "--partition", "--name"},
+        {"--noheader", "--me", "--array", "--long", "--all"}, "squeue")
+    ids = _ids(values["--jobs"]) if "--jobs" in values else []
+    states = _states(values.get("--states") or ("all" if ids else "PD,R,S"))
+    user = unix_user() if "--me" in flags else values.get("--user")
+    views = s.jobs(ids=ids, user=user) if ids or user else s.jobs()
+    if ids and not views:
+        print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
+        return BAD
+    views = [v for v in views if v.state in states
+             and ("--partition" not in values or v.queue in values["--partition"].split(","))
+             and ("--name" not in values or v.name in values["--name"].split(","))]
+    header = "--noheader" not in flags
+    if "--Format" in values:
+        print(F.squeue_fields(views, values["--Format"], header), end="")
+    else:
+        print(F.squeue_format(views, values.get("--format") or F.SQUEUE_DEFAULT, header), end="")
+    return 0
+
+
+def _states(text: str) -> frozenset[str]:
+    out: set[str] = set()
+    for name in text.split(","):
+        try:
+            out |= mapping.xce_states_of_slurm(name)
+        except ValueError as e:
+            raise Refused(str(e)) from None
+    return frozenset(out)
+
+
+def sacct(s: Session, argv: list[str]) -> int:
+    from xce.site.local import unix_user
+
+    values, flags, _ = _long_opts(
+        argv, {"X": "--allocations", "n": "--noheader", "P": "--parsable2", "p": "--parsable",
+               "o": "--format", "j": "--jobs", "u": "--user", "a": "--allusers", "S": "--starttime",
+               "E": "--endtime", "s": "--state", "b": "--brief", "L": "--allclusters"},
+        {"--format", "--jobs", "--user", "--starttime", "--endtime", "--state"},
+        {"--allocations", "--noheader", "--parsable2", "--parsable", "--allusers", "--brief",
+         "--allclusters"}, "sacct")
+    ids = _ids(values["--jobs"]) if "--jobs" in values else []
+    user = None if "--allusers" in flags or ids else values.get("--user") or unix_user()
+    views = s.jobs(ids=ids, user=user)
+    if "--state" in values:
+        wanted = _states(values["--state"])
+        views = [v for v in views if v.state in wanted]
+    fmt = "JobID,State,ExitCode" if "--brief" in flags else values.get("--format") or F.SACCT_DEFAULT
+    sep = "|" if {"--parsable2", "--parsable"} & flags else None
+    print(F.sacct_rows(views, fmt, "--noheader" not in flags, sep, trailing="--parsable" in flags), end="")
+    return 0
+
+
+# ---- scancel, scontrol, sinfo, srun --------------------------------------------------------
+
+def scancel(s: Session, argv: list[str]) -> int:
+    from xce.site.local import unix_user
+
+    values, flags, words = _long_opts(
+        argv, {"Q": "--quiet", "s": "--signal", "u": "--user", "n": "--name", "p": "--partition",
+               "t": "--state", "f": "--full", "b": "--batch", "v": "--verbose"},
+        {"--signal", "--user", "--name", "--partition", "--state"},
+        {"--quiet", "--full", "--batch", "--verbose"}, "scancel")
+    sig = values.get("--signal", "KILL").upper().removeprefix("SIG")
+    if sig not in ("KILL", "TERM", "INT", "9", "15", "2"):
+        raise Refused(f"--signal={values['--signal']}: sending other signals {mapping.NOT_YET} (XCE ends the job)")
+    if words:
+        ids = [i for w in words for i in _ids(w)]
+    elif {"--user", "--name", "--partition"} & set(values):
+        views = s.jobs(user=values.get("--user") or unix_user(), finished=False)
+        ids = [v.id for v in views if ("--name" not in values or v.name == values["--name"])
+               and ("--partition" not in values or v.queue == values["--partition"])]
+    else:
+        raise Refused("No job identification provided")
+    rc = 0
+    for jid, what in s.client.kill(ids).items() if ids else ():
+        if what not in ("killed", "kill requested") and "--quiet" not in flags:
+            more = "Job/step already completing or completed" if what.startswith("already") \
+                else "Invalid job id specified"
+            print(f"scancel: error: Kill job error on job id {jid}: {more}", file=sys.stderr)
+            rc = BAD if not what.startswith("already") else rc
+    return rc
+
+
+def scontrol(s: Session, argv: list[str]) -> int:
+    if argv[:2] == ["show", "hostnames"]:
+        text = argv[2] if len(argv) > 2 else os.environ.get("SLURM_JOB_NODELIST") \
+            or os.environ.get("LSB_HOSTS", "").replace(" ", ",")
+        if not text:
+            raise Refused("show hostnames: no hostlist given and SLURM_JOB_NODELIST is not set")
+        print("\n".join(dict.fromkeys(F.expand_hostlist(text))))
+        return 0
+    if argv[:2] == ["show", "job"] or argv[:1] == ["show"] and argv[1:2] == ["jobid"]:
+        ids = _ids(argv[2]) if len(argv) > 2 else []
+        views = s.jobs(ids=ids)
+        if ids and not views:
+            print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
+            return BAD
+        print("\n\n".join(F.scontrol_job(v) for v in views))
+        return 0
+    raise Refused(f"scontrol {' '.join(argv)}: only `show job [ID]` and `show hostnames` are served "
+                  f"by this XCE (requeue, hold, release and update {mapping.NOT_YET})")
+
+
+def sinfo(s: Session, argv: list[str]) -> int:
+    values, flags, _ = _long_opts(argv, {"h": "--noheader", "N": "--Node", "p": "--partition"},
+                                  {"--partition", "--format"}, {"--noheader", "--Node", "--long"}, "sinfo")
+    queues = s.client.queues()
+    hosts = s.client.hosts()
+    print(F.sinfo_rows(queues, hosts, "--noheader" not in flags), end="")
+    return 0
+
+
+def srun(s: Session, argv: list[str]) -> int:
+    """Outside a job: submit the command as a batch job, wait, relay its output and exit code."""
+    if os.environ.get("SLURM_JOB_ID") or os.environ.get("LSB_JOBID"):
+        raise Refused(f"job steps inside a job {mapping.NOT_YET}; run the command directly")
+    from xce.core.jobspec.slurm import parse_sbatch_args
+
+    cli, command = parse_sbatch_args(argv)
+    if not command:
+        raise Refused("srun: no command given")
+    import shlex
+    import tempfile
+
+    out = tempfile.NamedTemporaryFile(prefix="srun-", suffix=".out", delete=False)
+    out.close()
+    script = "#!/bin/sh\nexec " + " ".join(shlex.quote(w) for w in command) + "\n"
+    words = [f"{k}={v}" if v is not True else k for k, v in cli.values.items() if k != "--output"]
+    fields, _ = sbatch_spec([*words, f"--output={out.name}"], lambda _: (script, command[0]))
+    from xce.client import make_spec
+
+    job_id = s.client.submit_many([make_spec(**fields)])[0]
+    view = s.client.wait([job_id])[0]
+    with open(out.name, encoding="utf-8", errors="replace") as f:
+        sys.stdout.write(f.read())
+    os.unlink(out.name)
+    return 0 if view.state == "DONE" else (view.exit_code or 1)
+
+
+def salloc(s: Session, argv: list[str]) -> int:
+    raise Refused(mapping.SLURM_REFUSED["salloc"])
+
+
+COMMANDS: dict[str, Callable[[Session, list[str]], int]] = {
+    "sbatch": sbatch, "squeue": squeue, "sacct": sacct, "scancel": scancel, "scontrol": scontrol,
+    "sinfo": sinfo, "srun": srun, "salloc": salloc,
+}
+
+
+def main(name: str, argv: list[str]) -> int:
+    return run(name, COMMANDS[name], argv, BAD)
+
+
+if __name__ == "__main__":  # python -m xce.compat.slurm sbatch ...
+    sys.exit(main(sys.argv[1], sys.argv[2:]))

@@ -1,0 +1,265 @@
+"""Slurm's output shapes: squeue ``-o``/``-O``, sacct's columns, sinfo, scontrol; hostlists. Pure.
+
+Each field is one entry of a table (header, how it reads a JobView), shared by
+squeue's ``%`` letters and ``-O`` names where Slurm shares them.  States, reasons
+and memory come from mapping.py.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from xce.compat import mapping
+from xce.compat.session import Refused
+
+Getter = Callable[[Any], str]
+
+
+def elapsed(v: Any, now: float | None = None) -> float:
+    if not v.start_time:
+        return 0.0
+    return max(0.0, (v.end_time or now or time.time()) - v.start_time)
+
+
+def squeue_time(seconds: float) -> str:
+    """``%M``: ``M:SS``, ``H:MM:SS``, ``D-HH:MM:SS``."""
+    s = int(seconds)
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    if d:
+        return f"{d}-{h:02d}:{m:02d}:{s:02d}"
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def sacct_time(seconds: float) -> str:
+    """sacct's Elapsed: ``HH:MM:SS``, ``D-HH:MM:SS``."""
+    s = int(seconds)
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:{s:02d}"
+
+
+def iso(t: float | None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) if t else "Unknown"
+
+
+def hostlist(hosts: Sequence[str]) -> str:
+    """``node1,node2,node3`` -> ``node[1-3]``: Slurm's compressed form."""
+    groups: dict[tuple[str, int], list[int]] = {}
+    plain: list[str] = []
+    for h in hosts:
+        m = re.fullmatch(r"(.*?)(\d+)", h)
+        if m:
+            groups.setdefault((m.group(1), len(m.group(2)) if m.group(2).startswith("0") else 0),
+                              []).append(int(m.group(2)))
+        else:
+            plain.append(h)
+    out = list(plain)
+    for (prefix, pad), nums in groups.items():
+        nums = sorted(set(nums))
+        if len(nums) == 1:
+            out.append(f"{prefix}{str(nums[0]).zfill(pad)}")
+            continue
+        ranges, start = [], nums[0]
+        for a, b in zip(nums, nums[1:] + [None]):
+            if b != a + 1:
+                ranges.append(str(start).zfill(pad) if start == a else f"{str(start).zfill(pad)}-{str(a).zfill(pad)}")
+                start = b
+        out.append(f"{prefix}[{','.join(ranges)}]")
+    return ",".join(out)
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """``node[1-3,5],login`` -> each name."""
+    out: list[str] = []
+    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]*)\])?([^,]*)", text):
+        prefix, ranges, suffix = m.group(1), m.group(2), m.group(3)
+        if ranges is None:
+            out.append(prefix + suffix)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            for n in range(int(lo), int(hi or lo) + 1):
+                out.append(f"{prefix}{str(n).zfill(len(lo))}{suffix}")
+    return out
+
+
+def _nodes(v: Any) -> str:
+    return hostlist(v.hosts) if v.hosts else ""
+
+
+def _reason_or_nodes(v: Any) -> str:
+    return f"({mapping.slurm_reason(v.state, v.reason)})" if v.state == "PEND" else _nodes(v)
+
+
+def _limit(v: Any) -> str:
+    return "UNLIMITED"  # JobView does not carry run_limit yet
+
+
+_COMMON: dict[str, tuple[str, Getter]] = {
+    "jobid": ("JOBID", lambda v: str(v.id)),
+    "name": ("NAME", lambda v: v.name),
+    "user": ("USER", lambda v: v.user),
+    "partition": ("PARTITION", lambda v: mapping.partition_of(v.queue)),
+    "st": ("ST", lambda v: mapping.slurm_state(v.state, v.reason).short),
+    "state": ("STATE", lambda v: mapping.slurm_state(v.state, v.reason).long),
+    "time": ("TIME", lambda v: squeue_time(elapsed(v))),
+    "limit": ("TIME_LIMIT", _limit),
+    "nodes": ("NODES", lambda v: str(len(v.hosts) or 1)),
+    "reason_nodes": ("NODELIST(REASON)", _reason_or_nodes),
+    "cpus": ("CPUS", lambda v: str(v.slots)),
+    "mem": ("MIN_MEMORY", lambda v: mapping.slurm_mem(v.mem_reserved)),
+    "nodelist": ("NODELIST", _nodes),
+    "reason": ("REASON", lambda v: mapping.slurm_reason(v.state, v.reason)),
+    "exit": ("EXIT_CODE", lambda v: mapping.slurm_exit_code(v.exit_code, v.signal)),
+    "submit": ("SUBMIT_TIME", lambda v: iso(v.submit_time)),
+    "start": ("START_TIME", lambda v: iso(v.start_time)),
+    "end": ("END_TIME", lambda v: iso(v.end_time)),
+}
+SQUEUE_LETTERS = {"i": "jobid", "A": "jobid", "j": "name", "u": "user", "P": "partition", "t": "st",
+                  "T": "state", "M": "time", "l": "limit", "D": "nodes", "R": "reason_nodes",
+                  "C": "cpus", "m": "mem", "N": "nodelist", "r": "reason", "V": "submit", "S": "start",
+                  "e": "end"}
+SQUEUE_NAMES = {"jobid": "jobid", "jobarrayid": "jobid", "name": "name", "username": "user",
+                "partition": "partition", "statecompact": "st", "state": "state", "timeused": "time",
+                "timelimit": "limit", "numnodes": "nodes", "numcpus": "cpus", "nodelist": "nodelist",
+                "reason": "reason", "minmemory": "mem", "exitcode": "exit", "submittime": "submit",
+                "starttime": "start", "endtime": "end"}
+SQUEUE_DEFAULT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+_PCT = re.compile(r"%(\.)?(\d+)?([a-zA-Z])")
+
+
+def _cell(text: str, width: int | None, right: bool) -> str:
+    if width is None:
+        return text
+    text = text[:width]
+    return text.rjust(width) if right else text.ljust(width)
+
+
+def squeue_format(views: Sequence[Any], fmt: str, header: bool) -> str:
+    """``-o "%.18i %t"``: literal text kept, each ``%[.][width]X`` a field."""
+    parts: list[tuple[str, str | None, int | None, bool]] = []
+    pos = 0
+    for m in _PCT.finditer(fmt):
+        if m.group(3) not in SQUEUE_LETTERS:
+            raise Refused(f"--format: %{m.group(3)} is not supported by this XCE "
+                          f"({' '.join('%' + k for k in SQUEUE_LETTERS)})")
+        parts.append((fmt[pos:m.start()], SQUEUE_LETTERS[m.group(3)],
+                      int(m.group(2)) if m.group(2) else None, bool(m.group(1))))
+        pos = m.end()
+    tail = fmt[pos:]
+
+    def line(get: Callable[[str], str]) -> str:
+        return "".join(lit + _cell(get(key), w, right) for lit, key, w, right in parts if key) + tail
+
+    rows = [line(lambda k: _COMMON[k][0])] if header else []
+    rows += [line(lambda k, v=v: _COMMON[k][1](v)) for v in views]
+    return "".join(r.rstrip() + "\n" for r in rows)
+
+
+def squeue_fields(views: Sequence[Any], spec: str, header: bool) -> str:
+    """``-O JobArrayID,StateCompact,Reason[:width]``: fields padded to 20 (or their width)."""
+    cols: list[tuple[str, int]] = []
+    for item in spec.split(","):
+        name, _, width = item.strip().partition(":")
+        key = SQUEUE_NAMES.get(name.lower())
+        if key is None:
+            raise Refused(f"--Format: {name} is not supported by this XCE ({','.join(sorted(SQUEUE_NAMES))})")
+        cols.append((key, int(width.lstrip(".")) if width.lstrip(".").isdigit() else 20))
+
+    def line(get: Callable[[str], str]) -> str:
+        return "".join(get(k)[:w - 1].ljust(w - 1) + " " for k, w in cols).rstrip() + "\n"
+
+    rows = [line(lambda k: _COMMON[k][0])] if header else []
+    return "".join(rows + [line(lambda k, v=v: _COMMON[k][1](v)) for v in views])
+
+
+SACCT: dict[str, tuple[int, Getter]] = {
+    "jobid": (12, lambda v: str(v.id)), "jobidraw": (12, lambda v: str(v.id)),
+    "jobname": (10, lambda v: v.name), "partition": (10, lambda v: mapping.partition_of(v.queue)),
+    "account": (10, lambda v: ""), "user": (9, lambda v: v.user),
+    "alloccpus": (10, lambda v: str(v.slots if v.hosts else 0)), "ncpus": (10, lambda v: str(v.slots)),
+    "state": (10, lambda v: mapping.slurm_state(v.state, v.reason).long),
+    "exitcode": (8, lambda v: mapping.slurm_exit_code(v.exit_code, v.signal)),
+    "elapsed": (10, lambda v: sacct_time(elapsed(v))),
+    "elapsedraw": (10, lambda v: str(int(elapsed(v)))),
+    "maxrss": (10, lambda v: mapping.slurm_mem(v.mem_peak) if v.mem_peak else ""),
+    "reqmem": (10, lambda v: mapping.slurm_mem(v.mem_reserved)),
+    "nodelist": (15, lambda v: _nodes(v) or "None assigned"), "nnodes": (8, lambda v: str(len(v.hosts))),
+    "submit": (19, lambda v: iso(v.submit_time)), "start": (19, lambda v: iso(v.start_time)),
+    "end": (19, lambda v: iso(v.end_time)), "reason": (20, lambda v: mapping.slurm_reason(v.state, v.reason)),
+}
+SACCT_HEADERS = {"jobid": "JobID", "jobidraw": "JobIDRaw", "jobname": "JobName", "partition": "Partition",
+                 "account": "Account", "user": "User", "alloccpus": "AllocCPUS", "ncpus": "NCPUS",
+                 "state": "State", "exitcode": "ExitCode", "elapsed": "Elapsed", "elapsedraw": "ElapsedRaw",
+                 "maxrss": "MaxRSS", "reqmem": "ReqMem", "nodelist": "NodeList", "nnodes": "NNodes",
+                 "submit": "Submit", "start": "Start", "end": "End", "reason": "Reason"}
+SACCT_DEFAULT = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
+
+
+def sacct_rows(views: Sequence[Any], fmt: str, header: bool, sep: str | None, trailing: bool) -> str:
+    """sacct's table (right-justified, dashes under the header) or ``|``-separated rows."""
+    cols: list[tuple[str, int]] = []
+    for item in fmt.replace(" ", ",").split(","):
+        if not item:
+            continue
+        name, _, width = item.partition("%")
+        key = name.lower()
+        if key not in SACCT:
+            raise Refused(f"--format: {name} is not supported by this XCE ({','.join(SACCT_HEADERS.values())})")
+        cols.append((key, int(width) if width.isdigit() else SACCT[key][0]))
+    heads = [SACCT_HEADERS[k] for k, _ in cols]
+    rows = [[SACCT[k][1](v) for k, _ in cols] for v in views]
+    if sep is not None:
+        end = sep if trailing else ""
+        return "".join(sep.join(r) + end + "\n" for r in ([heads] if header else []) + rows)
+
+    def fit(text: str, w: int) -> str:
+        return text.rjust(w) if len(text) <= w else text[:w - 1] + "+"
+
+    lines = [[fit(h, w) for h, (_, w) in zip(heads, cols)], ["-" * w for _, w in cols]] if header else []
+    lines += [[fit(c, w) for c, (_, w) in zip(r, cols)] for r in rows]
+    return "".join(" ".join(line) + " \n" for line in lines)
+
+
+def _node_state(h: Any) -> str:
+    if h.state == "unavail":
+        return "down"
+    if h.state == "closed":
+        return "drain"
+    if h.slots_used == 0:
+        return "idle"
+    return "alloc" if h.slots_used >= h.slots_total else "mix"
+
+
+def sinfo_rows(queues: Any, hosts: Sequence[Any], header: bool) -> str:
+    """sinfo's default: a line per partition and node state; every XCE host serves every queue."""
+    lines = ["PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST"] if header else []
+    by_state: dict[str, list[str]] = {}
+    for h in hosts:
+        by_state.setdefault(_node_state(h), []).append(h.name)
+    for q in queues.queues:
+        name = mapping.partition_of(q.name) + ("*" if q.name == queues.default else "")
+        for state, names in by_state.items():
+            lines.append(f"{name:<9} {'up':>5} {'infinite':>10} {len(names):>6} {state:>6} {hostlist(names)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def scontrol_job(v: Any) -> str:
+    st = mapping.slurm_state(v.state, v.reason)
+    return (f"JobId={v.id} JobName={v.name}\n"
+            f"   UserId={v.user} Account= QOS=normal\n"
+            f"   JobState={st.long} Reason={mapping.slurm_reason(v.state, v.reason)} Dependency=(null)\n"
+            f"   ExitCode={mapping.slurm_exit_code(v.exit_code, v.signal)}\n"
+            f"   RunTime={sacct_time(elapsed(v))} TimeLimit={_limit(v)}\n"
+            f"   SubmitTime={iso(v.submit_time)} StartTime={iso(v.start_time)} EndTime={iso(v.end_time)}\n"
+            f"   Partition={mapping.partition_of(v.queue)}\n"
+            f"   NodeList={_nodes(v) or '(null)'}\n"
+            f"   NumNodes={len(v.hosts) or 1} NumCPUs={v.slots} NumTasks={v.slots}\n"
+            f"   MinMemoryNode={mapping.slurm_mem(v.mem_reserved)}\n"
+            f"   Command={' '.join(v.command)}")
