@@ -419,8 +419,7 @@ def cmd_up(a: argparse.Namespace) -> int:
     sup = U.Supervisor(sd, cfg, a.hosts, names)
     print(f"xce: starting a local cluster in {sd} ({a.controllers} controller(s), {a.hosts} host(s)); "
           "Ctrl-C or `xce down` stops it", flush=True)
-    print(f'xce: LSF and Slurm commands (bsub, bjobs, sbatch, squeue, ...): '
-          f'eval "$(xce --state-dir {sd} compat env lsf)" (or slurm)', flush=True)
+    print(_compat_hint(sd), flush=True)
     if a.demo:
         import threading
 
@@ -429,6 +428,11 @@ def cmd_up(a: argparse.Namespace) -> int:
         threading.Thread(target=run_demo, args=(sd,), daemon=True).start()
     sup.run()
     return 0
+
+
+def _compat_hint(sd: Path) -> str:
+    return (f'xce: LSF and Slurm commands (bsub, bjobs, sbatch, squeue, ...; docs/compat.md): '
+            f'eval "$(xce --state-dir {sd} compat env lsf)" (or slurm)')
 
 
 def _wait_ready(a: argparse.Namespace, sd: Path, hosts: int) -> int:
@@ -442,6 +446,7 @@ def _wait_ready(a: argparse.Namespace, sd: Path, hosts: int) -> int:
                 hv = c.hosts()
                 if sum(1 for h in hv if h.state in ("ok", "full")) >= hosts:
                     print(f"xce: cluster up in {sd}: {len(hv)} host(s) ok")
+                    print(_compat_hint(sd))
                     return 0
         except (XceError, FileNotFoundError):
             pass

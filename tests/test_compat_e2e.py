@@ -1,0 +1,119 @@
+"""The LSF and Slurm commands end to end: the scripts `xce compat path` writes, on a real cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from tests.conftest import Cluster, local_cluster, wait_for
+
+
+def _env(c: Cluster, flavor: str) -> dict[str, str]:
+    d = c.xce("compat", "path", flavor).stdout.strip()
+    env = {k: v for k, v in os.environ.items() if k != "XCE_STATE_DIR"}  # the scripts know their cluster
+    env["PATH"] = f"{d}:{env['PATH']}"
+    return env
+
+
+def _run(env: dict[str, str], *argv: str, stdin: str | None = None, cwd: Path | None = None
+         ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), env=env, input=stdin, capture_output=True, text=True, timeout=60, cwd=cwd)
+
+
+def _stat(env: dict[str, str], job: str) -> str:
+    r = _run(env, "bjobs", "-noheader", "-o", "jobid stat", job)
+    return r.stdout.split()[1] if r.returncode == 0 and r.stdout.split() else ""
+
+
+def test_lsf_commands(tmp_path: Path) -> None:
+    with local_cluster(tmp_path, "--hosts", "1", "--slots-per-host", "2", "--mem-per-host", "2G",
+                       "--heartbeat", "0.5") as c:
+        env = _env(c, "lsf")
+        r = _run(env, "bsub", "-J", "hello", "-o", str(tmp_path / "out.%J"), "echo", "hi", "there", cwd=tmp_path)
+        m = re.fullmatch(r"Job <(\d+)> is submitted to queue <normal>\.\n", r.stdout)
+        assert m, (r.stdout, r.stderr)
+        first = m.group(1)
+        wait_for(lambda: _stat(env, first) == "DONE", 30, "the bsub job to be DONE")
+        assert (tmp_path / f"out.{first}").read_text() == "hi there\n"
+
+        script = "#!/bin/sh\n#BSUB -J from_stdin\n#BSUB -n 2\nexit 3\n"
+        r = _run(env, "bsub", stdin=script, cwd=tmp_path)
+        second = re.fullmatch(r"Job <(\d+)> is submitted to queue <normal>\.\n", r.stdout).group(1)  # type: ignore[union-attr]
+        wait_for(lambda: _stat(env, second) == "EXIT", 30, "the failing script to be EXIT")
+        r = _run(env, "bjobs", "-a", "-noheader", "-o", "jobid job_name slots exit_code delimiter=','", "-J", "from_*")
+        assert r.stdout.strip() == f"{second},from_stdin,2,3"
+
+        r = _run(env, "bjobs", "-o", "JOBID STAT EXIT_REASON KILL_REASON SUSPEND_REASON", "-json", "-a", first, "99999")
+        doc = json.loads(r.stdout)
+        assert doc["JOBS"] == 2 and doc["RECORDS"][0] == {"JOBID": first, "STAT": "DONE", "EXIT_REASON": "",
+                                                          "KILL_REASON": "", "SUSPEND_REASON": ""}
+        assert doc["RECORDS"][1] == {"JOBID": "99999", "ERROR": "Job <99999> is not found"}
+
+        r = _run(env, "bsub", "sleep", "60", cwd=tmp_path)
+        third = re.search(r"Job <(\d+)>", r.stdout).group(1)  # type: ignore[union-attr]
+        wait_for(lambda: _stat(env, third) == "RUN", 30, "the sleeper to run")
+        assert _run(env, "bjobs", "-noheader").stdout.split()[:3] == [third, c.client.job(int(third)).user, "RUN"]
+        r = _run(env, "bkill", third)
+        assert (r.stdout, r.returncode) == (f"Job <{third}> is being terminated\n", 0)
+        wait_for(lambda: _stat(env, third) == "EXIT", 30, "the killed job to be EXIT")
+        r = _run(env, "bkill", third)
+        assert (r.stderr, r.returncode) == (f"Job <{third}>: Job has already finished\n", 255)
+        r = _run(env, "bkill", "99999")
+        assert (r.stderr, r.returncode) == ("Job <99999>: No matching job found\n", 255)
+        r = _run(env, "bjobs", "99999")
+        assert (r.stderr, r.returncode) == ("Job <99999> is not found\n", 255)
+
+        r = _run(env, "bsub", "-w", "done(1)", "true")
+        assert (r.stdout, r.returncode) == ("", 255)
+        assert r.stderr == "bsub: -w (dependencies) is not supported by this XCE yet\n"
+
+        assert "normal" in _run(env, "bqueues").stdout
+        name = c.client.status().cluster
+        assert f"My cluster name is {name}\n" in _run(env, "lsid").stdout
+        assert "CLEAN_PERIOD = 3600" in _run(env, "bparams", "-a").stdout
+        assert "LSF_UNIT_FOR_LIMITS=MB" in _run(env, "badmin", "showconf", "mbd").stdout
+        conf = Path(c.xce("compat", "env", "lsf").stdout.split('LSF_ENVDIR="')[1].split('"')[0])
+        assert "LSF_UNIT_FOR_LIMITS=MB" in (conf / "lsf.conf").read_text()
+        assert "CLEAN_PERIOD = 3600" in (conf / "lsbatch" / name / "configdir" / "lsb.params").read_text()
+
+
+def _sacct(env: dict[str, str], job: str) -> list[str]:
+    r = _run(env, "sacct", "-X", "--noheader", "--parsable2", "-j", job, "-o", "JobID,State,ExitCode,AllocCPUS")
+    return r.stdout.strip().split("|")
+
+
+def test_slurm_commands(tmp_path: Path) -> None:
+    with local_cluster(tmp_path, "--hosts", "1", "--slots-per-host", "2", "--mem-per-host", "2G",
+                       "--heartbeat", "0.5") as c:
+        env = _env(c, "slurm")
+        script = tmp_path / "fail.sh"
+        script.write_text('#!/bin/bash\n#SBATCH --job-name="failing one"\n#SBATCH -n 2\n#SBATCH -o out-%j.txt\n'
+                          "echo from slurm\nexit 3\n")
+        r = _run(env, "sbatch", str(script), cwd=tmp_path)
+        m = re.fullmatch(r"Submitted batch job (\d+)\n", r.stdout)
+        assert m, (r.stdout, r.stderr)
+        job = m.group(1)
+        wait_for(lambda: _sacct(env, job)[1:] == ["FAILED", "3:0", "2"], 30, "sacct to show the job FAILED")
+        assert (tmp_path / f"out-{job}.txt").read_text() == "from slurm\n"
+        r = _run(env, "squeue", "-O", "JobArrayID,StateCompact,Reason", "-t", "all", "-j", job)
+        assert [line.split() for line in r.stdout.splitlines()] == [["JOBID", "ST", "REASON"],
+                                                                     [job, "F", "NonZeroExitCode"]]
+
+        r = _run(env, "sbatch", "--parsable", stdin="#!/bin/sh\nsleep 60\n", cwd=tmp_path)
+        sleeper = r.stdout.strip()
+        assert sleeper.isdigit(), (r.stdout, r.stderr)
+        wait_for(lambda: _run(env, "squeue", "-h", "-o", "%i %t").stdout.split() == [sleeper, "R"], 30,
+                 "squeue to show the sleeper running")
+        assert _run(env, "scancel", "-Q", sleeper).returncode == 0
+        wait_for(lambda: _sacct(env, sleeper)[1] == "CANCELLED", 30, "the cancelled job")
+        assert _run(env, "squeue", "-h", "-o", "%i %t").stdout == ""  # finished: not listed without -t
+
+        r = _run(env, "srun", "-n", "1", "echo", "hello from srun", cwd=tmp_path)
+        assert (r.stdout, r.returncode) == ("hello from srun\n", 0)
+        r = _run(env, "sbatch", "--array=0-3", str(script))
+        assert r.returncode == 1 and "--array (job arrays) is not supported by this XCE yet" in r.stderr
+        assert _run(env, "salloc").returncode == 1
+        assert "normal*" in _run(env, "sinfo").stdout

@@ -1,0 +1,296 @@
+"""The LSF/Slurm front-ends' pure parts: the mapping, the formatters, the option -> JobSpec maps."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from xce.compat import lsf_fmt, mapping, slurm_fmt
+from xce.compat.lsf import bsub_spec
+from xce.compat.session import Refused, apply_env, script_command, visible
+from xce.compat.slurm import sbatch_spec
+from xce.core.errors import InvalidRequest
+from xce.core.jobspec.bsub import parse_env
+from xce.core.views import JobView
+
+MB = 1024 * 1024
+
+
+def view(**kw: Any) -> JobView:
+    base: dict[str, Any] = dict(
+        id=12, name="job", user="alice", queue="normal", state="RUN", slots=1, hosts=["node1"],
+        command=["/bin/sh", "-c", "sleep 1"], resreq="", mem_reserved=100 * MB, mem_actual=50 * MB,
+        mem_peak=60 * MB, mem_charged=100 * MB, mem_limit=None, efficiency=None, reason="",
+        exit_code=None, signal=None, submit_time=1_700_000_000.0, start_time=1_700_000_010.0, end_time=None)
+    base.update(kw)
+    return JobView(**base)
+
+
+@pytest.mark.parametrize("state, reason, long, short, term", [
+    ("PEND", "", "PENDING", "PD", ""),
+    ("RUN", "", "RUNNING", "R", ""),
+    ("UNKWN", "", "RUNNING", "R", ""),
+    ("USUSP", "", "SUSPENDED", "S", ""),
+    ("PSUSP", "", "SUSPENDED", "S", ""),
+    ("SSUSP", "", "SUSPENDED", "S", ""),
+    ("DONE", "", "COMPLETED", "CD", ""),
+    ("EXIT", "", "FAILED", "F", ""),
+    ("EXIT", "MEMLIMIT", "OUT_OF_MEMORY", "OOM", "TERM_MEMLIMIT"),
+    ("EXIT", "TERM_RUNLIMIT", "TIMEOUT", "TO", "TERM_RUNLIMIT"),
+    ("EXIT", "killed by user", "CANCELLED", "CA", "TERM_OWNER"),
+    ("EXIT", "lost: the worker no longer has the job", "NODE_FAIL", "NF", "TERM_HOST"),
+])
+def test_states_lsf_to_slurm(state: str, reason: str, long: str, short: str, term: str) -> None:
+    assert mapping.slurm_state(state, reason) == (long, short)
+    assert mapping.lsf_term(state, reason) == term
+
+
+@pytest.mark.parametrize("name, states", [
+    ("PD", {"PEND"}), ("pending", {"PEND"}), ("R", {"RUN", "UNKWN"}), ("S", {"PSUSP", "USUSP", "SSUSP"}),
+    ("CD", {"DONE"}), ("F", {"EXIT"}), ("CA", {"EXIT"}), ("TO", {"EXIT"}), ("OOM", {"EXIT"}),
+    ("all", {"PEND", "RUN", "UNKWN", "PSUSP", "USUSP", "SSUSP", "DONE", "EXIT"}),
+])
+def test_states_slurm_to_xce(name: str, states: set[str]) -> None:
+    assert mapping.xce_states_of_slurm(name) == states
+
+
+def test_unknown_slurm_state_is_named() -> None:
+    with pytest.raises(ValueError, match="invalid job state specified: XX"):
+        mapping.xce_states_of_slurm("XX")
+
+
+@pytest.mark.parametrize("state, reason, want", [
+    ("PEND", "no host fits", "Resources"), ("PEND", "", "Priority"), ("RUN", "", "None"),
+    ("DONE", "", "None"), ("EXIT", "", "NonZeroExitCode"), ("EXIT", "TERM_RUNLIMIT", "TimeLimit"),
+    ("EXIT", "MEMLIMIT", "OutOfMemory"), ("EXIT", "killed by user", "None")])
+def test_slurm_reasons(state: str, reason: str, want: str) -> None:
+    assert mapping.slurm_reason(state, reason) == want
+
+
+@pytest.mark.parametrize("n, lsf, slurm", [
+    (None, "-", "0"), (0, "-", "0"), (100 * MB, "100 Mbytes", "100M"), (2 * 1024 * MB, "2048 Mbytes", "2G"),
+    (1536 * 1024, "2 Mbytes", "1536K")])
+def test_memory_units(n: int | None, lsf: str, slurm: str) -> None:
+    assert mapping.lsf_mb(n) == lsf
+    assert mapping.slurm_mem(n) == slurm
+
+
+@pytest.mark.parametrize("text, want", [("100", "100M"), ("4G", "4G"), ("512MB", "512M"), ("2t", "2T")])
+def test_slurm_mem_option(text: str, want: str) -> None:
+    assert mapping.slurm_mem_option(text) == want
+
+
+def test_names_map_one_to_one() -> None:
+    assert mapping.queue_of(mapping.partition_of("short")) == "short"
+    assert mapping.project_of(mapping.account_of("proj")) == "proj"
+
+
+def test_clean_period_hides_only_old_finished_jobs() -> None:
+    now = 10_000.0
+    jobs = [view(id=1, end_time=None), view(id=2, state="DONE", end_time=now - 100),
+            view(id=3, state="EXIT", end_time=now - 4000)]
+    assert [v.id for v in visible(jobs, 3600, now)] == [1, 2]
+
+
+# ---- bjobs output ------------------------------------------------------------------------
+
+def test_bjobs_o_columns_and_delimiter() -> None:
+    cols = lsf_fmt.parse_o("JOBID stat Exit_Code exit_reason delimiter=','")
+    done = view(id=7, state="EXIT", exit_code=3, end_time=1_700_000_020.0)
+    assert lsf_fmt.columns([done], cols, header=True) == "JOBID,STAT,EXIT_CODE,EXIT_REASON\n7,EXIT,3,-"
+    plain = lsf_fmt.columns([view()], lsf_fmt.parse_o("jobid stat"), header=False)
+    assert plain == "12      RUN"
+
+
+def test_bjobs_o_refuses_unknown_field_by_name() -> None:
+    with pytest.raises(Refused, match='field "bogus"'):
+        lsf_fmt.parse_o("jobid bogus")
+
+
+def test_bjobs_json_shape() -> None:
+    names = lsf_fmt.parse_o("jobid stat exit_reason kill_reason max_mem").names
+    records = [lsf_fmt.json_record(view(state="EXIT", reason="MEMLIMIT", exit_code=137), names),
+               {"JOBID": "99", "ERROR": "Job <99> is not found"}]
+    text = lsf_fmt.to_json(records)
+    doc = json.loads(text)
+    assert doc == {"COMMAND": "bjobs", "JOBS": 2, "RECORDS": [
+        {"JOBID": "12", "STAT": "EXIT", "EXIT_REASON": "TERM_MEMLIMIT: MEMLIMIT", "KILL_REASON": "",
+         "MAX_MEM": "60 Mbytes"},
+        {"JOBID": "99", "ERROR": "Job <99> is not found"}]}
+    assert '"COMMAND":"bjobs"' in text and '      "JOBID":"12",' in text  # LSF's own spacing
+    assert json.loads(lsf_fmt.to_json([])) == {"COMMAND": "bjobs", "JOBS": 0, "RECORDS": []}
+
+
+def test_bjobs_default_listing() -> None:
+    long_name = view(name="a-very-long-job-name", slots=2, hosts=["node1"])
+    out = lsf_fmt.default_listing([long_name], wide=False, header=True).splitlines()
+    assert out[0].split() == ["JOBID", "USER", "STAT", "QUEUE", "FROM_HOST", "EXEC_HOST", "JOB_NAME",
+                              "SUBMIT_TIME"]
+    assert out[1].split()[:7] == ["12", "alice", "RUN", "normal", "-", "node1", "*-job-name"]
+    wide = lsf_fmt.default_listing([long_name], wide=True, header=False)
+    assert "a-very-long-job-name" in wide
+
+
+# ---- squeue / sacct output ----------------------------------------------------------------
+
+def test_squeue_format_letters() -> None:
+    out = slurm_fmt.squeue_format([view(), view(id=13, state="PEND", hosts=[], reason="x")],
+                                  "%i %t %T %P %j %u %D %C %R", header=False)
+    assert out.splitlines() == ["12 R RUNNING normal job alice 1 1 node1",
+                                "13 PD PENDING normal job alice 1 1 (Resources)"]
+    default = slurm_fmt.squeue_format([view()], slurm_fmt.SQUEUE_DEFAULT, header=True).splitlines()
+    assert default[0] == "             JOBID PARTITION     NAME     USER ST       TIME  NODES NODELIST(REASON)"
+    assert default[1].split() == ["12", "normal", "job", "alice", "R", default[1].split()[5], "1", "node1"]
+
+
+def test_squeue_O_fields_as_psij_reads_them() -> None:
+    out = slurm_fmt.squeue_fields([view(state="EXIT", exit_code=2, end_time=1_700_000_020.0)],
+                                  "JobArrayID,StateCompact,Reason", header=True)
+    lines = out.splitlines()
+    assert lines[0].split() == ["JOBID", "ST", "REASON"]
+    assert lines[1].split() == ["12", "F", "NonZeroExitCode"]
+
+
+def test_squeue_refuses_unknown_letter() -> None:
+    with pytest.raises(Refused, match="%Z"):
+        slurm_fmt.squeue_format([], "%i %Z", header=True)
+
+
+def test_sacct_parsable2_and_table() -> None:
+    v = view(state="DONE", exit_code=0, end_time=1_700_000_075.0, hosts=["node1", "node2"], slots=4)
+    rows = slurm_fmt.sacct_rows([v], "JobID,JobName,State,ExitCode,Elapsed,MaxRSS,ReqMem,AllocCPUS,NodeList",
+                                header=True, sep="|", trailing=False).splitlines()
+    assert rows == ["JobID|JobName|State|ExitCode|Elapsed|MaxRSS|ReqMem|AllocCPUS|NodeList",
+                    "12|job|COMPLETED|0:0|00:01:05|60M|100M|4|node[1-2]"]
+    table = slurm_fmt.sacct_rows([v], slurm_fmt.SACCT_DEFAULT, header=True, sep=None, trailing=False)
+    assert table.splitlines()[1].startswith("------------ ----------")
+
+
+@pytest.mark.parametrize("hosts, text", [
+    (["node1", "node2", "node3", "node5"], "node[1-3,5]"), (["a"], "a"),
+    (["n01", "n02"], "n[01-02]"), (["login", "c1"], "login,c1")])
+def test_hostlists_round_trip(hosts: list[str], text: str) -> None:
+    assert slurm_fmt.hostlist(hosts) == text
+    assert sorted(slurm_fmt.expand_hostlist(text)) == sorted(hosts)
+
+
+# ---- bsub and sbatch -> JobSpec fields -------------------------------------------------------
+
+def test_bsub_options_map_to_jobspec_fields() -> None:
+    fields, req = bsub_spec(["-J", "j1", "-q", "short", "-n", "4", "-R", "rusage[mem=100.0]", "-R",
+                             "span[hosts=1]", "-M", "500", "-W", "1:30", "-P", "proj", "-G", "grp",
+                             "-sp", "5", "-o", "out.%J", "-cwd", "/tmp", "echo", "a b"], lambda: None)
+    assert fields["command"] == ["/bin/sh", "-c", "echo a b"]
+    assert (fields["name"], fields["queue"], fields["slots"]) == ("j1", "short", 4)
+    assert fields["resreq"] == "rusage[mem=100.0] span[hosts=1]"
+    assert fields["mem_limit"] == 500 * MB  # LSF_UNIT_FOR_LIMITS=MB
+    assert (fields["run_limit"], fields["project"], fields["group"], fields["priority"]) == (5400, "proj", "grp", 5)
+    assert (fields["stdout"], fields["cwd"]) == ("out.%J", "/tmp")
+    assert not req.wait
+
+
+def test_bsub_script_on_stdin_with_directives(tmp_path: Any) -> None:
+    script = "#!/bin/bash\n#BSUB -J scripted\n#BSUB -n 2\necho hi\n"
+    fields, _ = bsub_spec(["-q", "q1"], lambda: script)
+    assert (fields["name"], fields["slots"], fields["queue"]) == ("scripted", 2, "q1")
+    assert fields["command"][:2] == ["/bin/sh", "-c"] and fields["command"][3] == script
+
+
+def test_bsub_file_reads_its_directives(tmp_path: Any) -> None:
+    f = tmp_path / "job.sh"
+    f.write_text('#!/bin/sh\n#BSUB -J "from file"\n#BSUB -M 1GB\ntrue\n')
+    fields, _ = bsub_spec(["-n", "2", str(f)], lambda: None)
+    assert (fields["name"], fields["mem_limit"], fields["slots"]) == ("from file", 1024 * MB, 2)
+    assert fields["command"] == ["/bin/sh", "-c", str(f)]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["-w", "done(1)", "true"], "-w (dependencies) is not supported by this XCE yet"),
+    (["-J", "a[1-10]", "true"], "job arrays"),
+    (["-x", "true"], "-x (exclusive"),
+    (["-gpu", "num=1", "true"], "-gpu is not supported"),
+    (["-nnodes", "2", "true"], "-nnodes is not supported"),
+    (["-Q", "x", "true"], "unknown option -Q"),
+    (["-W", "1:75", "true"], "minutes 75"),
+])
+def test_bsub_refuses_by_name(argv: list[str], message: str) -> None:
+    with pytest.raises(InvalidRequest, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+        bsub_spec(argv, lambda: None)
+
+
+def test_bsub_without_command_is_named() -> None:
+    with pytest.raises(Refused, match="no command given"):
+        bsub_spec([], lambda: None)
+
+
+def test_env_policies() -> None:
+    environ = {"A": "1", "B": "2", "HOME": "/h"}
+    assert apply_env(parse_env("all, ~HOME, C=3"), environ) == {"A": "1", "B": "2", "C": "3"}
+    assert apply_env(parse_env("none"), environ) == {}
+    assert apply_env(parse_env("A, C=3"), environ) == {"A": "1", "C": "3"}
+
+
+def test_script_command_runs_its_interpreter(tmp_path: Any) -> None:
+    import subprocess
+
+    py = script_command("#!/usr/bin/env python3\nimport sys\nprint('py', sys.argv[1:])\n", ["x"])
+    assert subprocess.run(py, capture_output=True, text=True).stdout == "py ['x']\n"
+    sh = script_command("echo plain $1\nexit 4\n", ["y"])
+    r = subprocess.run(sh, capture_output=True, text=True)
+    assert (r.stdout, r.returncode) == ("plain y\n", 4)
+
+
+def _script(text: str) -> Any:
+    return lambda command: (text, "job.sh")
+
+
+def test_sbatch_options_map_to_jobspec_fields() -> None:
+    script = ('#!/bin/bash\n#SBATCH --job-name="my job"\n#SBATCH -p short -A proj\n#SBATCH --ntasks=2\n'
+              '#SBATCH --cpus-per-task=2\n#SBATCH --mem=2G\n#SBATCH -t 1-00:30:00\n#SBATCH -o out-%j-%x.txt\n'
+              '#SBATCH --qos=high\necho hi\n')
+    fields, parsable = sbatch_spec(["--parsable", "-e", "err-%A_%a"], _script(script))
+    assert parsable
+    assert (fields["name"], fields["queue"], fields["project"], fields["slots"]) == ("my job", "short", "proj", 4)
+    assert fields["resreq"] == "rusage[mem=2G/host]"
+    assert fields["run_limit"] == 86400 + 1800
+    assert fields["stdout"] == "out-%J-my job.txt"
+    assert fields["stderr"] == "err-%J_4294967294"
+
+
+@pytest.mark.parametrize("lines, resreq, slots", [
+    ("#SBATCH -N 1 -n 3\n", "span[hosts=1]", 3),
+    ("#SBATCH --nodes=2 --ntasks-per-node=2\n", "span[ptile=2]", 4),
+    ("#SBATCH --mem-per-cpu=100\n", "rusage[mem=100M/task] span[hosts=1]", 1),
+])
+def test_sbatch_layouts(lines: str, resreq: str, slots: int) -> None:
+    fields, _ = sbatch_spec([], _script("#!/bin/sh\n" + lines + "true\n"))
+    assert (fields["resreq"], fields["slots"]) == (resreq, slots)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--array=0-3"], "--array (job arrays) is not supported by this XCE yet"),
+    (["--dependency=afterok:1"], "--dependency is not supported"),
+    (["--gres=gpu:1"], "--gres is not supported"),
+    (["--mail-type=END"], "XCE sends no mail"),
+])
+def test_sbatch_refuses_by_name(argv: list[str], message: str) -> None:
+    with pytest.raises(InvalidRequest, match=message.replace("(", r"\(").replace(")", r"\)")):
+        sbatch_spec(argv, _script("#!/bin/sh\ntrue\n"))
+
+
+def test_shims_point_at_this_interpreter(tmp_path: Any) -> None:
+    import sys
+
+    from xce.compat import shims
+    from xce.site.config import Config
+
+    d = shims.ensure_bin(tmp_path, "lsf")
+    assert {p.name for p in d.iterdir()} >= {"bsub", "bjobs", "bkill", "bqueues", "lsid"}
+    text = (d / "bsub").read_text()
+    assert text.startswith(f"#!{sys.executable}\n") and "main('bsub'" in text
+    env = shims.ensure_envdir(tmp_path, Config())
+    assert "LSF_UNIT_FOR_LIMITS=MB" in (env / "lsf.conf").read_text().splitlines()
+    params = (env / "lsbatch" / "xce" / "configdir" / "lsb.params").read_text()
+    assert "CLEAN_PERIOD = 3600" in params and "DEFAULT_QUEUE = normal" in params
