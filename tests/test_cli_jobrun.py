@@ -6,8 +6,9 @@ import argparse
 
 import pytest
 
-from xce.cli.main import parse_signal, parser, submit_spec
+from xce.cli.main import parser, submit_spec
 from xce.core.errors import InvalidRequest
+from xce.core.jobspec.signals import parse_signal
 
 
 @pytest.mark.parametrize("text,num", [("STOP", 19), ("sigcont", 18), ("USR1", 10), ("15", 15)])

@@ -55,6 +55,10 @@ def test_lsf_commands(tmp_path: Path) -> None:
         r = _run(env, "bsub", "sleep", "60", cwd=tmp_path)
         third = re.search(r"Job <(\d+)>", r.stdout).group(1)  # type: ignore[union-attr]
         wait_for(lambda: _stat(env, third) == "RUN", 30, "the sleeper to run")
+        r = _run(env, "bkill", "-s", "CONT", third)  # a signal that changes nothing for a running sleep
+        assert (r.stdout, r.returncode) == (f"Job <{third}> is being signaled\n", 0)
+        assert _run(env, "bpeek", third).stdout.startswith("<< output from stdout >>")
+
         assert _run(env, "bjobs", "-noheader").stdout.split()[:3] == [third, c.client.job(int(third)).user, "RUN"]
         r = _run(env, "bkill", third)
         assert (r.stdout, r.returncode) == (f"Job <{third}> is being terminated\n", 0)
@@ -66,9 +70,20 @@ def test_lsf_commands(tmp_path: Path) -> None:
         r = _run(env, "bjobs", "99999")
         assert (r.stderr, r.returncode) == ("Job <99999> is not found\n", 255)
 
-        r = _run(env, "bsub", "-w", "done(1)", "true")
+        r = _run(env, "bsub", "-J", "after", "-w", f"done({first}) && exit({second})", "-oo",
+                 str(tmp_path / "dep.out"), "echo", "dependent", cwd=tmp_path)
+        dep = re.search(r"Job <(\d+)>", r.stdout).group(1)  # type: ignore[union-attr]
+        wait_for(lambda: _stat(env, dep) == "DONE", 30, "the dependent job to run")
+        assert (tmp_path / "dep.out").read_text() == "dependent\n"
+        r = _run(env, "bsub", "-w", f"done({second})", "true")  # job `second` ended EXIT: never satisfied
+        never = re.search(r"Job <(\d+)>", r.stdout).group(1)  # type: ignore[union-attr]
+        r = _run(env, "bjobs", "-noheader", "-o", "stat pend_reason delimiter='|'", never)
+        assert r.stdout.startswith("PEND|") and "never" in r.stdout, r.stdout
+        assert _run(env, "bkill", never).returncode == 0
+
+        r = _run(env, "bsub", "-ti", "true")
         assert (r.stdout, r.returncode) == ("", 255)
-        assert r.stderr == "bsub: -w (dependencies) is not supported by this XCE yet\n"
+        assert r.stderr == "bsub: -ti (end a job whose dependency is never met) is not supported by this XCE yet\n"
 
         assert "normal" in _run(env, "bqueues").stdout
         name = c.client.status().cluster

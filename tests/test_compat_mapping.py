@@ -191,6 +191,14 @@ def test_bsub_options_map_to_jobspec_fields() -> None:
     assert not req.wait
 
 
+def test_bsub_dependency_and_overwrite_reach_the_spec() -> None:
+    from xce.core.jobspec.depend import parse_depend
+
+    fields, _ = bsub_spec(["-w", "done(12) && ended(13)", "-oo", "o", "-eo", "e", "true"], lambda: None)
+    assert fields["depend"] == parse_depend("done(12) && ended(13)")
+    assert (fields["stdout_overwrite"], fields["stderr_overwrite"]) == (True, True)
+
+
 def test_bsub_script_on_stdin_with_directives(tmp_path: Any) -> None:
     script = "#!/bin/bash\n#BSUB -J scripted\n#BSUB -n 2\necho hi\n"
     fields, _ = bsub_spec(["-q", "q1"], lambda: script)
@@ -207,7 +215,7 @@ def test_bsub_file_reads_its_directives(tmp_path: Any) -> None:
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["-w", "done(1)", "true"], "-w (dependencies) is not supported by this XCE yet"),
+    (["-ti", "true"], "-ti (end a job whose dependency is never met) is not supported by this XCE yet"),
     (["-J", "a[1-10]", "true"], "job arrays"),
     (["-x", "true"], "-x (exclusive"),
     (["-gpu", "num=1", "true"], "-gpu is not supported"),
@@ -259,6 +267,14 @@ def test_sbatch_options_map_to_jobspec_fields() -> None:
     assert fields["stderr"] == "err-%J_4294967294"
 
 
+def test_sbatch_dependency_and_open_mode() -> None:
+    from xce.core.jobspec.slurm import parse_slurm_dependency
+
+    fields, _ = sbatch_spec(["--dependency=afterok:3:4", "--open-mode=truncate"], _script("#!/bin/sh\ntrue\n"))
+    assert fields["depend"] == parse_slurm_dependency("afterok:3:4")
+    assert fields["stdout_overwrite"] and fields["stderr_overwrite"]
+
+
 @pytest.mark.parametrize("lines, resreq, slots", [
     ("#SBATCH -N 1 -n 3\n", "span[hosts=1]", 3),
     ("#SBATCH --nodes=2 --ntasks-per-node=2\n", "span[ptile=2]", 4),
@@ -271,7 +287,7 @@ def test_sbatch_layouts(lines: str, resreq: str, slots: int) -> None:
 
 @pytest.mark.parametrize("argv, message", [
     (["--array=0-3"], "--array (job arrays) is not supported by this XCE yet"),
-    (["--dependency=afterok:1"], "--dependency is not supported"),
+    (["--hold"], "--hold (held jobs) is not supported by this XCE yet"),
     (["--gres=gpu:1"], "--gres is not supported"),
     (["--mail-type=END"], "XCE sends no mail"),
 ])

@@ -195,6 +195,8 @@ def cmd_queues(a: argparse.Namespace) -> int:
 def cmd_kill(a: argparse.Namespace) -> int:
     from xce.cli.fmt import print_json
 
+    from xce.core.jobspec.signals import parse_signal
+
     sig = parse_signal(a.s) if a.s else None
     with _client(a) as c:
         res = c.kill(_ids(a.ids), signal=sig)
@@ -211,21 +213,6 @@ def cmd_kill(a: argparse.Namespace) -> int:
             print(f"Job <{jid}>: {what}", file=sys.stderr)
             rc = 1
     return rc
-
-
-def parse_signal(text: str) -> int:
-    """``STOP``, ``SIGSTOP`` or ``19`` -> 19; an unknown name is refused by name."""
-    import signal
-
-    from xce.core.errors import InvalidRequest
-
-    if text.isdigit():
-        return int(text)
-    name = text.upper() if text.upper().startswith("SIG") else f"SIG{text.upper()}"
-    try:
-        return int(signal.Signals[name])
-    except KeyError:
-        raise InvalidRequest(f"kill -s: unknown signal {text!r}") from None
 
 
 def cmd_peek(a: argparse.Namespace) -> int:

@@ -53,7 +53,8 @@ def bsub_spec(argv: list[str], stdin_script: Callable[[], str | None]) -> tuple[
         "slots": req.slots or 1, "resreq": req.resreq or "", "mem_limit": req.mem_limit,
         "cwd": os.path.abspath(req.cwd) if req.cwd else os.getcwd(), "env": apply_env(req.env, os.environ),
         "run_limit": req.run_limit, "run_estimate": req.run_estimate, "project": req.project or "",
-        "group": req.user_group or "", "priority": req.priority or 0}
+        "group": req.user_group or "", "priority": req.priority or 0, "depend": req.depend,
+        "stdout_overwrite": req.stdout_overwrite, "stderr_overwrite": req.stderr_overwrite}
     for key, value in (("stdout", req.stdout), ("stderr", req.stderr)):
         if value:
             fields[key] = value
@@ -62,7 +63,7 @@ def bsub_spec(argv: list[str], stdin_script: Callable[[], str | None]) -> tuple[
 
 def _refuse_missing(req: Any) -> None:
     """Options parsed but not in the job model yet: refused by name, never dropped."""
-    present = {"-w": req.depend is not None, "-ti": req.kill_if_never, "-x": req.exclusive,
+    present = {"-ti": req.kill_if_never, "-x": req.exclusive,
                "-I": req.interactive, "-E": req.pre_exec is not None, "-U": req.reservation is not None,
                "array": req.array is not None}
     for name, given in present.items():
@@ -199,11 +200,11 @@ def _job_id(word: str) -> int | None:
 # ---- bkill, bmod --------------------------------------------------------------------------
 
 def bkill(s: Session, argv: list[str]) -> int:
+    from xce.core.jobspec.signals import ENDING, parse_signal
     from xce.site.local import unix_user
 
     opts, words = _simple_opts(argv, {"-u", "-J", "-q", "-s"}, "bkill")
-    if opts.get("-s", "KILL").upper().removeprefix("SIG") not in ("KILL", "TERM", "9", "15", "INT", "2"):
-        raise Refused(f"-s {opts['-s']}: sending other signals {mapping.NOT_YET} (XCE ends the job)")
+    sig = parse_signal(opts["-s"], "bkill -s") if "-s" in opts else None
     user = opts.get("-u") or unix_user()
     if words == ["0"] or (not words and ("-J" in opts or "-q" in opts or "-u" in opts)):
         views = _selected(s.jobs(user=None if user == "all" else user, finished=False), set(), opts)
@@ -212,13 +213,15 @@ def bkill(s: Session, argv: list[str]) -> int:
             return BAD
         ids = [v.id for v in views]
     elif not words:
-        raise Refused("give job ids, or 0 for all your jobs (bkill [-J name] [-u user] [ID ...])")
+        raise Refused("give job ids, or 0 for all your jobs (bkill [-s SIGNAL] [-J name] [-u user] [ID ...])")
     else:
         bad = [w for w in words if not w.isdigit()]
         if bad:
             raise Refused(f"{bad[0]}: Illegal job ID")
         ids = [int(w) for w in words]
-    return _kill_report(s.client.kill(ids))
+    if sig is None or sig in ENDING:  # LSF's bkill ends the job with INT, TERM, KILL: XCE's kill
+        return _kill_report(s.client.kill(ids))
+    return _kill_report(s.client.kill(ids, signal=sig))
 
 
 def _kill_report(results: dict[int, str]) -> int:
@@ -226,7 +229,9 @@ def _kill_report(results: dict[int, str]) -> int:
     for jid, what in results.items():
         if what in ("killed", "kill requested"):
             print(f"Job <{jid}> is being terminated")
-        elif what.startswith("already"):
+        elif what.startswith("signal "):
+            print(f"Job <{jid}> is being signaled")
+        elif what.startswith(("already", "not running")):
             print(f"Job <{jid}>: Job has already finished", file=sys.stderr)
             rc = BAD
         else:
@@ -259,6 +264,23 @@ def bmod(s: Session, argv: list[str]) -> int:
 
     s.client.modify(int(words[0]), parse_mem_limit(opts["-M"], mapping.LSF_UNIT_FOR_LIMITS))
     print(f"Parameters of job <{words[0]}> are being changed")
+    return 0
+
+
+def bpeek(s: Session, argv: list[str]) -> int:
+    """The tail of a running job's output, as LSF prints it."""
+    opts, words = _simple_opts(argv, set(), "bpeek")
+    if len(words) != 1 or not words[0].isdigit():
+        raise Refused("give one job id: bpeek JOBID")
+    r = s.client.peek(int(words[0]))
+    if r.note:
+        print(r.note)
+        return 0
+    print("<< output from stdout >>")
+    sys.stdout.write(r.stdout)
+    if r.stderr_path:
+        print("<< output from stderr >>")
+        sys.stdout.write(r.stderr)
     return 0
 
 
@@ -396,7 +418,7 @@ COMMANDS: dict[str, Callable[[Session, list[str]], int]] = {
     "lshosts": lshosts, "lsload": lsload, "lsid": lsid, "lsclusters": lsclusters, "bparams": bparams,
     "badmin": badmin, "lsadmin": lsadmin,
     "bhist": _not_yet("job history (bhist)"), "bacct": _not_yet("accounting reports (bacct)"),
-    "bpeek": _not_yet("the output of a running job (bpeek)"), "bstop": _not_yet("suspending jobs (bstop)"),
+    "bpeek": bpeek, "bstop": _not_yet("suspending jobs (bstop)"),
     "bresume": _not_yet("resuming jobs (bresume)"), "brequeue": _not_yet("requeueing jobs (brequeue)"),
     "bswitch": _not_yet("moving jobs between queues (bswitch)"),
     "btop": _not_yet("reordering pending jobs (btop)"), "bbot": _not_yet("reordering pending jobs (bbot)"),

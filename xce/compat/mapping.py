@@ -163,13 +163,11 @@ def slurm_mem_option(text: str) -> str:
 SLURM_IGNORED: dict[str, str] = {
     "--qos": "XCE has no QOS: the partition (queue) decides priority and limits",
     "--wckey": "workload keys are accounting labels XCE does not keep",
-    "--open-mode": "XCE appends to output files, as --open-mode=append",
 }
 
 # What is refused, by front-end and name, with why.  Removed here as the job model lands.
 NOT_YET = "is not supported by this XCE yet"
 LSF_REFUSED: dict[str, str] = {
-    "-w": f"-w (dependencies) {NOT_YET}",
     "-ti": f"-ti (end a job whose dependency is never met) {NOT_YET}",
     "-x": f"-x (exclusive use of hosts) {NOT_YET}",
     "-I": f"-I (interactive jobs) {NOT_YET}; -K waits for the job",
@@ -179,7 +177,6 @@ LSF_REFUSED: dict[str, str] = {
 }
 SLURM_REFUSED: dict[str, str] = {
     "--array": f"--array (job arrays) {NOT_YET}",
-    "--dependency": f"--dependency {NOT_YET}",
     "--hold": f"--hold (held jobs) {NOT_YET}",
     "--exclusive": f"--exclusive (exclusive use of nodes) {NOT_YET}",
     "--signal": f"--signal (a signal before the time limit) {NOT_YET}",

@@ -115,6 +115,12 @@ def sbatch_spec(argv: list[str], read: Callable[[list[str]], tuple[str, str]] = 
         "stdout": _path(str(opts.get("--output") or "slurm-%j.out"), name, user)}
     if opts.get("--error"):
         fields["stderr"] = _path(str(opts["--error"]), name, user)
+    if opts.get("--dependency"):
+        from xce.core.jobspec.slurm import parse_slurm_dependency
+
+        fields["depend"] = parse_slurm_dependency(str(opts["--dependency"]), name)
+    if opts.get("--open-mode") == "truncate":
+        fields["stdout_overwrite"] = fields["stderr_overwrite"] = True
     if opts.get("--time"):
         fields["run_limit"] = parse_slurm_time(str(opts["--time"]))
     fields["resreq"] = " ".join(p for p in (_mem(opts, slots), span) if p)
@@ -253,9 +259,9 @@ def scancel(s: Session, argv: list[str]) -> int:
                "t": "--state", "f": "--full", "b": "--batch", "v": "--verbose"},
         {"--signal", "--user", "--name", "--partition", "--state"},
         {"--quiet", "--full", "--batch", "--verbose"}, "scancel")
-    sig = values.get("--signal", "KILL").upper().removeprefix("SIG")
-    if sig not in ("KILL", "TERM", "INT", "9", "15", "2"):
-        raise Refused(f"--signal={values['--signal']}: sending other signals {mapping.NOT_YET} (XCE ends the job)")
+    from xce.core.jobspec.signals import ENDING, parse_signal
+
+    sig = parse_signal(values["--signal"], "scancel --signal") if "--signal" in values else None
     if words:
         ids = [i for w in words for i in _ids(w)]
     elif {"--user", "--name", "--partition"} & set(values):
@@ -265,12 +271,14 @@ def scancel(s: Session, argv: list[str]) -> int:
     else:
         raise Refused("No job identification provided")
     rc = 0
-    for jid, what in s.client.kill(ids).items() if ids else ():
-        if what not in ("killed", "kill requested") and "--quiet" not in flags:
-            more = "Job/step already completing or completed" if what.startswith("already") \
-                else "Invalid job id specified"
+    signal = None if sig is None or sig in ENDING else sig
+    for jid, what in s.client.kill(ids, signal=signal).items() if ids else ():
+        if what not in ("killed", "kill requested") and not what.startswith("signal ") \
+                and "--quiet" not in flags:
+            done = what.startswith(("already", "not running"))
+            more = "Job/step already completing or completed" if done else "Invalid job id specified"
             print(f"scancel: error: Kill job error on job id {jid}: {more}", file=sys.stderr)
-            rc = BAD if not what.startswith("already") else rc
+            rc = rc if done else BAD
     return rc
 
 
