@@ -410,3 +410,11 @@ def test_a_multi_host_share_that_ended_frees_its_host_while_the_rest_runs() -> N
     fresh = Live()  # a new leader rebuilding from hard state charges only the share still running
     fresh.rebuild([j], T0 + 2)
     assert sorted(fresh.ledger.accounts) == [(1, "n2")]
+
+
+def test_pressure_victim_is_the_largest_overage_never_a_job_within_its_reservation() -> None:
+    from xce.core.accounting import pressure_victim
+
+    assert pressure_victim([("a", 5), ("b", 9), ("c", 9), ("d", -3)]) == "b"  # first on a tie
+    assert pressure_victim([("a", 0), ("b", -1)]) is None
+    assert pressure_victim([]) is None

@@ -9,7 +9,7 @@ from builders import SITE, T0, alloc, b, cap, caps, host, job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xce.core.accounting import Ledger
+from xce.core.accounting import MEM_VIEWS, Ledger
 from xce.core.model import Alloc, JobState
 from xce.core.placement import (
     Demand,
@@ -23,6 +23,7 @@ from xce.core.placement import (
     f_slots,
     f_virtual,
     fit_reason,
+    fits,
     host_caps,
     never_fits,
     pending_order,
@@ -429,3 +430,24 @@ def test_check_placement_refuses_sizes_and_shapes_the_request_does_not_give(resr
     cs = caps(cap("n1", virtual_free={"gpu": 4}), cap("n2", virtual_free={"gpu": 4}), cap("n3"))
     assert check_placement(d, allocs, cs) == why
     assert allocation_reason(d, allocs) == why  # what the audit applies, without the hosts' figures
+
+
+@pytest.mark.parametrize("view,available", [("xce", 8 - 1 - 3), ("lsf", 8 - 1 - 4), ("flat", 8 - 4)])
+def test_host_caps_applies_the_memory_view(view: str, available: int) -> None:
+    # one job reserved 4G and uses 1G: OS-available is 7G, slack 3G
+    led = Ledger()
+    led.open(1, "n1", 4 * G, {"slots": 1})
+    led.report(1, "n1", 1 * G)
+    h = host_caps([host("n1", mem="8G", slots=4)], led, {"n1": 7 * G}, MEM_VIEWS[view])["n1"]
+    assert h.mem_available == available * G
+    assert host_caps([host("n1", mem="8G", slots=4)], led, {"n1": 7 * G})["n1"].mem_available == 4 * G
+
+
+@settings(max_examples=200, deadline=None)
+@given(CAPS, SPECS, st.integers(0, 7), st.booleans(), st.integers(-2, 3))
+def test_fits_is_fit_reason_without_the_words(raw_caps, spec, slots, first, slack_gb) -> None:
+    s, m, r = spec
+    d = demand_of(s, job(1, mem=m, slots=s, resreq=r).req, {})
+    for h in build_caps(raw_caps).values():
+        h.slack = max(0, slack_gb) * G
+        assert fits(d, h, slots, first) == (fit_reason(d, h, slots, first) is None)

@@ -7,6 +7,15 @@ Per job, per host there is one account.  For the real resource ``mem``::
     slack  = max(0, reserved - actual)              # whole reservation until reported
     available_for_scheduling(host) = os_available(host) - sum(slack of jobs on host)
 
+Other batch systems' memory views, for the simulator's side-by-side policies
+(``MEM_VIEWS``; XCE's own is ``mem_view_xce``)::
+
+    flat (Slurm, PBS, Kubernetes): capacity(host)     - sum(reserved of jobs on host)
+    lsf:                           os_available(host) - sum(reserved of jobs on host)
+
+Memory pressure (the worker's MEMPRESSURE kill) takes the job furthest above its
+reservation in force, never one within it: ``pressure_victim``.
+
 For virtual resources (slots, licences): available = total - sum(allocated).
 
 ``Ledger`` keeps host totals up to date by deltas: a usage report changes the
@@ -18,10 +27,13 @@ The module does no I/O and reads no clock: ``now`` is always a parameter.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import gt, sub
+from typing import TypeVar
+
+K = TypeVar("K")
 
 
 def overage(reserved: int, actual: int | None) -> int:
@@ -53,6 +65,17 @@ def reserved_in_force(amount: int, duration_s: int | None, decay: bool, start: f
     if not decay:
         return amount
     return int(amount * (duration_s - elapsed) / duration_s)
+
+
+def pressure_victim(overages: Iterable[tuple[K, int]]) -> K | None:
+    """The MEMPRESSURE victim: the key with the largest positive overage (actual minus the
+    reservation in force), the first one on a tie; None when every job is within its
+    reservation (the promise made to them is kept).  The worker and the simulator both ask it."""
+    best, best_over = None, 0
+    for key, over in overages:
+        if over > best_over:
+            best, best_over = key, over
+    return best
 
 
 NO_OVERAGE = 1 << 62  # a reservation of 0 carries no overage: its "overage base" is out of reach
@@ -259,6 +282,25 @@ class HostTotals:
 def available_mem(os_available: int, totals: HostTotals) -> int:
     """Memory available for scheduling: the OS figure minus only the unused slack."""
     return os_available - totals.mem_slack
+
+
+def mem_view_xce(mem_total: int, os_available: int, totals: HostTotals) -> tuple[int, int]:
+    """XCE: (base, deduction) = (OS-available, Σ slack); available = base - deduction."""
+    return os_available, totals.mem_slack
+
+
+def mem_view_lsf(mem_total: int, os_available: int, totals: HostTotals) -> tuple[int, int]:
+    """LSF's default: live OS-available minus every full reservation (grown jobs counted twice)."""
+    return os_available, totals.mem_reserved
+
+
+def mem_view_flat(mem_total: int, os_available: int, totals: HostTotals) -> tuple[int, int]:
+    """Slurm, PBS, Kubernetes: capacity minus the requests, whatever is really used."""
+    return mem_total, totals.mem_reserved
+
+
+MemView = Callable[[int, int, HostTotals], tuple[int, int]]
+MEM_VIEWS: dict[str, MemView] = {"xce": mem_view_xce, "lsf": mem_view_lsf, "flat": mem_view_flat}
 
 
 def available_virtual(total: int, totals: HostTotals, name: str) -> int:

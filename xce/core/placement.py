@@ -118,46 +118,75 @@ class HostCap:
                 self.virtual_free[name] = self.virtual_free.get(name, 0) - n
 
 
-def host_caps(hosts: Iterable[Host], ledger: Ledger,
-              os_available: Mapping[str, int]) -> dict[str, HostCap]:
-    """Build the round's view from hard host state, the ledger and soft OS figures."""
+def host_caps(hosts: Iterable[Host], ledger: Ledger, os_available: Mapping[str, int],
+              mem_view: accounting.MemView = accounting.mem_view_xce) -> dict[str, HostCap]:
+    """Build the round's view from hard host state, the ledger and soft OS figures.
+
+    ``mem_view`` says what memory a host offers: XCE's (OS-available minus slack) in the
+    daemons; the simulator also replays other batch systems' views (accounting.MEM_VIEWS),
+    whose deduction (Σ reserved) then sits where XCE's slack does.
+    """
     caps: dict[str, HostCap] = {}
     for h in hosts:
         t = ledger.host_totals(h.name)
         why = "unavail" if h.unavail else "closed" if h.closed else None
         free = {k: v - t.allocated.get(k, 0) for k, v in h.virtual.items()}
+        base, deducted = mem_view(h.mem_total, os_available.get(h.name, h.mem_total), t)
         caps[h.name] = HostCap(
             name=h.name, schedulable=why, slots_total=h.slots_total,
             slots_free=h.slots_total - t.allocated.get("slots", 0), mem_total=h.mem_total,
-            os_available=os_available.get(h.name, h.mem_total), slack=t.mem_slack,
+            os_available=base, slack=deducted,
             virtual_free=free, attrs={"ncpus": h.ncpus, **h.attrs})
     return caps
 
 
 # ---- filters: each returns None (fits) or the reason it does not -------------------------
+# A filter is a cheap check (ok_*) and the words for its "no" (f_*): a round asks ``fits``
+# of most hosts and formats a reason only where one is kept.
+
+def ok_schedulable(d: Demand, h: HostCap, slots: int, first: bool) -> bool:
+    return h.schedulable is None
+
 
 def f_schedulable(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
-    return None if h.schedulable is None else f"host {h.name} is {h.schedulable}"
+    return None if ok_schedulable(d, h, slots, first) else f"host {h.name} is {h.schedulable}"
+
+
+def ok_select(d: Demand, h: HostCap, slots: int, first: bool) -> bool:
+    return d.select is None or select_matches(d.select, h.select_attrs())
 
 
 def f_select(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
-    if d.select is None or select_matches(d.select, h.select_attrs()):
+    if ok_select(d, h, slots, first):
         return None
     return f"select: {h.name} does not match {d.select}"
 
 
+def ok_slots(d: Demand, h: HostCap, slots: int, first: bool) -> bool:
+    return h.slots_free >= slots
+
+
 def f_slots(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
-    if h.slots_free >= slots:
+    if ok_slots(d, h, slots, first):
         return None
     return f"slots: needs {slots}, {h.name} has {max(0, h.slots_free)} free of {h.slots_total}"
 
 
-def f_mem(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+def ok_mem(d: Demand, h: HostCap, slots: int, first: bool) -> bool:
     need = d.mem_for(slots, first)
-    if need == 0 or h.mem_available >= need:
+    return need == 0 or h.mem_available >= need
+
+
+def f_mem(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+    if ok_mem(d, h, slots, first):
         return None
+    need = d.mem_for(slots, first)
     return (f"mem: needs {fmt_bytes(need)}, {h.name} has {fmt_bytes(h.mem_available)} available "
             f"for scheduling (OS {fmt_bytes(h.os_available)} - slack {fmt_bytes(h.slack)})")
+
+
+def ok_virtual(d: Demand, h: HostCap, slots: int, first: bool) -> bool:
+    return all(h.virtual_free.get(name, 0) >= n for name, n in d.virtual)
 
 
 def f_virtual(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
@@ -170,6 +199,14 @@ def f_virtual(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
 
 FILTERS: tuple[Callable[[Demand, HostCap, int, bool], str | None], ...] = (
     f_schedulable, f_select, f_slots, f_mem, f_virtual)
+
+
+def fits(d: Demand, h: HostCap, slots: int, first: bool = True) -> bool:
+    """``fit_reason(...) is None`` without building the reason: the filters' checks, cheapest
+    first (they have no side effects, so the order changes only the cost)."""
+    return (ok_schedulable(d, h, slots, first) and ok_slots(d, h, slots, first) and ok_mem(d, h, slots, first)
+            and (not d.virtual or ok_virtual(d, h, slots, first))
+            and (d.select is None or ok_select(d, h, slots, first)))
 
 
 def fit_reason(d: Demand, h: HostCap, slots: int, first: bool = True) -> str | None:
@@ -451,20 +488,22 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None) -> tuple[list[A
         i = cls.pos
         while i < len(cands):
             h = cands[i]
-            why = None if h.name in cls.vetoed_names else fit_reason(d, h, d.slots, True)
-            if why is None and h.name not in cls.vetoed_names:
+            set_aside = h.name in cls.vetoed_names
+            ok = not set_aside and fits(d, h, d.slots, True)
+            if ok:
                 no = veto(d, h, d.slots, True) if veto else None
                 if no is None:
                     return [_alloc(d, h, d.slots, True)], "", False
                 vetoed = vetoed or no
                 cls.vetoed.append(h)
                 cls.vetoed_names.add(h.name)
-            best_reason = best_reason or why or ""
+            elif not set_aside and not best_reason:
+                best_reason = fit_reason(d, h, d.slots, True) or ""
             if i == cls.pos:
                 cls.pos += 1
             i += 1
         for h in cls.vetoed:
-            if fit_reason(d, h, d.slots, True) is None:
+            if fits(d, h, d.slots, True):
                 no = veto(d, h, d.slots, True) if veto else None
                 if no is None:
                     return [_alloc(d, h, d.slots, True)], "", False
@@ -478,7 +517,7 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None) -> tuple[list[A
     i = cls.spread_pos
     while i < len(cands):
         h = cands[i]
-        if fit_reason(d, h, least, False) is not None and fit_reason(d, h, least, True) is not None:
+        if not fits(d, h, least, False) and not fits(d, h, least, True):
             if i == cls.spread_pos:
                 cls.spread_pos += 1
             i += 1
@@ -486,7 +525,7 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None) -> tuple[list[A
         i += 1
         if chunk:
             take = min(chunk, remaining)
-            if remaining % chunk and fit_reason(d, h, take, not allocs) is not None:
+            if remaining % chunk and not fits(d, h, take, not allocs):
                 take = remaining % chunk  # the one smaller chunk may go to any host
         else:  # as many slots as are free here and memory per task allows
             take = min(h.slots_free, remaining)
@@ -495,7 +534,7 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None) -> tuple[list[A
                 take = min(take, max(0, room // d.mem_task))
         if take <= 0:
             continue
-        if fit_reason(d, h, take, not allocs) is None:
+        if fits(d, h, take, not allocs):
             no = veto(d, h, take, not allocs) if veto else None
             if no is not None:
                 vetoed = vetoed or no

@@ -37,7 +37,7 @@ class OrderKey(msgspec.Struct, frozen=True, gc=False):
     descending: bool  # sort direction of the value: True = largest first (order[r]); order[-r] is False
 
 
-class ResReq(msgspec.Struct, frozen=True, gc=False):
+class ResReq(msgspec.Struct, frozen=True, gc=False, cache_hash=True):  # a round hashes it per job
     text: str = ""
     rusage: tuple[RusageItem, ...] = ()
     select: str | None = None  # normalised, re-parseable select expression

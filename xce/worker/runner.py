@@ -89,7 +89,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from xce.core.accounting import reserved_in_force, slack
+from xce.core.accounting import pressure_victim, reserved_in_force, slack
 from xce.core.errors import InvalidRequest
 from xce.core.jobspec.filenames import lsf_filename
 from xce.core.model import JobSpec
@@ -619,13 +619,9 @@ class Runner:
     def largest_overage(self) -> Task | None:
         """The running task furthest above its reservation in force (for MEMPRESSURE)."""
         now = self.clock()
-        best, best_over = None, 0
-        for t in self._tasks.values():
-            if t.ended is None and t.last is not None:
-                over = t.last.rss - reserved_in_force(t.reserved, t.duration_s, t.decay, t.start_time, now)
-                if over > best_over:
-                    best, best_over = t, over
-        return best
+        return pressure_victim(
+            (t, t.last.rss - reserved_in_force(t.reserved, t.duration_s, t.decay, t.start_time, now))
+            for t in self._tasks.values() if t.ended is None and t.last is not None)
 
     # ------------------------------------------------------------------ killing
 
