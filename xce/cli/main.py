@@ -461,7 +461,7 @@ def cmd_top(a: argparse.Namespace) -> int:
 
 # ---- the parser ----------------------------------------------------------------------------
 
-EXTENSIONS = ("xce.rest.cli", "xce.cli.keys", "xce.compat.cli")
+EXTENSIONS = ("xce.rest.cli", "xce.cli.keys", "xce.compat.cli", "xce.sim.cli")
 
 
 class UsageError(Exception):

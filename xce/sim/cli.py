@@ -1,0 +1,116 @@
+"""`xce sim TRACE`: the subcommand's arguments, the progress bar, and the run of each policy.
+
+The shell around the pure replay: it reads the trace, times each policy (wall time is
+the simulator's own cost, never the virtual clock), draws a progress bar on stderr when
+that is a terminal, and prints the table, ``--json`` or ``--report DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from xce.site.config import WorkerConf
+from xce.sim import metrics, report
+from xce.sim.engine import Engine, JobRecord, Outcome
+from xce.sim.model import Machine, SimJob, UsageModel, machine, sim_jobs
+from xce.sim.policies import policies
+from xce.sim.swf import load
+from xce.core.units import parse_mem
+
+
+def register(sub: Any) -> None:
+    s = sub.add_parser("sim", help="replay a workload trace (SWF) through XCE's scheduler, policy by policy",
+                       description="Replay a Standard Workload Format trace on a virtual clock through the "
+                                   "daemons' own placement, accounting and state machine (docs/simulation.md).")
+    s.add_argument("trace", help="an SWF trace, gzip or plain")
+    s.add_argument("--policy", default="flat,lsf,xce", help="comma-separated policies (default flat,lsf,xce)")
+    s.add_argument("--hosts", type=int, help="hosts (default: the trace's processors / --slots)")
+    s.add_argument("--slots", type=int, help="slots per host (default: the trace's processors / --hosts, else 1)")
+    s.add_argument("--mem", help="memory per host, e.g. 768M (default: slots x the largest per-processor "
+                                 "memory in the trace)")
+    s.add_argument("--no-memory", action="store_true", help="slots only: no reservations, no usage")
+    s.add_argument("--ramp", type=float, default=0.1, help="share of the run over which memory ramps up (0.1)")
+    s.add_argument("--steps", type=int, default=4, help="usage reports along the ramp (4)")
+    s.add_argument("--noise", type=float, default=0.0, help="seeded noise on each job's used memory (0)")
+    s.add_argument("--seed", type=int, default=1)
+    s.add_argument("--kill-grace", type=float, default=WorkerConf().kill_grace,
+                   help="seconds from a MEMPRESSURE decision to the victim's end, at worst "
+                        f"(default: the worker's kill_grace, {WorkerConf().kill_grace:g})")
+    s.add_argument("--mem-floor", default="0", help="worker.mem_floor: kill below this OS-available (0)")
+    s.add_argument("--limit", type=int, help="replay only the first N jobs of the trace")
+    s.add_argument("--record", action="store_true",
+                   help="add the trace's own recorded waits as a row (compare on the trace's machine)")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--report", metavar="DIR", help="write PNG plots and index.html there")
+    s.set_defaults(func=cmd_sim)
+
+
+def progress_bar(label: str) -> Callable[[float], None] | None:
+    """A bar on stderr, only when stderr is a terminal."""
+    if not sys.stderr.isatty():
+        return None
+    t0 = time.perf_counter()
+
+    def show(done: float) -> None:
+        n = int(done * 30)
+        sys.stderr.write(f"\r{label:>6} [{'#' * n}{'.' * (30 - n)}] {done:4.0%} {time.perf_counter() - t0:5.1f}s")
+        sys.stderr.flush()
+
+    return show
+
+
+def run_policy(m: Machine, jobs: list[SimJob], name: str, usage: UsageModel, kill_grace: float,
+               mem_floor: int, show: bool = True) -> tuple[Outcome, dict[str, Any]]:
+    (pol,) = policies(name)
+    bar = progress_bar(pol.name) if show else None
+    t0, c0 = time.perf_counter(), time.process_time()
+    outcome = Engine(m, jobs, pol, usage, kill_grace, mem_floor, bar).run()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    if bar is not None:
+        bar(1.0)
+        sys.stderr.write("\n")
+    row = metrics.summary(outcome)
+    row["wall_s"] = wall
+    row["cpu_s"] = cpu  # this process's CPU: what a busy shared machine does not inflate
+    row["us_per_event"] = wall / max(1, outcome.events) * 1e6
+    return outcome, row
+
+
+def record_row(jobs: list[SimJob], m: Machine) -> dict[str, Any]:
+    recs = [JobRecord(j.submit, j.submit + j.wait, j.submit + j.wait + j.run, j.run, j.slots, j.user)
+            for j in jobs if j.wait >= 0]
+    return metrics.record_summary(recs, m.slots_total)
+
+
+def cmd_sim(a: argparse.Namespace) -> int:
+    names = [p.name for p in policies(a.policy)]  # an unknown name fails before the trace is read
+    trace = load(a.trace, a.limit)
+    m = machine(trace, a.hosts, a.slots, 0 if a.no_memory else (parse_mem(a.mem) if a.mem else None))
+    usage = UsageModel(a.ramp, a.steps, a.noise, a.seed, memory=m.mem > 0)
+    jobs, skipped = sim_jobs(trace, m, memory=m.mem > 0)
+    outcomes, rows = [], []
+    for name in names:
+        o, row = run_policy(m, jobs, name, usage, a.kill_grace, parse_mem(a.mem_floor))
+        outcomes.append(o)
+        rows.append(row)
+    if a.record:
+        rows.append(record_row(jobs, m))
+    meta = {"trace": Path(a.trace).name, "jobs": len(jobs), "skipped": skipped,
+            "machine": {"hosts": m.hosts, "slots": m.slots, "mem": m.mem},
+            "usage": {"ramp": usage.ramp, "steps": usage.steps, "noise": usage.noise, "seed": usage.seed},
+            "kill_grace": a.kill_grace}
+    if a.report:
+        page = report.write_report(Path(a.report), outcomes, rows, meta)
+        print(f"report: {page}", file=sys.stderr)
+    if a.json:
+        print(json.dumps({**meta, "policies": rows}, indent=2))
+    else:
+        print(report.describe(meta))
+        print(report.table(rows))
+    return 0

@@ -1,0 +1,380 @@
+"""The replay: a discrete-event loop on a virtual clock over the daemons' own pure core.
+
+State is the controller's ``ClusterState`` (Submit / Place / Finish / Kill commands that
+carry their own times), accounts are a ``Live`` ledger opened from the hard placements
+exactly as the controller's and the scheduler's are, placement is ``placement.schedule``
+on ``placement.host_caps`` with the policy's memory view, and a memory-pressure victim is
+``accounting.pressure_victim``.  No sockets, no sleeps, no wall clock, no rule of its own.
+
+Events at one instant run in the order ends, kills, usage reports, submits; then one
+scheduling round (the daemon's scheduler runs a round on any event that could help,
+undebounced by default).  Rounds stay cheap without changing a decision because
+resources only grow when a job ends, is killed or reports less memory: until then every
+job that failed a round fails again (the argument placement.py makes within a round),
+so such a round only needs the jobs submitted since.  Host views are rebuilt from the
+ledger only for hosts something happened on.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from xce.core.accounting import pressure_victim
+from xce.replica.live import Live
+from xce.core.model import Alloc, Host, Job, JobSpec, JobState, Queue
+from xce.core.placement import HostCap, Plan, host_caps, job_demand, never_fits, pending_order, schedule
+from xce.core.sched.backfill import releases
+from xce.core.resreq import ResReq, parse_resreq
+from xce.sim.model import Machine, SimJob, UsageModel
+from xce.sim.policies import Policy
+from xce.core.state import ClusterState, Finish, Kill, Place, RegisterHost, SetQueues, Submit
+
+END, KILL, STEP = 0, 1, 2
+SAMPLES = 600  # points of each time series
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """One replayed job's outcome (what metrics.py summarises)."""
+
+    submit: float
+    start: float | None
+    end: float | None
+    run: float
+    slots: int
+    user: str
+    killed: bool = False
+    rejected: str = ""
+    mem_seconds: float = 0.0  # byte-seconds of actual memory over the run (lost if killed)
+
+
+@dataclass(slots=True)
+class Series:
+    t: list[float] = field(default_factory=list)
+    slots_used: list[int] = field(default_factory=list)
+    pending: list[int] = field(default_factory=list)
+    reserved: list[int] = field(default_factory=list)
+    actual: list[int] = field(default_factory=list)
+    slack: list[int] = field(default_factory=list)
+    kills: list[int] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Integrals:
+    """Time integrals (value x seconds) of the cluster's totals."""
+
+    slots: float = 0.0
+    reserved: float = 0.0
+    actual: float = 0.0
+    slack: float = 0.0
+    over_hosts: float = 0.0  # host-seconds with Σ actual > capacity
+
+
+@dataclass(slots=True)
+class Outcome:
+    policy: str
+    machine: Machine
+    records: list[JobRecord]
+    integrals: Integrals
+    series: Series
+    start: float
+    end: float
+    events: int
+    rounds: int
+
+
+def host_name(i: int) -> str:
+    return f"h{i:04d}"
+
+
+class Engine:
+    def __init__(self, m: Machine, jobs: list[SimJob], policy: Policy, usage: UsageModel,
+                 kill_grace: float = 0.0, mem_floor: int = 0,
+                 progress: Callable[[float], None] | None = None) -> None:
+        self.m, self.jobs, self.policy, self.usage = m, jobs, policy, usage
+        self.kill_grace, self.mem_floor, self.progress = kill_grace, mem_floor, progress
+        self.cs = ClusterState()
+        self.live = Live()
+        self.heap: list[tuple[float, int, int, int, int]] = []  # (time, kind, seq, job id, arg)
+        self.seq = 0
+        self.sim: dict[int, SimJob] = {}
+        self.records: dict[int, JobRecord] = {}
+        self.reports: dict[int, list[tuple[float, int]]] = {}
+        self.last_use: dict[int, tuple[float, int]] = {}  # job -> (since, actual bytes, whole job)
+        self.dying: set[int] = set()
+        self.pending: dict[int, Job] = {}
+        self.running: dict[int, Job] = {}
+        self.new: list[Job] = []
+        self.freed = True
+        self.touched: set[str] = set()
+        self.over: set[str] = set()
+        self.caps: dict[str, HostCap] = {}
+        self.reqs: dict[int, ResReq] = {}
+        self.slots_used = 0
+        self.tot = [0, 0, 0]  # cluster Σ reserved, Σ actual, Σ slack
+        self.acc = Integrals()
+        self.series = Series()
+        self.now = 0.0
+        self.kills = 0
+        self.ended = 0  # jobs that ran and ended, or were refused: the progress bar's measure
+        self.next_progress = 0
+        self.events = 0
+        self.rounds = 0
+        self._setup()
+
+    # ---- set-up -------------------------------------------------------------------------
+
+    def _setup(self) -> None:
+        queues = sorted({j.queue for j in self.jobs}) or ["default"]
+        self.cs.apply(SetQueues(time=0.0, queues=[Queue(name=q) for q in queues], default_queue=queues[0]))
+        for i in range(self.m.hosts):
+            self.cs.apply(RegisterHost(time=0.0, host=Host(name=host_name(i), slots_total=self.m.slots,
+                                                           mem_total=self.m.mem, ncpus=self.m.slots)))
+        self.caps = self._caps(self.cs.hosts)
+        self.empty = {n: HostCap(c.name, c.schedulable, c.slots_total, c.slots_free, c.mem_total,
+                                 c.os_available, c.slack) for n, c in self.caps.items()}
+        self.prio = {q.name: q.priority for q in self.cs.queues.values()}
+        self.one_priority = len(set(self.prio.values())) <= 1
+        first = self.jobs[0].submit if self.jobs else 0.0
+        self.now = self.t0 = first
+        self.sample_every = max(1.0, (self._horizon() - first) / SAMPLES)
+        self.next_sample = first
+
+    def _horizon(self) -> float:
+        return max((j.submit + j.run for j in self.jobs), default=0.0)
+
+    def _caps(self, names: object) -> dict[str, HostCap]:
+        hosts = [self.cs.hosts[n] for n in names]  # type: ignore[attr-defined]
+        osa = {h.name: self.os_available(h.name) for h in hosts}
+        return host_caps(hosts, self.live.ledger, osa, self.policy.mem_view)
+
+    def os_available(self, host: str) -> int:
+        """The model's OS: a host's memory less what its jobs really use (no other tenant)."""
+        return self.m.mem - self.live.ledger.host_totals(host).mem_actual
+
+    # ---- the loop -----------------------------------------------------------------------
+
+    def run(self) -> Outcome:
+        jobs, n, i = self.jobs, len(self.jobs), 0
+        heap = self.heap
+        while i < n or heap:
+            t_sub = jobs[i].submit if i < n else float("inf")
+            t = min(t_sub, heap[0][0]) if heap else t_sub
+            self._advance(t)
+            while heap and heap[0][0] == t:
+                _, kind, _, jid, arg = heapq.heappop(heap)
+                self._event(kind, jid, arg)
+            while i < n and jobs[i].submit == t:
+                self._submit(jobs[i])
+                i += 1
+            self._round()
+            if self.progress is not None and self.events >= self.next_progress:
+                self.next_progress = self.events + 20_000
+                self.progress(self.ended / max(1, n))
+        self._sample(force=True)
+        end = max((r.end for r in self.records.values() if r.end is not None), default=self.t0)
+        return Outcome(self.policy.name, self.m, list(self.records.values()), self.acc, self.series,
+                       self.t0, end, self.events, self.rounds)
+
+    def _push(self, t: float, kind: int, jid: int, arg: int = 0) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (t, kind, self.seq, jid, arg))
+
+    def _event(self, kind: int, jid: int, arg: int) -> None:
+        self.events += 1
+        job = self.cs.jobs[jid]
+        if job.state != JobState.RUN or job.attempt != arg >> 16:
+            return  # a report or end of a run that was killed meanwhile
+        if kind == END:
+            self._finish(job, "")
+        elif kind == KILL:
+            self.kills += 1
+            self.records[jid].killed = True
+            self._finish(job, "MEMPRESSURE")
+        else:
+            self._report(job, arg & 0xFFFF)
+
+    # ---- time ---------------------------------------------------------------------------
+
+    def _advance(self, t: float) -> None:
+        dt = t - self.now
+        if dt > 0:
+            a = self.acc
+            a.slots += self.slots_used * dt
+            a.reserved += self.tot[0] * dt
+            a.actual += self.tot[1] * dt
+            a.slack += self.tot[2] * dt
+            a.over_hosts += len(self.over) * dt
+        while self.next_sample <= t:
+            self._sample()
+        self.now = t
+
+    def _sample(self, force: bool = False) -> None:
+        s = self.series
+        s.t.append(self.next_sample if not force else self.now)
+        s.slots_used.append(self.slots_used)
+        s.pending.append(len(self.pending))
+        s.reserved.append(self.tot[0])
+        s.actual.append(self.tot[1])
+        s.slack.append(self.tot[2])
+        s.kills.append(self.kills)
+        self.next_sample += self.sample_every
+
+    # ---- the ledger, with the cluster's sums kept by the differences it makes ------------
+
+    def _host_figures(self, host: str) -> tuple[int, int, int]:
+        t = self.live.ledger.host_totals(host)
+        return t.mem_reserved, t.mem_actual, t.mem_slack
+
+    def _changing(self, hosts: list[str], change: Callable[[], None]) -> None:
+        before = [self._host_figures(h) for h in hosts]
+        change()
+        tot = self.tot
+        for h, old in zip(hosts, before):
+            new = self._host_figures(h)
+            for k in range(3):
+                tot[k] += new[k] - old[k]
+            if new[1] > self.m.mem:
+                self.over.add(h)
+            else:
+                self.over.discard(h)
+            self.touched.add(h)
+
+    # ---- job life -----------------------------------------------------------------------
+
+    def _req(self, per_slot: int) -> ResReq:
+        req = self.reqs.get(per_slot)
+        if req is None:
+            kb = -(-per_slot // 1024)
+            req = self.reqs[per_slot] = parse_resreq(f"rusage[mem={kb}K/task]") if per_slot else ResReq()
+        return req
+
+    def _submit(self, sj: SimJob) -> None:
+        self.events += 1
+        spec = JobSpec(command=["trace", str(sj.trace_id)], user=sj.user, queue=sj.queue, slots=sj.slots,
+                       run_limit=sj.req_time if sj.req_time > 0 else None)
+        (jid,) = self.cs.apply(Submit(time=sj.submit, specs=[spec], reqs=[self._req(sj.reserve_slot)]))
+        job = self.cs.jobs[jid]
+        self.sim[jid] = sj
+        rec = self.records[jid] = JobRecord(sj.submit, None, None, sj.run, sj.slots, sj.user)
+        why = never_fits(job_demand(job), self.empty.values())
+        if why is not None:  # the controller refuses such a job at submit
+            rec.rejected = why
+            self.ended += 1
+            self.cs.apply(Kill(time=sj.submit, job_ids=[jid], reason=why))
+            return
+        self.pending[jid] = job
+        self.new.append(job)
+
+    def _round(self) -> None:
+        if not self.new and not self.freed:
+            return
+        if self.touched:
+            self.caps.update(self._caps(self.touched))
+            self.touched = set()
+        free = self.m.slots_total - self.slots_used
+        # With reservations a round's answer also moves with the clock (a window closes,
+        # an overrun comes due): only greedy rounds may be cut short.
+        full = self.freed or self.policy.backfill.reservations > 0
+        todo = self.pending.values() if full else self.new
+        self.new, self.freed = [], False
+        if free <= 0 or not self.pending:
+            return  # every slot is taken: nothing can start (the daemon skips such rounds too)
+        self.rounds += 1
+        # Ids follow submit order and the queue holds only PEND jobs: with one priority for
+        # every queue (SWF has none), the queue in hand is pending_order's answer already.
+        ordered = list(todo) if self.one_priority else pending_order(todo, self.prio)
+        plan = self.plan(ordered)
+        for jid, allocs in plan.placements:
+            self._place(self.cs.jobs[jid], allocs)
+
+    def plan(self, ordered: list[Job]) -> Plan:
+        """One round of the daemons' placement over the current host views (an overlay)."""
+        rules = self.policy.backfill
+        rel = releases(self.running.values(), rules, self.now, self.live.ledger) if rules.reservations else ()
+        return schedule(self.caps, ordered, self.now, backfill=rules, releases=rel)
+
+    def _place(self, job: Job, allocs: list[Alloc]) -> None:
+        now = self.now
+        attempt = self.cs.apply(Place(time=now, job_id=job.id, attempt=job.attempt, allocs=allocs))
+        del self.pending[job.id]
+        self.running[job.id] = job
+        self._changing(job.hosts, lambda: self.live.sync_job(job, now))
+        self.slots_used += job.spec.slots
+        sj = self.sim[job.id]
+        self.records[job.id].start = now
+        self.last_use[job.id] = (now, 0)
+        self._push(now + sj.run, END, job.id, attempt << 16)
+        for k, (dt, _) in enumerate(self.reports.setdefault(job.id, self.usage.reports(sj))):
+            if dt < sj.run:
+                self._push(now + dt, STEP, job.id, attempt << 16 | k)
+
+    def _use(self, job: Job, total: int) -> None:
+        """Integrate the job's actual memory up to now, then hold ``total`` from here."""
+        since, held = self.last_use[job.id]
+        self.records[job.id].mem_seconds += held * (self.now - since)
+        self.last_use[job.id] = (self.now, total)
+
+    def _report(self, job: Job, k: int) -> None:
+        per_slot = self.reports[job.id][k][1]
+        ledger = self.live.ledger
+        lower = False
+
+        def change() -> None:
+            nonlocal lower
+            for a in job.allocs:
+                acc = ledger.accounts[(job.id, a.host)]
+                actual = per_slot * a.slots
+                lower = lower or (acc.actual or 0) > actual
+                ledger.observe(acc, actual, actual)
+
+        self._changing(job.hosts, change)
+        self._use(job, per_slot * job.spec.slots)
+        self.freed = self.freed or lower
+        for h in job.hosts:
+            self._pressure(h)
+
+    def _pressure(self, host: str) -> None:
+        """The worker's MEMPRESSURE rule: below the floor, kill the largest overage, one at a time."""
+        if self.os_available(host) >= self.mem_floor:
+            return
+        book = self.live.ledger.books.get(host)
+        if book is None:
+            return
+        victim = pressure_victim(zip(book.ids, (a - r for a, r in zip(book.actual, book.reserved))))
+        if victim is None or victim in self.dying:
+            return
+        self.dying.add(victim)
+        job = self.cs.jobs[victim]
+        if self.kill_grace > 0:
+            self._push(self.now + self.kill_grace, KILL, victim, job.attempt << 16)
+        else:
+            self.kills += 1
+            self.records[victim].killed = True
+            self._finish(job, "MEMPRESSURE")
+
+    def _finish(self, job: Job, reason: str) -> None:
+        now, hosts = self.now, job.hosts
+        self._use(job, 0)
+        del self.last_use[job.id]
+        self.dying.discard(job.id)
+        del self.running[job.id]
+
+        def change() -> None:
+            for h in hosts:
+                self.cs.apply(Finish(time=now, job_id=job.id, attempt=job.attempt, host=h,
+                                     exit_code=None if reason else 0, signal=9 if reason else None,
+                                     reason=reason))
+            self.live.sync_job(job, now)
+
+        self._changing(hosts, change)
+        self.slots_used -= job.spec.slots
+        self.records[job.id].end = now
+        self.ended += 1
+        self.reports.pop(job.id, None)
+        self.freed = True
+        if reason:
+            for h in hosts:
+                self._pressure(h)  # the victim's memory is back: is the host still below its floor?

@@ -1,0 +1,93 @@
+"""The figures of one replay (or of the trace's own record), from job records and integrals.
+
+    wait               = start - submit
+    bounded slowdown   = max(1, (wait + run) / max(run, TAU))        TAU = 10 s
+    utilisation(slots) = ∫ slots in use dt / (slots x makespan)
+    utilisation(mem)   = ∫ Σ actual dt / (memory x makespan)
+    slack share        = ∫ Σ slack dt / ∫ Σ reserved dt   (Autopilot's (limit - usage) / limit,
+                         time-weighted, with accounting.slack's max(0, reserved - actual))
+    oversubscription   = host-minutes with Σ actual > the host's memory
+    fairness           = Jain's index over users' mean bounded slowdowns (1 = all alike)
+
+makespan runs from the first submit to the last end.  Jobs the controller would refuse
+(no host could ever run them) are counted apart and left out of waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from xce.sim.engine import JobRecord, Outcome
+
+TAU = 10.0
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile of already sorted values (0 for none)."""
+    if not sorted_values:
+        return 0.0
+    k = max(0, min(len(sorted_values) - 1, int(-(-q * len(sorted_values) // 100)) - 1))
+    return float(sorted_values[k])
+
+
+def bounded_slowdown(wait: float, run: float, tau: float = TAU) -> float:
+    return max(1.0, (wait + run) / max(run, tau))
+
+
+def jain(values: Sequence[float]) -> float:
+    if not values:
+        return 1.0
+    sq = sum(v * v for v in values)
+    return (sum(values) ** 2) / (len(values) * sq) if sq else 1.0
+
+
+def job_figures(records: Sequence[JobRecord]) -> dict[str, Any]:
+    """Waits, slowdowns and per-user fairness of the jobs that started."""
+    ran = [r for r in records if r.start is not None]
+    waits = sorted(r.start - r.submit for r in ran)  # type: ignore[operator]
+    bsd = [bounded_slowdown(r.start - r.submit, r.run) for r in ran]  # type: ignore[operator]
+    per_user: dict[str, list[float]] = {}
+    for r, b in zip(ran, bsd):
+        per_user.setdefault(r.user, []).append(b)
+    user_means = [sum(v) / len(v) for v in per_user.values()]
+    return {
+        "jobs": len(records), "started": len(ran),
+        "rejected": sum(1 for r in records if r.rejected),
+        "wait_mean_s": sum(waits) / len(waits) if waits else 0.0,
+        "wait_median_s": percentile(waits, 50), "wait_p95_s": percentile(waits, 95),
+        "bounded_slowdown_mean": sum(bsd) / len(bsd) if bsd else 0.0,
+        "users": len(per_user), "fairness_jain": jain(user_means),
+        "worst_user_slowdown": max(user_means, default=0.0),
+    }
+
+
+def summary(o: Outcome) -> dict[str, Any]:
+    """Every figure of one policy's replay, in JSON's units (bytes, seconds)."""
+    span = max(o.end - o.start, 1e-9)
+    a, m = o.integrals, o.machine
+    killed = [r for r in o.records if r.killed]
+    out = {"policy": o.policy, "hosts": m.hosts, "slots_per_host": m.slots, "mem_per_host": m.mem,
+           **job_figures(o.records),
+           "makespan_s": o.end - o.start,
+           "util_slots": a.slots / (m.slots_total * span),
+           "util_mem": a.actual / (m.mem * m.hosts * span) if m.mem else 0.0,
+           "reserved_share": a.reserved / (m.mem * m.hosts * span) if m.mem else 0.0,
+           "slack_share": a.slack / a.reserved if a.reserved else 0.0,
+           "mem_kills": len(killed),
+           "mem_seconds_lost": sum(r.mem_seconds for r in killed),
+           "slot_seconds_lost": sum((r.end - r.start) * r.slots for r in killed),  # type: ignore[operator]
+           "oversubscribed_host_minutes": a.over_hosts / 60.0,
+           "events": o.events, "rounds": o.rounds}
+    return out
+
+
+def record_summary(records: Sequence[JobRecord], slots_total: int) -> dict[str, Any]:
+    """The trace's own figures (its recorded waits), for the check against the record."""
+    ran = [r for r in records if r.start is not None]
+    start = min((r.submit for r in records), default=0.0)
+    end = max((r.end for r in ran if r.end is not None), default=start)
+    span = max(end - start, 1e-9)
+    busy = sum(r.run * r.slots for r in ran)
+    return {"policy": "record", **job_figures(records), "makespan_s": end - start,
+            "util_slots": busy / (slots_total * span)}
