@@ -18,9 +18,12 @@ from xce.proto.opcodes import Op
 
 ROOT = Path(__file__).resolve().parent.parent
 WRITES = {"SubmitRequest": Op.SUBMIT, "KillRequest": Op.KILL, "ModifyRequest": Op.MODIFY,
-          "HostAdminRequest": Op.HOST_ADMIN}
+          "HostAdminRequest": Op.HOST_ADMIN, "ControlRequest": Op.STOP, "SwitchRequest": Op.SWITCH,
+          "MoveRequest": Op.MOVE, "ModifySpecRequest": Op.MODIFY_SPEC}
 BUILT = [writes.submit([spec()], key="k"), writes.kill([1], key="k"), writes.modify(1, None, key="k"),
-         writes.host_admin(["n1"], "close", key="k")]
+         writes.host_admin(["n1"], "close", key="k"), writes.control([1], key="k"),
+         writes.switch([1], "q", key="k"), writes.move(1, "top", key="k"),
+         writes.modify_spec(1, key="k", slots=2)]
 
 
 def test_every_write_request_is_a_keyed_write_and_has_a_builder() -> None:
@@ -31,7 +34,8 @@ def test_every_write_request_is_a_keyed_write_and_has_a_builder() -> None:
 
 @pytest.mark.parametrize("build,args", [
     (writes.submit, ([spec()],)), (writes.kill, ([1],)), (writes.modify, (1, None)),
-    (writes.host_admin, (["n1"], "open"))], ids=lambda x: getattr(x, "__name__", ""))
+    (writes.host_admin, (["n1"], "open")), (writes.control, ([1],)), (writes.switch, ([1], "q")),
+    (writes.move, (1, "top"))], ids=lambda x: getattr(x, "__name__", ""))
 def test_the_builders_require_a_key(build, args) -> None:
     with pytest.raises(TypeError, match="key"):
         build(*args)
@@ -48,7 +52,7 @@ def test_the_builders_require_a_key(build, args) -> None:
 @pytest.mark.parametrize("body", BUILT, ids=lambda b: type(b).__name__)
 def test_the_wire_refuses_a_write_without_a_key(body) -> None:
     op = WRITES[type(body).__name__]
-    fields = msgspec.structs.asdict(body)
+    fields = {k: v for k, v in msgspec.structs.asdict(body).items() if v is not msgspec.UNSET}  # absent on the wire
     for without in ({k: v for k, v in fields.items() if k != "key"}, {**fields, "key": ""}):
         raw = msgspec.msgpack.encode([1, int(op), 3, msgspec.Raw(msgspec.msgpack.encode(without))])
         with pytest.raises(ProtocolError, match=f"bad {op.name} body: .*key"):

@@ -25,7 +25,8 @@ SUBMIT, OK, ERROR = 10, 1, 2  # xce/proto/opcodes.py; tests/test_quick_submit.py
 SPEC_DEFAULTS: dict[str, object] = {
     "command": [], "name": "", "user": "", "queue": "", "slots": 1, "resreq": "", "mem_limit": None,
     "cwd": "", "env": {}, "stdout": None, "stderr": None, "rerunnable": None,
-    "priority": 0, "run_limit": None, "run_estimate": None, "project": "", "group": ""}
+    "priority": 0, "run_limit": None, "run_estimate": None, "project": "", "group": "",
+    "depend": None, "array": None, "index": 0}
 VALUE_OPTIONS = {"-q": "queue", "-n": "slots", "-R": "resreq", "-M": "mem_limit", "-J": "name",
                  "-o": "stdout", "-e": "stderr", "--cwd": "cwd"}
 

@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from xce.core.errors import XceError
-from xce.core.model import JobSpec, check_spec
+from xce.core.model import HistEvent, JobSpec, check_spec
 from xce.core.views import HostView, JobView
 from xce.proto import schema as S
 from xce.proto import writes
@@ -109,6 +109,32 @@ class Client:
 
     def modify(self, job_id: int, mem_limit: int | None, key: str | None = None) -> None:
         self.request(Op.MODIFY, writes.modify(job_id, mem_limit, key=key or writes.new_key()))
+
+    def stop(self, ids: Sequence[int], key: str | None = None) -> dict[int, str]:
+        """bstop: a pending job is held (PSUSP), a running one suspended (USUSP); job id -> new state."""
+        return self.request(Op.STOP, writes.control(ids, key=key or writes.new_key())).results
+
+    def resume(self, ids: Sequence[int], key: str | None = None) -> dict[int, str]:
+        return self.request(Op.RESUME, writes.control(ids, key=key or writes.new_key())).results
+
+    def requeue(self, ids: Sequence[int], reason: str = "", key: str | None = None) -> dict[int, str]:
+        """brequeue: an ended job is PEND at once; a running one once its processes are killed."""
+        return self.request(Op.REQUEUE, writes.control(ids, key=key or writes.new_key(), reason=reason)).results
+
+    def switch(self, ids: Sequence[int], queue: str, key: str | None = None) -> dict[int, str]:
+        return self.request(Op.SWITCH, writes.switch(ids, queue, key=key or writes.new_key())).results
+
+    def move(self, job_id: int, to: str, key: str | None = None) -> str:
+        """btop (``to="top"``) / bbot (``"bottom"``); returns the job's new priority as the controller says it."""
+        return self.request(Op.MOVE, writes.move(job_id, to, key=key or writes.new_key())).detail
+
+    def modify_spec(self, job_id: int, key: str | None = None, **changes: Any) -> None:
+        """bmod of a pending job: resreq, slots, queue, name, run_limit, priority, depend (-w text)."""
+        self.request(Op.MODIFY_SPEC, writes.modify_spec(job_id, key=key or writes.new_key(), **changes))
+
+    def hist(self, job_id: int) -> list[HistEvent]:
+        """bhist: the job's events (time, event, who caused it, detail), oldest first."""
+        return self.request(Op.HIST, S.HistRequest(id=job_id)).events
 
     def wait(self, ids: Sequence[int], timeout: float | None = None, poll: float = 1.0,
              progress: Any = None) -> list[JobView]:

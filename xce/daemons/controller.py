@@ -390,6 +390,9 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor, JobRunDoor):
         Op.JOB_STARTED: WorkerDoor.h_job_started, Op.JOB_FINISHED: WorkerDoor.h_job_finished,
         Op.JOB_SIGNALLED: JobRunDoor.h_job_signalled, Op.JOB_OUTPUT: JobRunDoor.h_job_output,
         Op.PEEK: JobRunDoor.h_peek,
+        Op.STOP: ClientDoor.h_stop, Op.RESUME: ClientDoor.h_resume, Op.REQUEUE: ClientDoor.h_requeue,
+        Op.SWITCH: ClientDoor.h_switch, Op.MOVE: ClientDoor.h_move, Op.MODIFY_SPEC: ClientDoor.h_modify_spec,
+        Op.HIST: ClientDoor.h_hist,
     }
 
 

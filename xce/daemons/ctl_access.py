@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import msgspec
 import zmq
 
 from xce.core.errors import PermissionDenied, Unauthenticated, XceError
@@ -24,7 +25,8 @@ WORKER_OPS = frozenset({Op.REGISTER, Op.HEARTBEAT, Op.JOB_STARTED, Op.JOB_FINISH
                         Op.JOB_OUTPUT})
 DAEMON_OPS = SCHEDULER_OPS | WORKER_OPS
 # What the request log records (the ZeroMQ door's audit trail): every state-changing request.
-AUDITED_OPS = frozenset({Op.SUBMIT, Op.KILL, Op.MODIFY, Op.HOST_ADMIN})
+AUDITED_OPS = frozenset({Op.SUBMIT, Op.KILL, Op.MODIFY, Op.HOST_ADMIN, Op.STOP, Op.RESUME, Op.REQUEUE,
+                         Op.SWITCH, Op.MOVE, Op.MODIFY_SPEC})
 DAEMON_GRANT_TTL = 5.0  # seconds a verified daemon grant is reused: bounds how late a key-ring revocation bites
 
 
@@ -145,4 +147,13 @@ def describe(op: Op, body: Any) -> str:
         return f"job {body.id} mem_limit {body.mem_limit}"
     if op == Op.HOST_ADMIN:
         return f"hosts {' '.join(body.names)} {body.action}"
+    if op in (Op.STOP, Op.RESUME, Op.REQUEUE):
+        return "jobs " + " ".join(map(str, body.ids))
+    if op == Op.SWITCH:
+        return "jobs " + " ".join(map(str, body.ids)) + f" to queue {body.queue}"
+    if op == Op.MOVE:
+        return f"job {body.id} to the {body.to}"
+    if op == Op.MODIFY_SPEC:
+        fields = [f for f in body.__struct_fields__ if f not in ("id", "key") and getattr(body, f) is not msgspec.UNSET]
+        return f"job {body.id} " + " ".join(fields)
     return ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,20 @@ from xce.core.limits import KILL_REASON, check_text
 from xce.core.model import ACTIVE, TERMINAL, check_mem_limit, check_spec
 from xce.core.placement import demand_of, host_caps, never_fits
 from xce.core.result import Ok, Result
-from xce.core.state import Kill, Modify, SetHostAdmin, Submit
+from xce.core.jobspec.depend import parse_depend
+from xce.core.state import (
+    Kill,
+    Modify,
+    ModifySpec,
+    Move,
+    Requeue,
+    Resume,
+    SetHostAdmin,
+    SpecPatch,
+    Stop,
+    Submit,
+    Switch,
+)
 from xce.proto import schema as S
 from xce.proto.codec import encode
 from xce.proto.opcodes import Op
@@ -160,6 +174,71 @@ class ClientDoor:
         self.commit(Modify(time=time.time(), job_id=body.id, mem_limit=body.mem_limit, key=body.key,
                            by=self.key_owner()), modified)
 
+    # ---- job control (the transitions are xce/core/state.py's) -----------------------------------
+
+    def h_stop(self: Controller, ident: bytes, rid: int, body: S.ControlRequest) -> None:
+        self._control(ident, rid, Stop(time=time.time(), job_ids=_ids(body.ids, "stop"), key=body.key,
+                                       by=self.key_owner()), signal_when={"USUSP": signal.SIGSTOP})
+
+    def h_resume(self: Controller, ident: bytes, rid: int, body: S.ControlRequest) -> None:
+        self._control(ident, rid, Resume(time=time.time(), job_ids=_ids(body.ids, "resume"), key=body.key,
+                                         by=self.key_owner()), signal_when={"RUN": signal.SIGCONT})
+
+    def h_requeue(self: Controller, ident: bytes, rid: int, body: S.ControlRequest) -> None:
+        too_long = check_text(KILL_REASON, body.reason)
+        if too_long is not None:
+            raise InvalidRequest(too_long)
+        self._control(ident, rid, Requeue(time=time.time(), job_ids=_ids(body.ids, "requeue"), reason=body.reason,
+                                          key=body.key, by=self.key_owner()))
+
+    def h_switch(self: Controller, ident: bytes, rid: int, body: S.SwitchRequest) -> None:
+        self._control(ident, rid, Switch(time=time.time(), job_ids=_ids(body.ids, "switch"), queue=body.queue,
+                                         key=body.key, by=self.key_owner()))
+
+    def _control(self: Controller, ident: bytes, rid: int, cmd: Any, signal_when: dict[str, int] | None = None) -> None:
+        """Commit ``cmd``; then, for each job whose new state is in ``signal_when``, that signal goes
+        to its running shares (SIGSTOP for USUSP, SIGCONT back to RUN) as a SIGNAL_JOB order."""
+        reply = self.replier(ident, rid, lambda res: S.ControlReply(results=res))
+
+        def done(result: Result) -> None:
+            if isinstance(result, Ok) and signal_when:
+                with self.raft.lock:
+                    for jid, state in result.value.items():
+                        job = self.state.jobs.get(jid)
+                        if state in signal_when and job is not None and job.state in ACTIVE:
+                            for host in job.hosts:
+                                if host not in job.finished_hosts:
+                                    self.send_worker(host, Op.SIGNAL_JOB, S.SignalJob(
+                                        job_id=jid, attempt=job.attempt, signal=signal_when[state]))
+            reply(result)
+
+        self.commit(cmd, done)
+
+    def h_move(self: Controller, ident: bytes, rid: int, body: S.MoveRequest) -> None:
+        if body.to not in ("top", "bottom"):
+            raise InvalidRequest(f"move: 'to' must be 'top' or 'bottom', got {body.to!r}")
+        self.commit(Move(time=time.time(), job_id=body.id, to=body.to, key=body.key, by=self.key_owner()),
+                    self.replier(ident, rid, lambda prio: S.Ack(True, f"priority {prio}")))
+
+    def h_modify_spec(self: Controller, ident: bytes, rid: int, body: S.ModifySpecRequest) -> None:
+        changes = {f: getattr(body, f) for f in SpecPatch.__struct_fields__
+                   if getattr(body, f) is not msgspec.UNSET}
+        req = None
+        if "resreq" in changes:
+            req = self.parse(changes["resreq"])
+        if "depend" in changes:  # parsed once, here; the state keeps the tree
+            changes["depend"] = parse_depend(changes["depend"]) if changes["depend"].strip() else None
+        self.commit(ModifySpec(time=time.time(), job_id=body.id, patch=SpecPatch(**changes), req=req,
+                               key=body.key, by=self.key_owner()),
+                    self.replier(ident, rid, lambda r: S.Ack(True, r)))
+
+    def h_hist(self: Controller, ident: bytes, rid: int, body: S.HistRequest) -> None:
+        with self.raft.lock:
+            if body.id not in self.state.jobs:
+                raise NotFound(f"job {body.id} is not known")
+            events = list(self.state.history.get(body.id, ()))
+        self.ok(ident, rid, S.HistReply(id=body.id, events=events))
+
     def h_host_admin(self: Controller, ident: bytes, rid: int, body: S.HostAdminRequest) -> None:
         if body.action not in ("open", "close"):
             raise InvalidRequest(f"host action must be 'open' or 'close', got {body.action!r}")
@@ -227,3 +306,9 @@ class ClientDoor:
         records = self.requests.query(user=body.user, since=body.since, after=body.after,
                                       limit=max(0, min(body.limit, 10_000)))
         self.ok(ident, rid, S.RequestLogReply(records=records))
+
+
+def _ids(ids: list[int], action: str) -> list[int]:
+    if not ids:
+        raise InvalidRequest(f"{action}: no job ids given")
+    return ids

@@ -36,8 +36,9 @@ class WorkerDoor:
     # ---- orders to workers -------------------------------------------------------------------
 
     def orders(self: Controller, job: Job, now: float) -> None:
-        if job.state == JobState.RUN and (job.kill_requested or release_order(job)):
-            # Killed, or its command ended on its first host: the other shares end too.
+        if job.state in ACTIVE and (job.kill_requested or release_order(job)):
+            # Killed or requeued (also when suspended), or its command ended on its first host:
+            # the other shares end too.
             for host in job.hosts:
                 if host not in job.finished_hosts:
                     self.order_kill(job, host, now)

@@ -26,6 +26,13 @@ class Op(IntEnum):
     AUDIT = 19
     REQUEST_LOG = 20  # the controller's log of state-changing requests (admins)
     PEEK = 21         # bpeek: the tail of a job's output, fetched from its first host's worker
+    STOP = 22         # bstop: PEND -> PSUSP, RUN/SSUSP -> USUSP
+    RESUME = 23       # bresume: PSUSP -> PEND, USUSP -> RUN
+    REQUEUE = 24      # brequeue: running (killed first) or ended -> PEND
+    SWITCH = 25       # bswitch: another queue
+    MOVE = 26         # btop / bbot
+    MODIFY_SPEC = 27  # bmod of a pending job: -R -n -q -J -W -sp -w
+    HIST = 28         # bhist: a job's events
 
     # scheduler -> controller
     PLACE = 30

@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgspec
 
 from xce.core import limits
-from xce.core.model import Alloc, Host, HostUsage, Job, JobSpec, Queue
+from xce.core.model import Alloc, HistEvent, Host, HostUsage, Job, JobSpec, Queue
 from xce.core.views import HostView, JobView
 from xce.proto.idempotency import key_problem
 from xce.proto.opcodes import Op
@@ -126,6 +126,51 @@ class KillReply(msgspec.Struct):
 class ModifyRequest(Write):
     id: int
     mem_limit: int | None
+
+
+class ControlRequest(Write):
+    """STOP, RESUME, REQUEUE of jobs: all or nothing (one job in a state the action does not
+    apply to refuses the request, naming it)."""
+
+    ids: list[int]
+    reason: str = ""
+
+
+class ControlReply(msgspec.Struct):
+    results: dict[int, str]  # job id -> its new state, or "requeue requested"
+
+
+class SwitchRequest(Write):
+    ids: list[int]
+    queue: str
+
+
+class MoveRequest(Write):
+    id: int
+    to: str  # "top" | "bottom"
+
+
+class ModifySpecRequest(Write, omit_defaults=True):
+    """bmod of a pending job; an absent field stays as it is.  ``depend`` is -w's text ("": drop
+    the dependency); ``run_limit`` None drops the limit."""
+
+    id: int
+    resreq: str | msgspec.UnsetType = msgspec.UNSET
+    slots: int | msgspec.UnsetType = msgspec.UNSET
+    queue: str | msgspec.UnsetType = msgspec.UNSET
+    name: str | msgspec.UnsetType = msgspec.UNSET
+    run_limit: float | None | msgspec.UnsetType = msgspec.UNSET
+    priority: int | msgspec.UnsetType = msgspec.UNSET
+    depend: str | msgspec.UnsetType = msgspec.UNSET
+
+
+class HistRequest(msgspec.Struct):
+    id: int
+
+
+class HistReply(msgspec.Struct):
+    id: int
+    events: list[HistEvent]
 
 
 class HostAdminRequest(Write):
@@ -473,6 +518,8 @@ REQUESTS: dict[Op, type] = {
     Op.JOB_STARTED: JobStarted, Op.JOB_FINISHED: JobFinished, Op.JOB_SIGNALLED: JobSignalled,
     Op.JOB_OUTPUT: JobOutput,
     Op.RUN_JOB: RunJob, Op.KILL_JOB: KillJob, Op.SIGNAL_JOB: SignalJob, Op.PEEK_JOB: PeekJob, Op.EVENT: Event,
+    Op.STOP: ControlRequest, Op.RESUME: ControlRequest, Op.REQUEUE: ControlRequest, Op.SWITCH: SwitchRequest,
+    Op.MOVE: MoveRequest, Op.MODIFY_SPEC: ModifySpecRequest, Op.HIST: HistRequest,
 }
 
 REPLIES: dict[Op, type] = {
@@ -484,6 +531,8 @@ REPLIES: dict[Op, type] = {
     Op.REGISTER: RegisterReply, Op.HEARTBEAT: HeartbeatReply, Op.JOB_STARTED: Ack,
     Op.JOB_FINISHED: Ack, Op.JOB_SIGNALLED: Ack, Op.JOB_OUTPUT: Ack,
     Op.RUN_JOB: Ack, Op.KILL_JOB: Ack, Op.SIGNAL_JOB: Ack, Op.PEEK_JOB: Ack,
+    Op.STOP: ControlReply, Op.RESUME: ControlReply, Op.REQUEUE: ControlReply, Op.SWITCH: ControlReply,
+    Op.MOVE: Ack, Op.MODIFY_SPEC: Ack, Op.HIST: HistReply,
 }
 
 # Largest body accepted per request: the one table of limits (xce/core/limits.py).

@@ -55,7 +55,11 @@ OP_PERMISSIONS: dict[Op, str | None] = {
     Op.AUDIT: "cluster.audit", Op.REQUEST_LOG: "audit.read", Op.PLACE: "daemon.scheduler", Op.REGISTER: "daemon.worker",
     Op.HEARTBEAT: "daemon.worker", Op.JOB_STARTED: "daemon.worker", Op.JOB_FINISHED: "daemon.worker",
     Op.JOB_SIGNALLED: "daemon.worker", Op.JOB_OUTPUT: "daemon.worker", Op.PEEK: "jobs.read",
+    Op.STOP: "jobs.modify", Op.RESUME: "jobs.modify", Op.REQUEUE: "jobs.modify", Op.SWITCH: "jobs.modify",
+    Op.MOVE: "jobs.modify", Op.MODIFY_SPEC: "jobs.modify", Op.HIST: "jobs.read",
 }
+_BY_IDS = frozenset({Op.KILL, Op.JOBS, Op.STOP, Op.RESUME, Op.REQUEUE, Op.SWITCH})  # bodies naming jobs in ``ids``
+_BY_ID = frozenset({Op.MODIFY, Op.PEEK, Op.MOVE, Op.MODIFY_SPEC, Op.HIST})                  # and in ``id``
 
 DEFAULT_FILE = Path(__file__).resolve().parents[2] / "config" / "rbac.toml"
 
@@ -125,7 +129,8 @@ def authorize(policy: Policy, principal: Principal, op: Op, body: Any,
 
     ``owner_of(job_id)`` gives a job's user (None if unknown: the handler then says
     "not found").  With only an ``own`` grant, JOBS is narrowed to the caller's
-    jobs, and KILL/MODIFY/JOBS-by-id refuse another user's job.  SUBMIT fills an
+    jobs, and the requests naming jobs (KILL, MODIFY, STOP, ..., JOBS and HIST by id) refuse
+    another user's job.  SUBMIT fills an
     empty ``user`` with the caller's and needs jobs.submit_as for anyone else's.
     """
     if op not in OP_PERMISSIONS:
@@ -141,7 +146,7 @@ def authorize(policy: Policy, principal: Principal, op: Op, body: Any,
                 policy.check(principal, "jobs.submit_as")
             specs.append(spec if spec.user else msgspec.structs.replace(spec, user=principal.user))
         return msgspec.structs.replace(body, jobs=specs)
-    ids = list(body.ids) if op in (Op.KILL, Op.JOBS) else [body.id] if op in (Op.MODIFY, Op.PEEK) else []
+    ids = list(body.ids) if op in _BY_IDS else [body.id] if op in _BY_ID else []
     if policy.scope(principal, perm) == "own":
         for jid in ids:
             policy.check(principal, perm, owner_of(jid) or principal.user)
