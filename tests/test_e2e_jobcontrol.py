@@ -40,17 +40,21 @@ def test_a_chain_with_a_held_link_stop_resume_requeue_and_history(cluster2: Clus
     c.kill([never])
 
 
-def test_top_switch_and_modify_of_pending_jobs(cluster2: Cluster) -> None:
+def test_top_switch_and_modify_of_pending_jobs(cluster2: Cluster, tmp_path: Path) -> None:
     c = cluster2.client
-    held = c.submit(["true"], resreq="rusage[mem=10M]")
-    c.stop([held])
+    gate = tmp_path / "go"
+    first = c.submit(["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done"], resreq="rusage[mem=10M]")
+    held = c.submit(["true"], resreq="rusage[mem=10M]", depend=parse_depend(f"done({first})"))  # never placed early
+    assert c.stop([held]) == {held: "PSUSP"}
     c.modify_spec(held, name="renamed", priority=7, run_limit=120.0)
     assert c.move(held, "top") == "priority 8"  # the only pending job of its queue: its own priority + 1
-    c.modify_spec(held, slots=2)
+    c.modify_spec(held, slots=2, depend=f"ended({first})")
     v = c.job(held)
-    assert (v.name, v.slots) == ("renamed", 2)
+    assert (v.name, v.slots, v.reason) == ("renamed", 2, f"waiting for ended({first}): job {first} is RUN") or \
+        (v.name, v.slots, v.reason) == ("renamed", 2, f"waiting for ended({first}): job {first} is PEND")
     assert [e.event for e in c.hist(held)][-3:] == ["modified", "moved to top", "modified"]
-    c.resume([held])
+    assert c.resume([held]) == {held: "PEND"}
+    gate.touch()
     assert c.wait([held], timeout=30)[0].state == "DONE"
 
 

@@ -26,7 +26,8 @@ SPEC_DEFAULTS: dict[str, object] = {
     "command": [], "name": "", "user": "", "queue": "", "slots": 1, "resreq": "", "mem_limit": None,
     "cwd": "", "env": {}, "stdout": None, "stderr": None, "rerunnable": None,
     "priority": 0, "run_limit": None, "run_estimate": None, "project": "", "group": "",
-    "depend": None, "array": None, "index": 0}
+    "depend": None, "array": None, "index": 0, "stdout_overwrite": False, "stderr_overwrite": False,
+    "submit_host": ""}
 VALUE_OPTIONS = {"-q": "queue", "-n": "slots", "-R": "resreq", "-M": "mem_limit", "-J": "name",
                  "-o": "stdout", "-e": "stderr", "--cwd": "cwd"}
 
@@ -113,7 +114,8 @@ def spec_of(a: Args) -> dict[str, object] | None:
     from xce.site.local import unix_user
 
     spec = dict(SPEC_DEFAULTS)
-    spec.update(command=list(a.command), user=unix_user(), cwd=os.getcwd(), env=dict(os.environ))
+    spec.update(command=list(a.command), user=unix_user(), cwd=os.getcwd(), env=dict(os.environ),
+                submit_host=os.uname().nodename)  # LSB_SUB_HOST: gethostname, without importing socket
     for key, value in a.fields.items():
         if value or key not in ("stdout", "stderr", "cwd"):  # cmd_submit drops these when empty
             spec[key] = value
