@@ -509,7 +509,8 @@ FULL_REQ = ResReq(
 FULL_SPEC = JobSpec(command=["python", "-c", "pass"], name="full", user="ann", queue="re", slots=2,
                     resreq=FULL_REQ.text, mem_limit=3 * G, cwd="/scratch/ann", env={"OMP_NUM_THREADS": "2"},
                     stdout="out.%J", stderr="err.%J", rerunnable=True, priority=5,
-                    run_limit=600.0, run_estimate=300.0, project="climate", group="geo")
+                    run_limit=600.0, run_estimate=300.0, project="climate", group="geo",
+                    stdout_overwrite=True, stderr_overwrite=True, submit_host="login1")
 
 
 def full_state() -> ClusterState:
