@@ -104,6 +104,12 @@ def test_bjobs_o_columns_and_delimiter() -> None:
     assert plain == "12      RUN"
 
 
+def test_exit_reason_of_a_kill_is_empty_but_long_listing_says_term_owner() -> None:
+    killed = view(state="EXIT", reason="killed by user", exit_code=143, end_time=1_700_000_020.0)
+    assert lsf_fmt.json_record(killed, ["exit_reason"]) == {"EXIT_REASON": ""}
+    assert "TERM_OWNER: killed by user" in lsf_fmt.long_listing(killed)
+
+
 def test_bjobs_o_refuses_unknown_field_by_name() -> None:
     with pytest.raises(Refused, match='field "bogus"'):
         lsf_fmt.parse_o("jobid bogus")
@@ -211,7 +217,11 @@ def test_bsub_file_reads_its_directives(tmp_path: Any) -> None:
     f.write_text('#!/bin/sh\n#BSUB -J "from file"\n#BSUB -M 1GB\ntrue\n')
     fields, _ = bsub_spec(["-n", "2", str(f)], lambda: None)
     assert (fields["name"], fields["mem_limit"], fields["slots"]) == ("from file", 1024 * MB, 2)
-    assert fields["command"] == ["/bin/sh", "-c", str(f)]
+    assert fields["command"][:2] == ["/bin/sh", "-c"] and fields["command"][3] == f.read_text()
+    f.unlink()  # spooled at submit: the job does not need the file any more
+    plain = tmp_path / "plain"
+    plain.write_text("not a script")
+    assert bsub_spec([str(plain)], lambda: None)[0]["command"] == ["/bin/sh", "-c", str(plain)]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -219,13 +229,21 @@ def test_bsub_file_reads_its_directives(tmp_path: Any) -> None:
     (["-J", "a[1-10]", "true"], "job arrays"),
     (["-x", "true"], "-x (exclusive"),
     (["-gpu", "num=1", "true"], "-gpu is not supported"),
-    (["-nnodes", "2", "true"], "-nnodes is not supported"),
+    (["-nnodes", "2", "-n", "3", "true"], "cannot be spread evenly"),
+    (["-nnodes", "1", "-R", "span[ptile=2]", "true"], "give one"),
     (["-Q", "x", "true"], "unknown option -Q"),
     (["-W", "1:75", "true"], "minutes 75"),
 ])
 def test_bsub_refuses_by_name(argv: list[str], message: str) -> None:
     with pytest.raises(InvalidRequest, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         bsub_spec(argv, lambda: None)
+
+
+@pytest.mark.parametrize("argv, resreq", [
+    (["-nnodes", "1", "-n", "4"], "span[hosts=1]"), (["-nnodes", "2", "-n", "4"], "span[ptile=2]"),
+    (["-nnodes", "1", "-R", "rusage[mem=10]"], "rusage[mem=10] span[hosts=1]")])
+def test_bsub_nnodes_as_span(argv: list[str], resreq: str) -> None:
+    assert bsub_spec([*argv, "true"], lambda: None)[0]["resreq"] == resreq
 
 
 def test_bsub_without_command_is_named() -> None:

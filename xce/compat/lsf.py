@@ -22,15 +22,18 @@ BAD = 255  # LSF's commands exit 255 on bad input and unknown jobs
 
 # ---- bsub ---------------------------------------------------------------------------------
 
-def _file_directives(command: list[str]) -> str | None:
-    """``bsub FILE``: the file's text when it is a readable script, for its ``#BSUB`` lines."""
+def _spooled_file(command: list[str]) -> str | None:
+    """``bsub FILE``: a script (a text file that starts with ``#!``) named alone is read now, as
+    ``bsub < FILE`` (its ``#BSUB`` lines too), so the job runs what was submitted even when the
+    file is gone by then (dask-jobqueue deletes its script after bsub) or is not executable."""
     if len(command) != 1 or not os.path.isfile(command[0]):
         return None
     try:
         with open(command[0], encoding="utf-8") as f:
-            return f.read(1 << 20)
+            text = f.read(1 << 20)
     except (OSError, UnicodeDecodeError):
         return None
+    return text if text.startswith("#!") else None
 
 
 def bsub_spec(argv: list[str], stdin_script: Callable[[], str | None]) -> tuple[dict[str, Any], Any]:
@@ -40,17 +43,17 @@ def bsub_spec(argv: list[str], stdin_script: Callable[[], str | None]) -> tuple[
     from xce.core.jobspec.options import OptionSet, merge_options, parse_bsub_args
 
     cli, command = parse_bsub_args(argv)
-    script = None if command else stdin_script()
+    script = _spooled_file(command) if command else stdin_script()
     if not command and not script:
         raise Refused("no command given (bsub [options] COMMAND, bsub FILE, or bsub < FILE)")
-    text = script if script is not None else _file_directives(command)
-    directives = bsub_directives(text).options if text else OptionSet(values={}, origins={})
+    directives = bsub_directives(script).options if script else OptionSet(values={}, origins={})
     req = bsub_request(merge_options(directives, cli), mem_unit=mapping.LSF_UNIT_FOR_LIMITS)
     _refuse_missing(req)
+    slots = req.slots or 1
     fields: dict[str, Any] = {
         "command": script_command(script) if script is not None else ["/bin/sh", "-c", " ".join(command)],
         "name": req.name or (" ".join(command) if command else ""), "queue": req.queue or "",
-        "slots": req.slots or 1, "resreq": req.resreq or "", "mem_limit": req.mem_limit,
+        "slots": slots, "resreq": _with_nodes(req.resreq or "", req.nodes, slots), "mem_limit": req.mem_limit,
         "cwd": os.path.abspath(req.cwd) if req.cwd else os.getcwd(), "env": apply_env(req.env, os.environ),
         "run_limit": req.run_limit, "run_estimate": req.run_estimate, "project": req.project or "",
         "group": req.user_group or "", "priority": req.priority or 0, "depend": req.depend,
@@ -59,6 +62,21 @@ def bsub_spec(argv: list[str], stdin_script: Callable[[], str | None]) -> tuple[
         if value:
             fields[key] = value
     return fields, req
+
+
+def _with_nodes(resreq: str, nodes: int | None, slots: int) -> str:
+    """``-nnodes N`` as span[]: one host is ``span[hosts=1]``, N hosts ``span[ptile=slots/N]``."""
+    if nodes is None:
+        return resreq
+    if "span[" in resreq:
+        raise Refused(f"-nnodes {nodes} and span[] in -R both place the slots; give one")
+    if nodes == 1:
+        span = "span[hosts=1]"
+    elif slots % nodes == 0 and slots >= nodes:
+        span = f"span[ptile={slots // nodes}]"
+    else:
+        raise Refused(f"-nnodes {nodes}: -n {slots} slots cannot be spread evenly over {nodes} hosts")
+    return f"{resreq} {span}".strip()
 
 
 def _refuse_missing(req: Any) -> None:
@@ -368,10 +386,18 @@ def lsclusters(s: Session, argv: list[str]) -> int:
 
 
 def _params(s: Session) -> dict[str, str]:
+    """What bparams and showconf print: lsb.params' keys and where LSF_ENVDIR's files are."""
+    from pathlib import Path
+
+    from xce.compat import shims
+    from xce.site.local import default_state_dir
+
     cfg = s.cfg
+    conf = shims.envdir(Path(cfg.state_dir) if cfg.state_dir else default_state_dir())
     return {"DEFAULT_QUEUE": cfg.default_queue(), "CLEAN_PERIOD": str(int(cfg.compat.clean_period)),
             "MBD_SLEEP_TIME": str(max(1, round(cfg.scheduler.interval))),
-            "LSF_UNIT_FOR_LIMITS": mapping.LSF_UNIT_FOR_LIMITS, "MAX_JOB_ARRAY_SIZE": "1000"}
+            "LSF_UNIT_FOR_LIMITS": mapping.LSF_UNIT_FOR_LIMITS, "MAX_JOB_ARRAY_SIZE": "1000",
+            "LSF_ENVDIR": str(conf), "LSF_CONFDIR": str(conf), "LSB_SHAREDIR": str(shims.sharedir(conf))}
 
 
 def bparams(s: Session, argv: list[str]) -> int:
@@ -401,8 +427,8 @@ def _showconf(daemon: str, s: Session) -> int:
     from xce.compat.lsf_fmt import lsf_time
 
     print(f"{daemon} configuration at {lsf_time(time.time())}")
-    for k, v in _params(s).items():
-        print(f"    {k}={v}")
+    for k, v in _params(s).items():  # "    KEY = VALUE": Snakemake's LSF executor splits on " = "
+        print(f"    {k} = {v}")
     return 0
 
 

@@ -33,9 +33,16 @@ def _pend_reason(v: Any) -> str:
 
 
 def _exit_reason(v: Any) -> str:
+    """``-o exit_reason``.  Empty for a job its owner killed: psij-python 0.9.11 fails every job
+    it polls when any reason field of an entry is non-empty, and a cancel must stay a cancel
+    (``bjobs -l`` still says TERM_OWNER)."""
+    term = mapping.lsf_term(v.state, v.reason)
+    return "" if term == "TERM_OWNER" else _term_text(v, term)
+
+
+def _term_text(v: Any, term: str) -> str:
     if v.state != "EXIT":
         return ""
-    term = mapping.lsf_term(v.state, v.reason)
     return f"{term}: {v.reason}" if term else v.reason
 
 
@@ -167,7 +174,7 @@ def long_listing(v: Any) -> str:
         out += [" PENDING REASONS:", f" {v.reason};"]
     if v.end_time:
         what = "Done successfully." if v.state == "DONE" else f"Exited with exit code {_exit_code(v)}."
-        out.append(f"{lsf_time(v.end_time)}: {what} {_exit_reason(v)}".rstrip())
+        out.append(f"{lsf_time(v.end_time)}: {what} {_term_text(v, mapping.lsf_term(v.state, v.reason))}".rstrip())
     if v.mem_peak:
         out.append(f" MEMORY USAGE:\n MAX MEM: {mapping.lsf_mb(v.mem_peak)};  AVG MEM: -")
     return "\n".join(out)

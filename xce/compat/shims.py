@@ -53,6 +53,12 @@ def envdir(state_dir: Path) -> Path:
     return state_dir / "compat" / "lsf" / "conf"
 
 
+def sharedir(conf: Path) -> Path:
+    """LSB_SHAREDIR: ``<cluster>/logdir/lsb.events`` is there, empty (XCE keeps no event file;
+    tools that read it for finished jobs find none and ask bjobs, which keeps them)."""
+    return conf.parent / "work"
+
+
 def _write(path: Path, text: str, mode: int = 0o644) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -76,6 +82,7 @@ def lsf_conf(cfg: Any, conf_dir: Path) -> str:
             f"LSF_ENVDIR={conf_dir}\n"
             f"LSF_CONFDIR={conf_dir}\n"
             f"LSB_CONFDIR={conf_dir / 'lsbatch'}\n"
+            f"LSB_SHAREDIR={sharedir(conf_dir)}\n"
             f"LSF_CLUSTER_NAME={cfg.cluster.name}\n"
             "LSF_VERSION=10.1\n")
 
@@ -94,6 +101,9 @@ def ensure_envdir(state_dir: Path, cfg: Any) -> Path:
     d = envdir(state_dir)
     _write(d / "lsf.conf", lsf_conf(cfg, d))
     _write(d / "lsbatch" / cfg.cluster.name / "configdir" / "lsb.params", lsb_params(cfg))
+    events = sharedir(d) / cfg.cluster.name / "logdir" / "lsb.events"
+    if not events.exists():
+        _write(events, "")
     return d
 
 

@@ -62,6 +62,7 @@ class BsubRequest(msgspec.Struct, kw_only=True, gc=False):
     env: EnvPolicy = EnvPolicy()
     pre_exec: str | None = None
     reservation: str | None = None
+    nodes: int | None = None  # -nnodes
 
 
 def bsub_request(opts: OptionSet, *, max_array_size: int = LSF_MAX_ARRAY_SIZE,
@@ -84,7 +85,7 @@ def bsub_request(opts: OptionSet, *, max_array_size: int = LSF_MAX_ARRAY_SIZE,
         depend=at("-w", parse_depend), depend_text=depend_text, kill_if_never=bool(v.get("-ti")),
         priority=at("-sp", _priority), exclusive=bool(v.get("-x")), wait=bool(v.get("-K")),
         interactive=bool(v.get("-I")), env=at("-env", parse_env) or EnvPolicy(),
-        pre_exec=_str(v.get("-E")), reservation=_str(v.get("-U")))
+        pre_exec=_str(v.get("-E")), reservation=_str(v.get("-U")), nodes=at("-nnodes", _nodes))
 
 
 def _at(opts: OptionSet, name: str, parse: Callable[[str], T]) -> T | None:
@@ -120,6 +121,12 @@ def _slots(text: str) -> int:
         raise DirectiveError(f"-n {text}: a range of slots (min,max) is not supported; give one number")
     if not text.strip().isdigit() or int(text) < 1:
         raise DirectiveError(f"-n {text}: expected a whole number of slots, 1 or more")
+    return int(text)
+
+
+def _nodes(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise DirectiveError(f"-nnodes {text}: expected a whole number of hosts, 1 or more")
     return int(text)
 
 

@@ -33,10 +33,11 @@ option  takes   maps to
 -I      flag    interactive: stream stdout/stderr back (client side)
 -E      value   pre-execution command
 -U      value   advance reservation id
+-nnodes value   hosts (IBM CSM's form): the front-end makes it span[] (docs/compat.md)
 ======  ======  ========================================================
 
 Refused by name with a reason: ``-Is -Ip -IS -ISp -ISs -IX`` (pseudo-terminals, X11),
-``-gpu``, ``-nnodes``.  Any other option is refused as unknown.  Values are taken as
+``-gpu``.  Any other option is refused as unknown.  Values are taken as
 the next word, whatever it starts with; options end at the first other word (the
 command) or at ``--``.
 """
@@ -66,14 +67,13 @@ BSUB_OPTIONS: dict[str, OptSpec] = {
     "-P": OptSpec("value", "-P"), "-G": OptSpec("value", "-G"), "-w": OptSpec("value", "-w"),
     "-ti": OptSpec("flag", "-ti"), "-sp": OptSpec("value", "-sp"), "-x": OptSpec("flag", "-x"),
     "-env": OptSpec("value", "-env"), "-K": OptSpec("flag", "-K"), "-I": OptSpec("flag", "-I"),
-    "-E": OptSpec("value", "-E"), "-U": OptSpec("value", "-U"),
+    "-E": OptSpec("value", "-E"), "-U": OptSpec("value", "-U"), "-nnodes": OptSpec("value", "-nnodes"),
 }
 
 _PTY = "interactive jobs with a pseudo-terminal or X11 are not supported (use -I)"
 BSUB_REFUSED: dict[str, str] = {
     "-Is": _PTY, "-Ip": _PTY, "-IS": _PTY, "-ISp": _PTY, "-ISs": _PTY, "-IX": _PTY,
     "-gpu": "GPU requests are not supported",
-    "-nnodes": "CSM node counts are not supported (use -n and span[])",
 }
 
 
