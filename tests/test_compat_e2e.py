@@ -89,7 +89,7 @@ def test_lsf_commands(tmp_path: Path) -> None:
         name = c.client.status().cluster
         assert f"My cluster name is {name}\n" in _run(env, "lsid").stdout
         assert "CLEAN_PERIOD = 3600" in _run(env, "bparams", "-a").stdout
-        assert "LSF_UNIT_FOR_LIMITS=MB" in _run(env, "badmin", "showconf", "mbd").stdout
+        assert "    LSF_UNIT_FOR_LIMITS = MB\n" in _run(env, "badmin", "showconf", "mbd").stdout
         conf = Path(c.xce("compat", "env", "lsf").stdout.split('LSF_ENVDIR="')[1].split('"')[0])
         assert "LSF_UNIT_FOR_LIMITS=MB" in (conf / "lsf.conf").read_text()
         assert "CLEAN_PERIOD = 3600" in (conf / "lsbatch" / name / "configdir" / "lsb.params").read_text()
