@@ -80,8 +80,15 @@ class DepIndex:
         return job_id in self.by_id
 
 
+_ONE: dict[tuple[str, int | None], Counts] = {}  # Counts are frozen: one per (state, exit code)
+
+
 def job_counts(job: Job) -> Counts:
-    return Counts.of(job.state.value, job.exit_code)
+    key = (job.state.value, job.exit_code if job.state == JobState.EXIT else None)
+    counts = _ONE.get(key)
+    if counts is None:
+        counts = _ONE[key] = Counts.of(*key)
+    return counts
 
 
 def lookup_for(jobs: dict[int, Job], facts: dict[int, Counts], names: Callable[[str, str], Iterable[Job]],
