@@ -376,11 +376,16 @@ def cmd_up(a: argparse.Namespace) -> int:
             args += ["--mem-floor", a.mem_floor]
         if a.durability:
             args += ["--durability", a.durability]
+        args += _compaction_args(a)
         sd.mkdir(parents=True, exist_ok=True)
         with open(sd / "up.log", "ab") as log:
-            subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             start_new_session=True)
-        return _wait_ready(a, sd, a.hosts)
+            sup = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+        rc = _wait_ready(a, sd, a.hosts)
+        if rc:
+            n = U.stop_failed_up(sd, sup)
+            print(f"xce up: stopped the supervisor and the {n} daemon(s) it had started", file=sys.stderr)
+        return rc
     if a.demo and not a.slots_per_host:
         a.slots_per_host = 8  # room for the whole demo mix at once
     if a.mem_per_host:
@@ -392,6 +397,7 @@ def cmd_up(a: argparse.Namespace) -> int:
         extra["worker"] = {"mem_floor": a.mem_floor}
     if a.durability:
         extra["controller"] = {"durability": a.durability}
+    extra.setdefault("controller", {}).update(_compaction_conf(a))
     cfg = U.write_cluster_file(sd, a.controllers, a.mem_per_host or "", a.slots_per_host or 0, a.heartbeat,
                                extra)
     import socket
@@ -422,11 +428,21 @@ def _compat_hint(sd: Path) -> str:
             f'eval "$(xce --state-dir {sd} compat env lsf)" (or slurm)')
 
 
+def _compaction_args(a: argparse.Namespace) -> list[str]:
+    return [x for flag, v in (("--compact-entries", a.compact_entries), ("--compact-seconds", a.compact_seconds))
+            if v is not None for x in (flag, str(v))]
+
+
+def _compaction_conf(a: argparse.Namespace) -> dict[str, Any]:
+    return {k: v for k, v in (("compact_entries", a.compact_entries), ("compact_seconds", a.compact_seconds))
+            if v is not None}
+
+
 def _wait_ready(a: argparse.Namespace, sd: Path, hosts: int) -> int:
     from xce.client import Client
     from xce.core.errors import XceError
 
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + a.ready_timeout
     while time.monotonic() < deadline:
         try:
             with Client(state_dir=sd, timeout=2) as c:
@@ -438,7 +454,7 @@ def _wait_ready(a: argparse.Namespace, sd: Path, hosts: int) -> int:
         except (XceError, FileNotFoundError):
             pass
         time.sleep(0.2)
-    print(f"xce up: the cluster did not become ready within 60 s; see {sd}/logs", file=sys.stderr)
+    print(f"xce up: the cluster did not become ready within {a.ready_timeout:g} s; see {sd}/logs", file=sys.stderr)
     return 1
 
 
@@ -572,7 +588,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--durability", choices=["mmap", "fsync"], help="Raft journal policy (docs/ha.md)")
     s.add_argument("--mem-floor", help="kill the largest overage first when a host's OS-available "
                    "memory falls below this (e.g. 300M)")
+    s.add_argument("--compact-entries", type=int, help="controller.compact_entries (docs/ha.md)")
+    s.add_argument("--compact-seconds", type=float, help="controller.compact_seconds (docs/ha.md)")
     s.add_argument("--detach", action="store_true", help="return once the cluster is ready")
+    s.add_argument("--ready-timeout", type=float, default=60.0,
+                   help="with --detach: seconds to wait for the cluster; past them it stops what it started")
     s.add_argument("--demo", action="store_true", help="submit a demo mix of jobs")
     s.set_defaults(func=cmd_up)
 

@@ -66,9 +66,44 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32_768, 60_999  # Linux's default
 
 
+def last_ports(state_dir: Path, controllers: int) -> list[tuple[int, int, int]] | None:
+    """The previous run's (router, pub, raft) ports per controller, if it had as many and all are free.
+
+    A state directory keeps its controllers' addresses from run to run, so clients and
+    peers find it where it was; correctness does not depend on it (membership comes
+    from configuration, xce/raft.py), so any other run may take new ports.
+    """
+    import tomllib
+
+    try:
+        c = tomllib.loads((state_dir / CLUSTER_FILE).read_text())["controller"]
+        columns = ([c["address"], *c["peer_addresses"]], [c["pub_address"], *c["peer_pub_addresses"]],
+                   [c["raft_address"], *c["peers"]])
+        ports = [tuple(int(a.rsplit(":", 1)[1]) for a in row) for row in zip(*columns, strict=True)]
+    except (OSError, ValueError, KeyError, TypeError, tomllib.TOMLDecodeError):
+        return None
+    flat = [p for row in ports for p in row]
+    if len(ports) != controllers or len(set(flat)) != len(flat) or not all(map(_bindable, flat)):
+        return None
+    _HANDED_OUT.update(flat)
+    return ports  # type: ignore[return-value]
+
+
+def _bindable(port: int) -> bool:
+    """Free for a listener: the daemons set SO_REUSEADDR, so the last run's TIME_WAIT is no obstacle."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def write_cluster_file(state_dir: Path, controllers: int, mem: str, slots: int,
                        heartbeat: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    ports = [(free_port(), free_port(), free_port()) for _ in range(controllers)]
+    ports = last_ports(state_dir, controllers) or [(free_port(), free_port(), free_port())
+                                                   for _ in range(controllers)]
     routers = [f"tcp://127.0.0.1:{r}" for r, _, _ in ports]
     pubs = [f"tcp://127.0.0.1:{p}" for _, p, _ in ports]
     rafts = [f"127.0.0.1:{x}" for _, _, x in ports]
@@ -208,6 +243,29 @@ def alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
+
+
+def stop_failed_up(state_dir: Path, sup: subprocess.Popen[bytes], timeout: float = 20.0) -> int:
+    """Stop a detached `up` that never became ready: its supervisor, then by PID each daemon it ran.
+
+    The supervisor stops its children when told (``Supervisor.shutdown``); the PIDs it
+    recorded are killed as well, for a supervisor that died or was stopped before it
+    could.  Returns how many daemons it had recorded.
+    """
+    up = read_up(state_dir)
+    daemons = list(up["daemons"].values()) if up and up.get("pid") == sup.pid else []
+    sup.terminate()
+    try:
+        sup.wait(timeout)
+    except subprocess.TimeoutExpired:
+        sup.kill()
+        sup.wait()
+    for pid in daemons:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    if read_up(state_dir) == up:  # a supervisor killed before its shutdown leaves its record
+        (state_dir / UP_FILE).unlink(missing_ok=True)
+    return len(daemons)
 
 
 def down(state_dir: Path, timeout: float = 20.0) -> bool:

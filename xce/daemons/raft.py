@@ -89,9 +89,14 @@ def make_conf(journal: str | None, dump: str | None, password: str, append_perio
         appendEntriesUseBatch=False,
         raftMinTimeout=election[0], raftMaxTimeout=election[1],
         useFork=False,  # forking a process that runs ZeroMQ threads is not safe
-        dynamicMembershipChange=True, commandsWaitLeader=False,
-        # The journal is compacted into a full dump once it holds this many entries and
-        # this much time has passed: it stays bounded.
+        # Membership is configuration (controller.peers), never what a dump restores.
+        # pysyncobj's full dump keeps the node set it had when written, and with dynamic
+        # membership it adopts that set on load: a state directory restarted on other
+        # Raft ports then counts the old addresses as peers and can never win a majority
+        # (docs/ha.md, "Membership").  XCE never issues membership changes.
+        dynamicMembershipChange=False, commandsWaitLeader=False,
+        # The journal is compacted into a full dump once it holds more than this many
+        # entries, or this long after the last dump: it stays bounded.
         logCompactionMinEntries=compact_entries, logCompactionMinTime=compact_seconds,
         leaderFallbackTimeout=leader_fallback,
         bindAddress=bind,  # only the configured interface, never 0.0.0.0

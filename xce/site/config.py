@@ -41,6 +41,8 @@ class ControllerConf(msgspec.Struct, forbid_unknown_fields=True):
     append_period: float = 0.02
     tick_period: float = 0.01
     election_timeout: tuple[float, float] = (0.3, 0.8)
+    compact_entries: int = 20_000               # the Raft journal is compacted into raft.dump past
+    compact_seconds: float = 60.0               # this many entries, or this long after the last dump
 
 
 class SchedulerConf(msgspec.Struct, forbid_unknown_fields=True):
@@ -204,13 +206,15 @@ def _check(cfg: Config, source: str) -> None:
     positive = {"worker.heartbeat": cfg.worker.heartbeat, "worker.kill_grace": cfg.worker.kill_grace,
                 "scheduler.interval": cfg.scheduler.interval, "controller.append_period": cfg.controller.append_period,
                 "controller.tick_period": cfg.controller.tick_period,
-                "controller.leader_fallback": cfg.controller.leader_fallback}
+                "controller.leader_fallback": cfg.controller.leader_fallback,
+                "controller.compact_seconds": cfg.controller.compact_seconds}
     positive["compat.clean_period"] = cfg.compat.clean_period
     for key, value in positive.items():
         if value <= 0:
             raise bad(key, f"must be > 0, got {value}")
     for key, value in (("worker.slots", cfg.worker.slots), ("scheduler.debounce", cfg.scheduler.debounce),
-                       ("controller.keep_finished", cfg.controller.keep_finished)):
+                       ("controller.keep_finished", cfg.controller.keep_finished),
+                       ("controller.compact_entries", cfg.controller.compact_entries)):
         if value < 0:
             raise bad(key, f"must be >= 0, got {value}")
     lo, hi = cfg.controller.election_timeout
