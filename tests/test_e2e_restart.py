@@ -163,3 +163,37 @@ def test_a_failed_detach_stops_every_daemon_it_started(tmp_path: Path) -> None:
     finally:
         for pid in processes_under(sd):  # only what this test started
             os.kill(pid, signal.SIGKILL)
+
+
+def test_down_leaves_running_jobs_to_the_next_up_and_kill_jobs_ends_them(tmp_path: Path) -> None:
+    import os
+    import signal
+
+    sd, pidfile = tmp_path / "xce", tmp_path / "pid"
+    run = Run(sd, ("--hosts", "1", "--slots-per-host", "1", "--mem-per-host", "1G", "--heartbeat", "0.5"))
+    run.up()
+    pid = 0
+    try:
+        with Client(state_dir=sd, timeout=15) as c:
+            job = c.submit(["sh", "-c", f"echo $$ > {pidfile}.tmp && mv {pidfile}.tmp {pidfile} && exec sleep 300"])
+            pid = wait_for(lambda: pidfile.exists() and int(pidfile.read_text()), 20, "the job's pid")
+            queued = c.submit(["true"])  # the only slot is taken: it pends
+            wait_for(lambda: c.job(queued).reason, 10, "a reason for the pending job")
+        run.down()
+        assert pid_alive(pid)  # plain `down`: the job runs on, for the next `up` to re-attach
+        run.up()
+        with Client(state_dir=sd, timeout=15) as c:
+            wait_for(lambda: c.job(job).state == "RUN" and c.job(queued).state == "PEND", 20, "still RUN, PEND")
+        r = xce(sd, "down", "--kill-jobs")
+        assert f"killed 1 running job(s): {job}" in r.stdout
+        assert not pid_alive(pid)  # ended before the daemons stopped, not orphaned
+        run.down()
+        run.up()
+        with Client(state_dir=sd, timeout=15) as c:
+            v = c.job(job)
+            assert (v.state, v.reason) == ("EXIT", "killed by xce down --kill-jobs")
+            assert wait_for(lambda: c.job(queued).state == "DONE", 20, "the queued job to run")
+    finally:
+        if pid and pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)  # the test's own job, if the kill failed
+        run.down()

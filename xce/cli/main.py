@@ -462,6 +462,11 @@ def cmd_down(a: argparse.Namespace) -> int:
     from xce.cli import up as U
 
     sd = _state_dir(a)
+    if a.kill_jobs and U.running(sd):
+        from xce.cli.upkeep import kill_running_jobs
+
+        killed = kill_running_jobs(sd)
+        print(f"xce: killed {len(killed)} running job(s)" + (f": {' '.join(map(str, killed))}" if killed else ""))
     if U.down(sd):
         print(f"xce: cluster in {sd} stopped")
         return 0
@@ -596,7 +601,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--demo", action="store_true", help="submit a demo mix of jobs")
     s.set_defaults(func=cmd_up)
 
-    s = sub.add_parser("down", help="stop the local cluster")
+    s = sub.add_parser("down", help="stop the local cluster (running jobs keep running; see --kill-jobs)")
+    s.add_argument("--kill-jobs", action="store_true",
+                   help="kill the running jobs first (they end EXIT), rather than leave them to a later `up`")
     s.set_defaults(func=cmd_down)
 
     # Areas that own their own subcommands register them here (REST users, tokens, keys).

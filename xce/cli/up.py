@@ -268,6 +268,11 @@ def stop_failed_up(state_dir: Path, sup: subprocess.Popen[bytes], timeout: float
     return len(daemons)
 
 
+def running(state_dir: Path) -> bool:
+    up = read_up(state_dir)
+    return up is not None and alive(up["pid"])
+
+
 def down(state_dir: Path, timeout: float = 20.0) -> bool:
     up = read_up(state_dir)
     if up is None or not alive(up["pid"]):
