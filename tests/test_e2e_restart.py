@@ -197,3 +197,67 @@ def test_down_leaves_running_jobs_to_the_next_up_and_kill_jobs_ends_them(tmp_pat
         if pid and pid_alive(pid):
             os.kill(pid, signal.SIGKILL)  # the test's own job, if the kill failed
         run.down()
+
+
+def test_a_new_layout_retires_the_old_hosts(tmp_path: Path) -> None:
+    """Three hosts of 4G, then two of 2G: the third goes, capacity and refusals follow."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    sd, go = tmp_path / "xce", tmp_path / "go"
+    wait = ["sh", "-c", f"while [ ! -e {go} ]; do sleep 0.1; done"]
+    run = Run(sd, ("--hosts", "3", "--slots-per-host", "1", "--mem-per-host", "4G", "--heartbeat", "0.5"))
+    run.up()
+    try:
+        with Client(state_dir=sd, timeout=15) as c:
+            jobs = [c.submit(wait) for _ in range(3)]  # one slot per host: one job on each
+            wait_for(lambda: all(c.job(j).state == "RUN" for j in jobs), 20, "three jobs RUN")
+            on = {c.job(j).hosts[0]: j for j in jobs}
+        run.down()  # plain down: the jobs run on
+        run.args = ("--hosts", "2", "--slots-per-host", "1", "--mem-per-host", "2G", "--heartbeat", "0.5")
+        r = xce(sd, "up", "--detach", *run.args, timeout=150)
+        run._note_pids()
+        assert "2 host(s) ok" in r.stdout, r.stdout
+        with Client(state_dir=sd, timeout=15) as c:
+            # node3's job is lost with its host (it was not rerunnable), then node3 is retired.
+            v = wait_for(lambda: (v := c.job(on["node3"])).state == "EXIT" and v, 30, "node3's job to end")
+            assert v.reason == "host node3 lost"
+            wait_for(lambda: [h.name for h in c.hosts()] == ["node1", "node2"], 30, "node3 retired")
+            assert c.status().mem["capacity"] == 4 << 30
+            assert (c.job(on["node1"]).state, c.job(on["node2"]).state) == ("RUN", "RUN")
+
+        big = xce(sd, "submit", "-R", "rusage[mem=3G]", "--", "true", check=False)
+        assert big.returncode == 2 and "the largest host has 1 slots and 2.0G" in big.stderr, big.stderr
+        busy = xce(sd, "hosts", "remove", "node1", check=False)
+        assert busy.returncode == 1
+        assert busy.stderr.strip() == (f"xce hosts: host node1 runs job {on['node1']}: kill it or wait for "
+                                       "its end before removing it")
+
+        url = tomllib.loads((sd / "cluster.toml").read_text())["rest_url"]
+        token = (sd / "auth" / "admin.token").read_text().strip()
+
+        def delete(name: str) -> int:
+            req = urllib.request.Request(f"{url}/v1/hosts/{name}", method="DELETE",
+                                         headers={"Authorization": f"Bearer {token}"})
+            try:
+                with urllib.request.urlopen(req, timeout=15) as resp:
+                    return resp.status
+            except urllib.error.HTTPError as e:
+                return e.code
+
+        assert wait_for(lambda: delete("nosuch") == 404, 20, "xce-rest to answer")
+        assert delete("node2") == 409
+        go.touch()
+        with Client(state_dir=sd, timeout=15) as c:
+            wait_for(lambda: c.job(on["node2"]).state == "DONE", 30, "node2's job DONE")
+            assert delete("node2") == 204
+            # A removed host whose worker still runs registers again, as a new host.
+            wait_for(lambda: [h.name for h in c.hosts()] == ["node1", "node2"], 20, "node2 back")
+            assert json.loads(xce(sd, "hosts", "--json").stdout)[1]["state"] == "ok"
+    except BaseException:
+        print(run.logs())
+        raise
+    finally:
+        go.touch()
+        run.down()

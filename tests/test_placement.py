@@ -335,6 +335,15 @@ def test_never_fits_message() -> None:
                    "the largest host has 4 slots and 8.0G")
 
 
+def test_never_fits_leaves_unavail_hosts_out_and_says_so() -> None:
+    hosts = [cap("old", mem="24G", slots=8, schedulable="unavail"), cap("n1", mem="8G", slots=2),
+             cap("n2", mem="4G", slots=2, schedulable="closed")]  # closed may open again: it counts
+    why = never_fits(demand("16G"), hosts)
+    assert why == ("no host could ever run it: needs 1 slot(s) and 16.0G per host; "
+                   "the largest host has 2 slots and 8.0G (1 unavail host left out: old)")
+    assert never_fits(demand("32G"), hosts[:1]) is None  # every host unavail: nothing says "never"
+
+
 # ---- check_placement: the same fit rule, used by the controller ----------------------------
 
 def test_check_placement() -> None:

@@ -130,7 +130,10 @@ class FakeController:
 
     def op_host_admin(self, r: S.HostAdminRequest) -> S.Ack:
         for n in r.names:
-            self.hosts[n] = hostview(n, state="closed" if r.action == "close" else "ok")
+            if r.action == "remove":
+                del self.hosts[n]
+            else:
+                self.hosts[n] = hostview(n, state="closed" if r.action == "close" else "ok")
         return S.Ack()
 
     def op_queues(self, body: Any) -> S.QueuesReply:

@@ -29,6 +29,7 @@ from xce.core.state import (
     Move,
     Place,
     RegisterHost,
+    RemoveHosts,
     Requeue,
     Resume,
     SetHostAdmin,
@@ -190,9 +191,10 @@ def test_changes_are_not_left_in_the_state() -> None:
 
 
 def test_changes_merge_accumulates_a_batch() -> None:
-    a, b = Changes({1}, {"n1"}, [7]), Changes({2}, {"n1", "n2"}, [8])
+    a, b = Changes({1}, {"n1"}, [7]), Changes({2}, {"n1", "n2"}, [8], removed_hosts=["n3"])
     a.merge(b)
-    assert (a.jobs, a.hosts, a.forgotten) == ({1, 2}, {"n1", "n2"}, [7, 8])
+    assert (a.jobs, a.hosts, a.forgotten, a.removed_hosts) == ({1, 2}, {"n1", "n2"}, [7, 8], ["n3"])
+    assert Changes(removed_hosts=["n3"])  # a removal alone is a change to publish
 
 
 # ---- submit --------------------------------------------------------------------------------
@@ -382,6 +384,48 @@ def test_set_host_admin_is_all_or_nothing() -> None:
     assert st.hosts["n1"].closed and st.hosts["n2"].closed and ch.hosts == {"n1", "n2"}
 
 
+def test_remove_hosts_forgets_them_all_or_nothing() -> None:
+    st = two_hosts()
+    with pytest.raises(NotFound, match="host nx is not known"):
+        st.apply(RemoveHosts(time=T0, names=["n1", "nx"]))
+    assert set(st.hosts) == {"n1", "n2"}
+    st.apply(HostLost(time=T0, name="n2"))
+    ch = Changes()
+    assert st.apply(RemoveHosts(time=T0 + 1, names=["n2"]), ch) == "ok"
+    assert set(st.hosts) == {"n1"} and ch.removed_hosts == ["n2"] and ch
+    st.apply(RegisterHost(time=T0 + 2, host=host("n2")))  # its worker may come back: a new host
+    assert not st.hosts["n2"].unavail
+
+
+@pytest.mark.parametrize("suspend", [False, True])
+def test_a_host_cannot_be_removed_while_jobs_run_there(suspend: bool) -> None:
+    st = two_hosts()
+    submit(st, spec(), spec(slots=2), spec())
+    run(st, 1, "n1")
+    run(st, 2, "n1", "n2")
+    if suspend:
+        st.jobs[1].state = S.USUSP
+    with pytest.raises(Conflict, match=r"^host n1 runs jobs 1 2: kill them or wait for their end "
+                                       r"before removing it$"):
+        st.apply(RemoveHosts(time=T0 + 2, names=["n1"]))
+    finish(st, 1)
+    with pytest.raises(Conflict, match=r"^host n1 runs job 2: kill it or wait for its end before removing it$"):
+        st.apply(RemoveHosts(time=T0 + 2, names=["n1"]))
+    finish(st, 2, "n1")
+    finish(st, 2, "n2")
+    st.apply(RemoveHosts(time=T0 + 3, names=["n1"]))  # ended jobs and pending job 3 do not hold it
+    assert set(st.hosts) == {"n2"} and st.jobs[1].hosts == ["n1"]
+
+
+def test_a_refused_removal_removes_no_host() -> None:
+    st = two_hosts()
+    submit(st, spec())
+    run(st, 1, "n2")
+    with pytest.raises(Conflict, match="host n2 runs job 1"):
+        st.apply(RemoveHosts(time=T0 + 2, names=["n1", "n2"]), ch := Changes())
+    assert set(st.hosts) == {"n1", "n2"} and not ch
+
+
 # ---- modify, cleanup, queues ---------------------------------------------------------------
 
 def test_modify_mem_limit() -> None:
@@ -450,6 +494,7 @@ def scenario() -> list[Cmd]:
         Requeue(time=T0 + 4.5, job_ids=[1]),
         HostUnknown(time=T0 + 4.8, name="n2"),
         HostLost(time=T0 + 5, name="n2"),
+        RemoveHosts(time=T0 + 5, names=["n2"]),
         SetHostAdmin(time=T0 + 6, names=["n1"], closed=True),
         Kill(time=T0 + 7, job_ids=[3, 2]),
         Cleanup(time=T0 + 8, keep_finished=1),

@@ -159,7 +159,7 @@ def _jobs_by_id(c: Any, ids: list[int], stale_ok: bool) -> tuple[list[Any], list
 def cmd_hosts(a: argparse.Namespace) -> int:
     from xce.cli.fmt import host_rows, print_json
 
-    a.action = a.names[0] if a.names and a.names[0] in ("close", "open") else None
+    a.action = a.names[0] if a.names and a.names[0] in HOST_ACTIONS else None
     if a.action:
         a.names = a.names[1:]
     with _client(a) as c:
@@ -167,7 +167,7 @@ def cmd_hosts(a: argparse.Namespace) -> int:
             if not a.names:
                 raise _usage(f"hosts {a.action}: name at least one host")
             c.host_admin(a.names, a.action)
-            print(f"Host(s) {', '.join(a.names)} {'closed' if a.action == 'close' else 'opened'}.")
+            print(f"Host(s) {', '.join(a.names)} {HOST_ACTIONS[a.action]}.")
             return 0
         hosts = c.hosts(a.names, stale_ok=a.stale_ok)
         _say_stale(c)
@@ -176,6 +176,9 @@ def cmd_hosts(a: argparse.Namespace) -> int:
     else:
         print(host_rows(hosts, a.l) if hosts else "No host registered")
     return 0
+
+
+HOST_ACTIONS = {"close": "closed", "open": "opened", "remove": "removed"}
 
 
 def cmd_queues(a: argparse.Namespace) -> int:
@@ -381,7 +384,7 @@ def cmd_up(a: argparse.Namespace) -> int:
         with open(sd / "up.log", "ab") as log:
             sup = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
-        rc = _wait_ready(a, sd, a.hosts)
+        rc = _wait_ready(a, sd, U.layout(a.hosts, a.mem_per_host, a.slots_per_host))
         if rc:
             n = U.stop_failed_up(sd, sup)
             print(f"xce up: stopped the supervisor and the {n} daemon(s) it had started", file=sys.stderr)
@@ -400,10 +403,7 @@ def cmd_up(a: argparse.Namespace) -> int:
     extra.setdefault("controller", {}).update(_compaction_conf(a))
     cfg = U.write_cluster_file(sd, a.controllers, a.mem_per_host or "", a.slots_per_host or 0, a.heartbeat,
                                extra)
-    import socket
-
-    names = [socket.gethostname()] if a.hosts == 1 and not a.mem_per_host and not a.slots_per_host \
-        else [f"node{i + 1}" for i in range(a.hosts)]
+    names = U.layout(a.hosts, a.mem_per_host, a.slots_per_host)
     from xce.security.auth import ensure_daemon_token, ensure_local_admin
 
     ensure_local_admin(sd)   # the user who runs `xce up` is its admin: nothing changes for them
@@ -413,9 +413,14 @@ def cmd_up(a: argparse.Namespace) -> int:
     print(f"xce: starting a local cluster in {sd} ({a.controllers} controller(s), {a.hosts} host(s)); "
           "Ctrl-C or `xce down` stops it", flush=True)
     print(_compat_hint(sd), flush=True)
-    if a.demo:
-        import threading
+    import threading
 
+    from xce.cli.upkeep import retire_hosts
+
+    # Hosts of an earlier layout go once their jobs have ended (docs/cli.md).
+    until = time.monotonic() + 60 + 10 * a.heartbeat
+    threading.Thread(target=retire_hosts, args=(sd, names, until), daemon=True).start()
+    if a.demo:
         from xce.cli.demo import run_demo
 
         threading.Thread(target=run_demo, args=(sd,), daemon=True).start()
@@ -438,7 +443,8 @@ def _compaction_conf(a: argparse.Namespace) -> dict[str, Any]:
             if v is not None}
 
 
-def _wait_ready(a: argparse.Namespace, sd: Path, hosts: int) -> int:
+def _wait_ready(a: argparse.Namespace, sd: Path, names: list[str]) -> int:
+    from xce.cli.upkeep import stale_hosts
     from xce.client import Client
     from xce.core.errors import XceError
 
@@ -447,8 +453,10 @@ def _wait_ready(a: argparse.Namespace, sd: Path, hosts: int) -> int:
         try:
             with Client(state_dir=sd, timeout=2) as c:
                 hv = c.hosts()
-                if sum(1 for h in hv if h.state in ("ok", "full")) >= hosts:
-                    print(f"xce: cluster up in {sd}: {len(hv)} host(s) ok")
+                if sum(1 for h in hv if h.state in ("ok", "full") and h.name in names) == len(names):
+                    old = stale_hosts((h.name for h in hv), names)
+                    print(f"xce: cluster up in {sd}: {len(names)} host(s) ok"
+                          + (f"; retiring the earlier layout's {', '.join(old)}" if old else ""))
                     print(_compat_hint(sd))
                     return 0
         except (XceError, FileNotFoundError):
@@ -530,11 +538,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("ids", nargs="*")
     s.set_defaults(func=cmd_jobs)
 
-    s = sub.add_parser("hosts", help="list hosts (bhosts); `hosts close|open NAME` (badmin)")
+    s = sub.add_parser("hosts", help="list hosts (bhosts); `hosts close|open|remove NAME` (badmin)")
     s.add_argument("-l", action="store_true")
     s.add_argument("--json", action="store_true")
     s.add_argument("--stale-ok", action="store_true", help="any controller may answer (says how old)")
-    s.add_argument("names", nargs="*", metavar="[close|open] NAME")
+    s.add_argument("names", nargs="*", metavar="[close|open|remove] NAME")
     s.set_defaults(func=cmd_hosts)
 
     s = sub.add_parser("queues", help="list queues (bqueues)")

@@ -128,6 +128,13 @@ def write_cluster_file(state_dir: Path, controllers: int, mem: str, slots: int,
     return cfg
 
 
+def layout(hosts: int, mem_per_host: str | None, slots_per_host: int | None) -> list[str]:
+    """The hosts one run of `xce up` starts: the machine's name for a plain single host."""
+    if hosts == 1 and not mem_per_host and not slots_per_host:
+        return [socket.gethostname()]
+    return [f"node{i + 1}" for i in range(hosts)]
+
+
 class Supervisor:
     def __init__(self, state_dir: Path, cfg: dict[str, Any], hosts: int, names: list[str]) -> None:
         self.state_dir = state_dir

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from xce.client import Client
-from xce.errors import Conflict, NotFound, XceError
+from xce.core.errors import Conflict, NotFound, XceError
 
 WITH_PROCESSES = ("RUN", "USUSP", "SSUSP", "PSUSP", "UNKWN")
 KILL_REASON = "killed by xce down --kill-jobs"

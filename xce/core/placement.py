@@ -223,8 +223,23 @@ def never_fits(d: Demand, hosts: Iterable[HostCap]) -> str | None:
 
     A job without span[hosts=1] may spread as ``_place_one`` does: in chunks of ptile slots
     (the last one smaller), or in shares of any size.  Never errs towards "never".
+    Unavail hosts are left out (the reason says which): a host of an earlier layout that
+    is gone for good must not make a job look runnable, nor be what a refusal names.
+    With every host unavail there is nothing to judge by: None.
     """
-    hosts = list(hosts)
+    everyone = list(hosts)
+    hosts = [h for h in everyone if h.schedulable != "unavail"]
+    if not hosts:
+        return None
+    why = _never_on(d, hosts)
+    gone = [h.name for h in everyone if h.schedulable == "unavail"]
+    if why is None or not gone:
+        return why
+    names = ", ".join(gone[:5]) + (", ..." if len(gone) > 5 else "")
+    return f"{why} ({len(gone)} unavail host{'' if len(gone) == 1 else 's'} left out: {names})"
+
+
+def _never_on(d: Demand, hosts: list[HostCap]) -> str | None:
     best_mem = max((h.mem_total for h in hosts), default=0)
     best_slots = max((h.slots_total for h in hosts), default=0)
     single = d.span_hosts == 1 or (d.ptile is None and d.slots == 1)

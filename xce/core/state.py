@@ -25,11 +25,16 @@ its dependents are re-evaluated when a job changes (xce/core/deps.py).
 Every change of a job is also an event in its history (``history``: time, event, who
 caused it, detail; bounded per job), for ``xce hist``.
 
-What a command changed (jobs touched, hosts touched, jobs forgotten) is not kept in the
+Hosts: ``register`` adds or refreshes one (its admin state survives), ``host_lost``
+marks it unavail, ``remove_hosts`` forgets it (refused while a job runs or is
+suspended there: its processes would go unaccounted).  A removed host whose
+worker registers again is a new host.
+
+What a command changed (jobs touched, hosts touched and removed, jobs forgotten) is not kept in the
 state: ``apply(cmd, changes)`` records it in the caller's ``Changes`` and ``apply_batch``
 returns a batch's ``Changes`` beside its results, for the shell to publish and dispatch.
 
-A client's write (``Keyed``: submit, kill, modify, host admin) carries the client's
+A client's write (``Keyed``: submit, kill, modify, host admin and removal) carries the client's
 idempotency key and the principal who sent it (``by``, set by the leader from the
 verified token).  Its first answer is kept under (by, key): a retry with the same key
 gets that answer again and changes nothing; the same key from someone else is a
@@ -159,6 +164,10 @@ class SetHostAdmin(Keyed):
     closed: bool
 
 
+class RemoveHosts(Keyed):
+    names: list[str]
+
+
 class SetQueues(Cmd):
     queues: list[Queue]
     default_queue: str
@@ -249,8 +258,8 @@ class HostUnknown(Cmd):
     name: str
 
 
-Command = (Submit | Place | Finish | Kill | RegisterHost | HostLost | SetHostAdmin | SetQueues | Modify | Cleanup
-           | Stop | Resume | Requeue | Switch | Move | ModifySpec | SysSuspend | SysResume | HostUnknown)
+Command = (Submit | Place | Finish | Kill | RegisterHost | HostLost | SetHostAdmin | RemoveHosts | SetQueues | Modify
+           | Cleanup | Stop | Resume | Requeue | Switch | Move | ModifySpec | SysSuspend | SysResume | HostUnknown)
 _batch_encoder = msgspec.msgpack.Encoder()
 _batch_decoder = msgspec.msgpack.Decoder(list[Command])
 
@@ -279,14 +288,16 @@ class Changes:
     # Jobs changed by the command being applied whose dependents are to be re-evaluated (a
     # negative id: the job itself); apply drains it before it returns: empty between commands.
     settle: list[int] = field(default_factory=list)
+    removed_hosts: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.jobs or self.hosts or self.forgotten)
+        return bool(self.jobs or self.hosts or self.forgotten or self.removed_hosts)
 
     def merge(self, other: Changes) -> None:
         self.jobs |= other.jobs
         self.hosts |= other.hosts
         self.forgotten += other.forgotten
+        self.removed_hosts += other.removed_hosts
 
 
 # ---- the state -----------------------------------------------------------------------------
@@ -734,6 +745,22 @@ class ClusterState:
             ch.hosts.add(name)
         return "ok"
 
+    def remove_hosts(self, cmd: RemoveHosts, ch: Changes) -> str:
+        for name in cmd.names:  # all or nothing: check every host before removing any
+            if name not in self.hosts:
+                raise NotFound(f"host {name} is not known")
+            busy = sorted(j.id for j in self.jobs.values() if j.state in ACTIVE and name in j.hosts)
+            if busy:
+                one = len(busy) == 1
+                raise Conflict(f"host {name} runs job{'' if one else 's'} {' '.join(map(str, busy))}: kill "
+                               f"{'it' if one else 'them'} or wait for {'its' if one else 'their'} end "
+                               "before removing it")
+        for name in cmd.names:
+            del self.hosts[name]
+            ch.hosts.discard(name)
+            ch.removed_hosts.append(name)
+        return "ok"
+
     def set_queues(self, cmd: SetQueues, ch: Changes) -> str:
         self.queues = {q.name: q for q in cmd.queues}
         self.default_queue = cmd.default_queue
@@ -778,6 +805,7 @@ _HANDLERS = {
     Submit: ClusterState.submit, Place: ClusterState.place, Finish: ClusterState.finish,
     Kill: ClusterState.kill, RegisterHost: ClusterState.register_host,
     HostLost: ClusterState.host_lost, SetHostAdmin: ClusterState.set_host_admin,
+    RemoveHosts: ClusterState.remove_hosts,
     SetQueues: ClusterState.set_queues, Modify: ClusterState.modify, Cleanup: ClusterState.cleanup,
     Stop: ClusterState.stop, Resume: ClusterState.resume, Requeue: ClusterState.requeue,
     Switch: ClusterState.switch, Move: ClusterState.move, ModifySpec: ClusterState.modify_spec,

@@ -20,6 +20,7 @@ from xce.core.state import (
     Modify,
     ModifySpec,
     Move,
+    RemoveHosts,
     Requeue,
     Resume,
     SetHostAdmin,
@@ -240,11 +241,14 @@ class ClientDoor:
         self.ok(ident, rid, S.HistReply(id=body.id, events=events))
 
     def h_host_admin(self: Controller, ident: bytes, rid: int, body: S.HostAdminRequest) -> None:
-        if body.action not in ("open", "close"):
-            raise InvalidRequest(f"host action must be 'open' or 'close', got {body.action!r}")
-        self.commit(SetHostAdmin(time=time.time(), names=body.names, closed=body.action == "close",
-                                 key=body.key, by=self.key_owner()),
-                    self.replier(ident, rid, lambda r: S.Ack(True, r)))
+        if body.action not in ("open", "close", "remove"):
+            raise InvalidRequest(f"host action must be 'open', 'close' or 'remove', got {body.action!r}")
+        if not body.names:
+            raise InvalidRequest(f"host {body.action}: no host names given")
+        now, by = time.time(), self.key_owner()
+        cmd = RemoveHosts(time=now, names=body.names, key=body.key, by=by) if body.action == "remove" else \
+            SetHostAdmin(time=now, names=body.names, closed=body.action == "close", key=body.key, by=by)
+        self.commit(cmd, self.replier(ident, rid, lambda r: S.Ack(True, r)))
 
     def h_status(self: Controller, ident: bytes, rid: int, body: S.Empty) -> None:
         st = self.raft.status()
@@ -261,6 +265,8 @@ class ClientDoor:
             for h in self.state.hosts.values():
                 v = self.live.host_view(h)
                 hosts[v.state] = hosts.get(v.state, 0) + 1
+                if h.unavail:
+                    continue  # its memory is not there to use; the host still counts as unavail
                 mem["capacity"] += v.mem_total
                 mem["reserved"] += v.mem_reserved
                 mem["actual"] += v.mem_actual

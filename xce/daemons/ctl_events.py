@@ -64,14 +64,16 @@ class Publisher:
             for name in changes.hosts:
                 if name in st.hosts:
                     events_hosts.append(st.hosts[name])
-            forgotten = changes.forgotten
+            forgotten, removed = changes.forgotten, changes.removed_hosts
             for jid in forgotten:
                 self.live.forget_job(jid)
-            if (events_jobs or events_hosts or forgotten) and self.subscribers:
+            if removed:
+                self.forget_hosts(removed)
+            if (events_jobs or events_hosts or forgotten or removed) and self.subscribers:
                 # Job environments stay in the journal; the event stream does not carry them.
                 self.emit(S.Event(seq=0, epoch=self.epoch, time=now, jobs=[public(j) for j in events_jobs],
                                   hosts=events_hosts, forget=forgotten))
-            elif events_jobs or events_hosts or forgotten:
+            elif events_jobs or events_hosts or forgotten or removed:
                 self.seq += 1  # nobody listens: skip the encoding, keep the sequence honest
             if leading:
                 for job in events_jobs:
@@ -90,6 +92,19 @@ class Publisher:
                 continue
             for r, result in zip(replies, res, strict=True):
                 r(result)
+
+    def forget_hosts(self: Controller, names: list[str]) -> None:
+        """Removed hosts: drop their soft state, and start a new event epoch.
+
+        Events carry whole entities but no host removal, so every follower of the stream
+        (scheduler, console, REST) re-snapshots, as after a failover; removals are rare.
+        """
+        for name in names:
+            self.live.os_available.pop(name, None)
+            self.live.last_seen.pop(name, None)
+            self.workers.pop(name, None)
+            self._lost_sent.discard(name)
+        self.epoch = uuid.uuid4().hex[:12]
 
     def count_subscribers(self: Controller) -> None:
         while True:

@@ -175,7 +175,7 @@ class HistReply(msgspec.Struct):
 
 class HostAdminRequest(Write):
     names: list[str]
-    action: str  # "open" | "close"
+    action: str  # "open" | "close" | "remove" (forget the host; refused while jobs run there)
 
 
 class ControllerInfo(msgspec.Struct, kw_only=True):

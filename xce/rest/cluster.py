@@ -2,7 +2,8 @@
 
 Hosts are HostView (reserved, actual, slack, overage, available for scheduling,
 all from xce/core/accounting.py through the controller); close/open are admin actions
-and answer with the host's new view.  Status is the controller's StatusReply,
+and answer with the host's new view; DELETE removes a host (204), refused (409)
+while jobs run there.  Status is the controller's StatusReply,
 with ``rest_url`` filled in with this server's URL when the cluster file has none.
 """
 
@@ -15,7 +16,7 @@ from xce.proto import schema as S
 from xce.proto import writes
 from xce.proto.opcodes import Op
 from xce.rest.backend import Services, idempotency_key
-from xce.rest.routes import route
+from xce.rest.routes import Reply, route
 
 HOST = "/v1/hosts/{name}"
 
@@ -47,6 +48,15 @@ async def close_host(svc: Services, req: Any, name: str) -> HostView:
        reply=HostView, errors=(404,))
 async def open_host(svc: Services, req: Any, name: str) -> HostView:
     return await _admin(svc, req, name, "open")
+
+
+@route("DELETE", HOST, "hosts.admin", summary="Remove a host (refused with 409 while jobs run there)",
+       tag="hosts", status=204, errors=(404, 409))
+async def remove_host(svc: Services, req: Any, name: str) -> Reply:
+    await svc.call(req, Op.HOSTS, S.HostsRequest(names=[name]))  # 404 for an unknown host
+    await svc.call(req, Op.HOST_ADMIN, writes.host_admin([name], "remove", key=idempotency_key(req)))
+    req.context.audit_result = f"host {name} removed"
+    return Reply(None, 204)
 
 
 @route("GET", "/v1/queues", "queues.read", summary="Queues, the default one, and job counts by state",

@@ -34,7 +34,7 @@ PERMISSIONS: dict[str, str] = {
     "jobs.kill": "kill jobs",
     "jobs.modify": "change a job's memory limit",
     "hosts.read": "list and read hosts",
-    "hosts.admin": "close and open hosts",
+    "hosts.admin": "close, open and remove hosts",
     "queues.read": "list queues",
     "queues.admin": "change queue configuration",
     "cluster.read": "cluster status and metrics",

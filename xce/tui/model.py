@@ -303,7 +303,7 @@ class ConsoleModel:
             t.refresh_states(t.dirty, self._host_state)
             t.dirty = set()
         if t.mem_dirty:
-            t.sum_mem((h.mem_total for h in self.mirror.hosts.values()),
+            t.sum_mem((h.mem_total for h in self.mirror.hosts.values() if not h.unavail),
                       self.kept.host_figures(self.mirror.live.ledger.totals))
         return Summary(dict(t.hosts), dict(t.jobs), t.mem_dict())
 

@@ -64,7 +64,7 @@ class Totals:
                 hosts[new] += 1
 
     def sum_mem(self, capacities: Iterable[int], figures: Collection[HostTotals | HostMem]) -> None:
-        """Capacity of every host, and the other sums over the hosts' totals (the ledger's, or
+        """Capacity of every host given (the caller leaves unavail ones out), and the other sums over the hosts' totals (the ledger's, or
         as a heartbeat event reported them for a host whose samples the ledger has not taken)."""
         self.mem = [sum(capacities), *(sum(map(get, figures)) for get in _FIGURES)]
         self.mem_dirty = False
