@@ -255,6 +255,8 @@ def test_a_new_layout_retires_the_old_hosts(tmp_path: Path) -> None:
             # A removed host whose worker still runs registers again, as a new host.
             wait_for(lambda: [h.name for h in c.hosts()] == ["node1", "node2"], 20, "node2 back")
             assert json.loads(xce(sd, "hosts", "--json").stdout)[1]["state"] == "ok"
+            after = c.submit(["true"])  # the scheduler followed the new event epoch of each removal
+            wait_for(lambda: c.job(after).state == "DONE", 30, "a job after the removals DONE")
     except BaseException:
         print(run.logs())
         raise

@@ -50,26 +50,29 @@ def stale_hosts(registered: Iterable[str], layout: Iterable[str]) -> list[str]:
 
 
 def retire_hosts(state_dir: Path, layout: list[str], until: float,
-                 say: Callable[[str], None] = print) -> list[str]:
-    """Remove every registered host outside ``layout``, retrying those that still run jobs.
+                 say: Callable[[str], None] = lambda m: print(m, flush=True)) -> list[str]:
+    """Remove every host registered at the start and outside ``layout``, each once.
 
     A host of an earlier layout with jobs on it becomes unavail a few heartbeats after
     the controller starts, and its jobs are requeued or end EXIT (queue policy); it is
-    removable then.  Gives up at ``until`` (monotonic) and returns the hosts left.
+    removable then, so such hosts are retried.  Each is removed once: a worker that
+    registers again afterwards was started by someone on purpose.  Gives up at ``until``
+    (monotonic) and returns the hosts left.
     """
-    left: list[str] | None = None  # None: the controller has not answered yet
+    left: list[str] | None = None  # None: not known yet
     while time.monotonic() < until:
         try:
             with Client(state_dir=state_dir, timeout=5) as c:
-                left = stale_hosts((h.name for h in c.hosts()), layout)
-                for name in list(left):
+                if left is None:
+                    left = _stale_once_applied(c, layout)
+                for name in list(left or ()):
                     try:
                         c.host_admin([name], "remove")
+                        say(f"xce: retired host {name} (not in this layout)")
                     except NotFound:
                         pass  # removed meanwhile
                     except Conflict:
                         continue  # jobs still run there: next pass
-                    say(f"xce: retired host {name} (not in this layout)")
                     left.remove(name)
         except XceError:
             pass  # the controller is not ready yet
@@ -77,3 +80,16 @@ def retire_hosts(state_dir: Path, layout: list[str], until: float,
             return []
         time.sleep(0.5)  # poll with a deadline: the old hosts' jobs end on the controller's clock
     return left or []
+
+
+def _stale_once_applied(c: Client, layout: list[str]) -> list[str] | None:
+    """The stale hosts, once the leader has applied every entry it has committed; None before.
+
+    Right after a restart the leader may still be applying the restored log, and a host
+    list read then could miss hosts of the earlier layout.
+    """
+    s = c.status()
+    me = next((x for x in s.controllers if x.role == "leader"), None)
+    if me is None or me.applied_index < me.commit_index:
+        return None
+    return stale_hosts((h.name for h in c.hosts()), layout)
