@@ -21,7 +21,9 @@ import pytest
 from conftest import pid_alive, wait_for, xce
 from xce.client import Client
 
-ARGS = ("--hosts", "2", "--slots-per-host", "1", "--mem-per-host", "2G", "--heartbeat", "0.5",
+# Heartbeats of 1 s: a restarted worker has 3 s (and the new leader's grace) to re-attach before
+# its host counts as lost, which a loaded 2-core machine needs.
+ARGS = ("--hosts", "2", "--slots-per-host", "1", "--mem-per-host", "2G", "--heartbeat", "1",
         "--compact-seconds", "0.3")
 
 
@@ -179,7 +181,7 @@ def test_down_leaves_running_jobs_to_the_next_up_and_kill_jobs_ends_them(tmp_pat
     import signal
 
     sd, pidfile = tmp_path / "xce", tmp_path / "pid"
-    run = Run(sd, ("--hosts", "1", "--slots-per-host", "1", "--mem-per-host", "1G", "--heartbeat", "0.5"))
+    run = Run(sd, ("--hosts", "1", "--slots-per-host", "1", "--mem-per-host", "1G", "--heartbeat", "1"))
     run.up()
     pid = 0
     try:
@@ -216,7 +218,7 @@ def test_a_new_layout_retires_the_old_hosts(tmp_path: Path) -> None:
 
     sd, go = tmp_path / "xce", tmp_path / "go"
     wait = ["sh", "-c", f"while [ ! -e {go} ]; do sleep 0.1; done"]
-    run = Run(sd, ("--hosts", "3", "--slots-per-host", "1", "--mem-per-host", "4G", "--heartbeat", "0.5"))
+    run = Run(sd, ("--hosts", "3", "--slots-per-host", "1", "--mem-per-host", "4G", "--heartbeat", "1"))
     run.up()
     try:
         with Client(state_dir=sd, timeout=15) as c:
@@ -224,7 +226,7 @@ def test_a_new_layout_retires_the_old_hosts(tmp_path: Path) -> None:
             wait_for(lambda: all(c.job(j).state == "RUN" for j in jobs), 20, "three jobs RUN")
             on = {c.job(j).hosts[0]: j for j in jobs}
         run.down()  # plain down: the jobs run on
-        run.args = ("--hosts", "2", "--slots-per-host", "1", "--mem-per-host", "2G", "--heartbeat", "0.5")
+        run.args = ("--hosts", "2", "--slots-per-host", "1", "--mem-per-host", "2G", "--heartbeat", "1")
         r = xce(sd, "up", "--detach", *run.args, timeout=150)
         run._note_pids()
         assert "2 host(s) ok" in r.stdout, r.stdout
