@@ -71,7 +71,7 @@ def last_ports(state_dir: Path, controllers: int) -> list[tuple[int, int, int]] 
 
     A state directory keeps its controllers' addresses from run to run, so clients and
     peers find it where it was; correctness does not depend on it (membership comes
-    from configuration, xce/raft.py), so any other run may take new ports.
+    from configuration, xce/daemons/raft.py), so any other run may take new ports.
     """
     import tomllib
 
