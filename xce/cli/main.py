@@ -52,25 +52,35 @@ def _state_dir(a: argparse.Namespace) -> Path:
 # ---- commands ------------------------------------------------------------------------------
 
 def cmd_submit(a: argparse.Namespace) -> int:
+    """bsub: the job from the options, #BSUB lines and script (xce/cli/submit.py); -K waits, -I shows."""
     from xce.cli.fmt import print_json
+    from xce.cli.submit import USAGE, follow_job, job_spec, split_args, wait_for_job
     from xce.proto import writes
     from xce.proto.opcodes import Op
 
-    if a.command and a.command[0] == "--":
-        a.command = a.command[1:]
-    if not a.command:
-        raise _usage("submit: no command given (xce submit [options] -- CMD ...)")
-    spec = submit_spec(a)
-    if a.dry_run:
+    args = split_args(a.rest)
+    if args.flags & {"-h", "--help"}:
+        print(USAGE)
+        return 0
+    spec, built = job_spec(args)
+    a.state_dir = args.values.get("--state-dir", a.state_dir)
+    a.timeout = float(args.values.get("--timeout", a.timeout))
+    a.json = "--json" in args.flags
+    if "--dry-run" in args.flags:
         return _dry_run(a, spec)
     # One key for every retry; the fast path hands over the one it sent, if it sent one.
     key = getattr(a, "submit_key", "") or writes.new_key()
     with _client(a) as c:
         reply = c.request(Op.SUBMIT, writes.submit([spec], key=key))
-    if a.json:
-        print_json({"id": reply.ids[0], "queue": reply.queues[0]})
-    else:
-        print(f"Job <{reply.ids[0]}> is submitted to queue <{reply.queues[0]}>.")
+        job_id, queue = reply.ids[0], reply.queues[0]
+        if a.json and not (built.request.wait or built.request.interactive):
+            print_json({"id": job_id, "queue": queue})
+        else:
+            print(f"Job <{job_id}> is submitted to queue <{queue}>.", flush=True)
+        if built.request.interactive:
+            return follow_job(c, job_id, spec, str(c.cfg.state_dir or _state_dir(a)))
+        if built.request.wait:
+            return wait_for_job(c, job_id)
     return 0
 
 
@@ -100,27 +110,6 @@ def _dry_run(a: argparse.Namespace, spec: Any) -> int:
     else:
         print(dry_run_text(spec, req, res, queue, min(a.timeout, DRY_RUN_ASK_S)))
     return 0
-
-
-def submit_spec(a: argparse.Namespace) -> Any:
-    """The JobSpec of `xce submit` (xce/cli/quick.py builds the same one, as a dict)."""
-    from xce.client import make_spec
-
-    # Like bsub, the job runs in the submitting environment.
-    fields: dict[str, Any] = {"env": dict(os.environ), "slots": a.n, "resreq": a.R or "", "name": a.J or "", "queue": a.q or ""}
-    if a.M:
-        from xce.core.units import parse_mem
-
-        fields["mem_limit"] = parse_mem(a.M)
-    if a.o or a.oo:
-        fields["stdout"], fields["stdout_overwrite"] = a.oo or a.o, bool(a.oo)
-    if a.e or a.eo:
-        fields["stderr"], fields["stderr_overwrite"] = a.eo or a.e, bool(a.eo)
-    if a.cwd:
-        fields["cwd"] = os.path.abspath(a.cwd)
-    if a.rerunnable:
-        fields["rerunnable"] = True
-    return make_spec(a.command, **fields)
 
 
 def cmd_jobs(a: argparse.Namespace) -> int:
@@ -510,23 +499,8 @@ def parser() -> argparse.ArgumentParser:
     add_global_options(p, top=True)  # every subcommand takes them after its name too
     sub = p.add_subparsers(dest="cmd", required=True)
 
-    s = sub.add_parser("submit", help="submit a job (bsub)")
-    s.add_argument("-q", help="queue")
-    s.add_argument("-n", type=int, default=1, help="slots")
-    s.add_argument("-R", help='resource requirements, e.g. "rusage[mem=2G] span[hosts=1]"')
-    s.add_argument("-M", help="hard memory limit, e.g. 4G (bare number = MB)")
-    s.add_argument("-J", help="job name")
-    out = s.add_mutually_exclusive_group()
-    out.add_argument("-o", help="stdout file, appended (%%J = job id, %%I = array index)")
-    out.add_argument("-oo", help="stdout file, overwritten")
-    err = s.add_mutually_exclusive_group()
-    err.add_argument("-e", help="stderr file, appended (default: with stdout)")
-    err.add_argument("-eo", help="stderr file, overwritten")
-    s.add_argument("--cwd")
-    s.add_argument("--rerunnable", action="store_true", help="requeue if the host is lost")
-    s.add_argument("--dry-run", action="store_true")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("command", nargs=argparse.REMAINDER)
+    # Its words are xce/cli/submit.py's (bsub's options, FILE, stdin): _run hands them over unparsed.
+    s = sub.add_parser("submit", help="submit a job, a job script or a script on stdin (bsub)", add_help=False)
     s.set_defaults(func=cmd_submit)
 
     s = sub.add_parser("jobs", help="list jobs (bjobs)")
@@ -661,7 +635,11 @@ def _run(args: list[str]) -> int:
     from xce.core.errors import InvalidRequest, XceError
 
     p = parser()
-    a, a.passed = p.parse_known_args(args)
+    at = _submit_at(args)
+    if at is not None:  # `submit`'s own words are bsub's, which argparse cannot read (-oo, -J after -n)
+        a, a.passed, a.rest = p.parse_args(args[:at + 1]), [], args[at + 1:]
+    else:
+        a, a.passed = p.parse_known_args(args)
     if a.passed and not getattr(a, "passes_options", False):
         p.error(f"unrecognized arguments: {' '.join(a.passed)}")
     a.submit_key = submit_key
@@ -678,6 +656,23 @@ def _run(args: list[str]) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _submit_at(args: list[str]) -> int | None:
+    """Where ``submit`` is, when only global options come before it."""
+    from xce.cli.quick import GLOBAL_OPTIONS
+
+    i = 0
+    while i < len(args):
+        if args[i] == "submit":
+            return i
+        if args[i] in GLOBAL_OPTIONS:
+            i += 2
+        elif args[i].partition("=")[0] in GLOBAL_OPTIONS:
+            i += 1
+        else:
+            return None
+    return None
 
 
 def _debug_path(path: str) -> None:

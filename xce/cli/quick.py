@@ -7,7 +7,8 @@ the stdlib speaker (xce/proto/zmtp.py, xce/proto/lite.py).
 
 It either finishes the command exactly as the full path would (same line, same
 error message, same exit code) or returns ``Fallback`` and the full path in
-xce/cli/main.py runs instead: no door, an option or a form it does not handle,
+xce/cli/main.py runs instead: no door, an option or a form it does not handle (a job
+script given as FILE or on stdin, an array name, any bsub option but -q -n -R -M -J -o -e),
 ``--dry-run``/``--json``, ``XCE_CONTROLLER``, a token only xce.security.auth can mint, a
 leader without a door, or any reply it did not expect.  Once a request has left,
 the fallback carries the same idempotency key, so the job is never submitted twice.
@@ -27,7 +28,7 @@ SPEC_DEFAULTS: dict[str, object] = {
     "cwd": "", "env": {}, "stdout": None, "stderr": None, "rerunnable": None,
     "priority": 0, "run_limit": None, "run_estimate": None, "project": "", "group": "",
     "depend": None, "array": None, "index": 0, "stdout_overwrite": False, "stderr_overwrite": False,
-    "submit_host": ""}
+    "submit_host": "", "script": ""}
 VALUE_OPTIONS = {"-q": "queue", "-n": "slots", "-R": "resreq", "-M": "mem_limit", "-J": "name",
                  "-o": "stdout", "-e": "stderr", "--cwd": "cwd"}
 
@@ -111,11 +112,13 @@ def parse(argv: list[str]) -> Args | None:
 
 def spec_of(a: Args) -> dict[str, object] | None:
     """The JobSpec as cmd_submit and make_spec build it; None if a value needs the full path's checks."""
-    from xce.site.local import unix_user
+    from xce.site.local import script_file, unix_user
 
+    if script_file(a.command[0]) or "[" in a.fields.get("name", "") or "]" in a.fields.get("name", ""):
+        return None  # a job script, or an array: the full path's builder decides
     spec = dict(SPEC_DEFAULTS)
     spec.update(command=list(a.command), user=unix_user(), cwd=os.getcwd(), env=dict(os.environ),
-                submit_host=os.uname().nodename)  # LSB_SUB_HOST: gethostname, without importing socket
+                submit_host=os.uname().nodename)  # socket.gethostname(), as make_spec sets it
     for key, value in a.fields.items():
         if value or key not in ("stdout", "stderr", "cwd"):  # cmd_submit drops these when empty
             spec[key] = value
@@ -125,6 +128,8 @@ def spec_of(a: Args) -> dict[str, object] | None:
             from xce.core.units import parse_mem
 
             spec["mem_limit"] = parse_mem(a.fields["mem_limit"])
+            if spec["mem_limit"] < 4 << 20:  # model.MEM_LIMIT_FLOOR; under it the full path says why
+                return None
     except Exception:  # noqa: BLE001 - the full path reports it, in its own words
         return None
     if a.fields.get("cwd"):

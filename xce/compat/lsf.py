@@ -15,78 +15,44 @@ from collections.abc import Callable
 from typing import Any
 
 from xce.compat import mapping
-from xce.compat.session import Refused, Session, apply_env, run, script_command
+from xce.compat.session import Refused, Session, run
 
 BAD = 255  # LSF's commands exit 255 on bad input and unknown jobs
 
 
 # ---- bsub ---------------------------------------------------------------------------------
 
-def _spooled_file(command: list[str]) -> str | None:
-    """``bsub FILE``: a script (a text file that starts with ``#!``) named alone is read now, as
-    ``bsub < FILE`` (its ``#BSUB`` lines too), so the job runs what was submitted even when the
-    file is gone by then (dask-jobqueue deletes its script after bsub) or is not executable."""
-    if len(command) != 1 or not os.path.isfile(command[0]):
+def _file_script(command: list[str]) -> str | None:
+    """``bsub FILE``: the file's text when it is a job script (text, as `xce submit` decides)."""
+    from xce.site.local import script_file
+
+    if not command or not script_file(command[0]):
         return None
     try:
         with open(command[0], encoding="utf-8") as f:
-            text = f.read(1 << 20)
-    except (OSError, UnicodeDecodeError):
-        return None
-    return text if text.startswith("#!") else None
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise Refused(f"cannot read the job script {command[0]}: {e}") from None
 
 
 def bsub_spec(argv: list[str], stdin_script: Callable[[], str | None]) -> tuple[dict[str, Any], Any]:
-    """bsub's argv (and script) -> JobSpec fields, and the BsubRequest (for -K)."""
-    from xce.core.jobspec.bsub import bsub_request
-    from xce.core.jobspec.directives import bsub_directives
-    from xce.core.jobspec.options import OptionSet, merge_options, parse_bsub_args
+    """bsub's argv (and script) -> JobSpec fields, and the BsubRequest (for -K), by the one builder
+    (xce/core/jobspec/build.py) that `xce submit` uses; a trailing command string runs by /bin/sh -c."""
+    from xce.core.jobspec.build import Submission, bsub_job
+    from xce.core.jobspec.options import parse_bsub_args
 
     cli, command = parse_bsub_args(argv)
-    script = _spooled_file(command) if command else stdin_script()
+    script = stdin_script() if not command else _file_script(command)
     if not command and not script:
         raise Refused("no command given (bsub [options] COMMAND, bsub FILE, or bsub < FILE)")
-    directives = bsub_directives(script).options if script else OptionSet(values={}, origins={})
-    req = bsub_request(merge_options(directives, cli), mem_unit=mapping.LSF_UNIT_FOR_LIMITS)
-    _refuse_missing(req)
-    slots = req.slots or 1
-    fields: dict[str, Any] = {
-        "command": script_command(script) if script is not None else ["/bin/sh", "-c", " ".join(command)],
-        "name": req.name or (" ".join(command) if command else ""), "queue": req.queue or "",
-        "slots": slots, "resreq": _with_nodes(req.resreq or "", req.nodes, slots), "mem_limit": req.mem_limit,
-        "cwd": os.path.abspath(req.cwd) if req.cwd else os.getcwd(), "env": apply_env(req.env, os.environ),
-        "run_limit": req.run_limit, "run_estimate": req.run_estimate, "project": req.project or "",
-        "group": req.user_group or "", "priority": req.priority or 0, "depend": req.depend,
-        "stdout_overwrite": req.stdout_overwrite, "stderr_overwrite": req.stderr_overwrite}
-    for key, value in (("stdout", req.stdout), ("stderr", req.stderr)):
-        if value:
-            fields[key] = value
-    return fields, req
-
-
-def _with_nodes(resreq: str, nodes: int | None, slots: int) -> str:
-    """``-nnodes N`` as span[]: one host is ``span[hosts=1]``, N hosts ``span[ptile=slots/N]``."""
-    if nodes is None:
-        return resreq
-    if "span[" in resreq:
-        raise Refused(f"-nnodes {nodes} and span[] in -R both place the slots; give one")
-    if nodes == 1:
-        span = "span[hosts=1]"
-    elif slots % nodes == 0 and slots >= nodes:
-        span = f"span[ptile={slots // nodes}]"
-    else:
-        raise Refused(f"-nnodes {nodes}: -n {slots} slots cannot be spread evenly over {nodes} hosts")
-    return f"{resreq} {span}".strip()
-
-
-def _refuse_missing(req: Any) -> None:
-    """Options parsed but not in the job model yet: refused by name, never dropped."""
-    present = {"-ti": req.kill_if_never, "-x": req.exclusive,
-               "-I": req.interactive, "-E": req.pre_exec is not None, "-U": req.reservation is not None,
-               "array": req.array is not None}
-    for name, given in present.items():
-        if given:
-            raise Refused(mapping.LSF_REFUSED[name])
+    words = command if script is not None else (["/bin/sh", "-c", " ".join(command)] if command else [])
+    built = bsub_job(cli, Submission(command=words, script=script, environ=dict(os.environ), cwd=os.getcwd()),
+                     mem_unit=mapping.LSF_UNIT_FOR_LIMITS)
+    if built.request.interactive:
+        raise Refused(mapping.LSF_REFUSED["-I"])
+    fields = dict(built.fields)
+    fields.setdefault("name", " ".join(command) if command else "")
+    return fields, built.request
 
 
 def _read_stdin() -> str | None:

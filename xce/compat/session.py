@@ -20,6 +20,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xce.core.errors import InvalidRequest, XceError
+from xce.core.jobspec.build import apply_env  # the one -env policy, re-exported for sbatch's --export
+
+__all__ = ["Refused", "Session", "apply_env", "run", "script_command", "visible"]
 
 
 class Refused(InvalidRequest):
@@ -92,15 +95,3 @@ def script_command(script: str, args: Sequence[str] = ()) -> list[str]:
     run_it = ('t=$(mktemp) || exit 1; printf "%s" "$0" > "$t"; chmod 700 "$t"; "$t" "$@"; rc=$?; '
               'rm -f "$t"; exit $rc')
     return ["/bin/sh", "-c", run_it, script, *args]
-
-
-def apply_env(policy: Any, environ: Any) -> dict[str, str]:
-    """bsub's ``-env`` (an EnvPolicy; sbatch's --export maps to one) applied to ``environ``."""
-    if policy.mode == "none":
-        env: dict[str, str] = {}
-    elif policy.mode == "names":
-        env = {k: environ[k] for k in policy.names if k in environ}
-    else:
-        env = {k: v for k, v in environ.items() if k not in policy.exclude}
-    env.update(policy.values)
-    return env

@@ -45,6 +45,7 @@ SPEC_LIMITS: tuple[FieldLimit, ...] = (
     FieldLimit("stdout", 4 * KiB, None, "a path (PATH_MAX)"),
     FieldLimit("stderr", 4 * KiB, None, "a path (PATH_MAX)"),
     FieldLimit("submit_host", 255, None, "the submitting host's name (DNS: 253)"),
+    FieldLimit("script", 512 * KiB, None, "a job script as submitted (Slurm's default cap is 4 MB)"),
 )
 SPEC_FIELD: Mapping[str, FieldLimit] = {f.field: f for f in SPEC_LIMITS}
 
@@ -75,7 +76,7 @@ def body_limit(op: str) -> int:
     return MAX_BODY.get(op, DEFAULT_MAX_BODY)
 
 
-# How many hosts of the longest name a RUN_JOB may list with the biggest spec (14,103).
+# How many hosts of the longest name a RUN_JOB may list with the biggest spec (12,154).
 RUN_JOB_HOSTS = (body_limit("RUN_JOB") - SPEC_BOUND - _ALLOC_BOUND - _RUN_JOB_FIXED) \
     // (HOST_NAME.max_bytes + _STR_HEADER + _SLOTS_BOUND)
 assert RUN_JOB_HOSTS >= 10_000, "the RUN_JOB limit no longer holds the biggest spec and a large job"

@@ -82,6 +82,9 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     stdout_overwrite: bool = False     # -oo: truncate stdout at start (-o appends)
     stderr_overwrite: bool = False     # -eo: truncate stderr at start (-e appends)
     submit_host: str = ""              # where it was submitted from: LSB_SUB_HOST
+    # A job script, kept as submitted (xce/core/jobspec/build.py); then command is [name, *args] and
+    # the worker runs its own copy of the script under its #! line or /bin/sh (docs/jobs.md).
+    script: str = ""
 
 
 def check_mem_limit(limit: int | None) -> None:

@@ -5,6 +5,9 @@ door (an ``ipc://`` endpoint beside the cluster file).  Stdlib only and cheap to
 import: `xce submit`'s fast path (xce/cli/quick.py) and xce.client share these
 so the two paths cannot drift apart.  Nothing here talks to a daemon.
 
+Whether a command's first word is a job script (``script_file``) is read here too, so
+the fast path, the full path and the ``bsub`` front-end decide it alike.
+
 The door of a controller lives at ``<cluster state_dir>/doors/<its address>.sock``
 (directory 0700, socket 0600): only the cluster's owner can connect, and the
 token in the envelope is still checked as on any other endpoint.
@@ -157,3 +160,17 @@ def _flat_exp(raw: bytes) -> float | None:
         return float(rest[:end])
     except ValueError:
         return None
+
+
+def script_file(path: str) -> bool:
+    """Is ``path`` a job script (a text file; xce.core.jobspec.scripts.is_script), whose
+    ``#BSUB`` lines count and which is kept as submitted, rather than a program?"""
+    from xce.core.jobspec.scripts import SCRIPT_SNIFF, is_script
+
+    if not os.path.isfile(path):  # first: opening a FIFO would block
+        return False
+    try:
+        with open(path, "rb") as f:
+            return is_script(f.read(SCRIPT_SNIFF))
+    except OSError:
+        return False

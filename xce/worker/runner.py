@@ -59,6 +59,10 @@ the job's own output files are opened by the wrapper *as that user* so a job
 can never append to a file only root may write; a non-root worker runs every
 job as itself.
 
+Job scripts.  A spec with ``script`` (kept as submitted) runs from a copy written into
+the job's private directory (``job_dir``, mode 700, the job user's): under its ``#!``
+line, else by /bin/sh, with ``command[1:]`` as its arguments (``script_argv``).
+
 Parallel jobs.  Only the first host of an allocation runs the command; every other
 host runs a *holder* (HOLD_COMMAND, no output, cwd /) that keeps the share's slot,
 cgroup and record, reports 0 usage, and ends when the controller's kill arrives
@@ -183,7 +187,13 @@ def share_outcome(ex: Exit) -> tuple[int | None, int | None, str]:
 def holder_spec(spec: JobSpec) -> JobSpec:
     """The spec a holder runs: the job's user and limits, HOLD_COMMAND, no output, cwd /."""
     return msgspec.structs.replace(spec, command=list(HOLD_COMMAND), stdout=os.devnull, stderr=os.devnull,
-                                   stdout_overwrite=False, stderr_overwrite=False, cwd="/")
+                                   stdout_overwrite=False, stderr_overwrite=False, cwd="/", script="")
+
+
+def script_argv(script: str, path: str, args: list[str]) -> list[str]:
+    """How a job script runs from its copy at ``path``: by its ``#!`` line (the kernel reads it), else
+    /bin/sh, as LSF and sbatch run a script without one."""
+    return [path, *args] if script.startswith("#!") else ["/bin/sh", path, *args]
 
 
 def _decode_code(c: int) -> tuple[int, int | None]:
@@ -286,7 +296,8 @@ class Runner:
             env.setdefault("HOME", pw.pw_dir)
             env.setdefault("USER", pw.pw_name)
             env.setdefault("LOGNAME", pw.pw_name)
-        self._check_command(spec.command[0], cwd, env["PATH"])
+        command = self._script_copy(spec, job_id, attempt, pw) if spec.script else spec.command
+        self._check_command(command[0], cwd, env["PATH"])
 
         default_out = str(self.output_dir / f"{job_id}.out")
         out = given_out or default_out
@@ -304,7 +315,7 @@ class Runner:
                          spec.stderr_overwrite and err != out)
         argv = ["/bin/sh", "-c", script, f"xce-job[{key}]"]
         argv += [p for p in dict.fromkeys((out, err)) if p != sink_path]
-        argv += spec.command
+        argv += command
         extra: dict[str, object] = {}
         if pw is not None:
             extra = {"user": pw.pw_uid, "group": pw.pw_gid,
@@ -358,6 +369,15 @@ class Runner:
         d = self.state_dir / "jobs" / f"{job_id}.{attempt}"
         d.mkdir(parents=True, exist_ok=True)
         return d
+
+    def _script_copy(self, spec: JobSpec, job_id: int, attempt: int, pw: pwd.struct_passwd | None) -> list[str]:
+        """Write the job's script into its private directory (the job user's, mode 700); its argv."""
+        path = self.job_dir(job_id, attempt) / "script"
+        path.write_text(spec.script)
+        path.chmod(0o700)
+        if pw is not None:
+            os.chown(path, pw.pw_uid, pw.pw_gid)
+        return script_argv(spec.script, str(path), spec.command[1:])
 
     def _job_user(self, user: str) -> pwd.struct_passwd | None:
         """The account to switch to, or None to run as ourselves."""

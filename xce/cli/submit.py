@@ -1,0 +1,214 @@
+"""`xce submit`'s full path: its words, its script, its job (the fast path is xce/cli/quick.py).
+
+    xce [--state-dir D] [--timeout S] submit [xce's long options] [bsub's options] [--] CMD ...
+    xce submit [options] FILE [ARGS ...]     FILE a text file: a job script, kept as submitted
+    xce submit [options] < FILE              the script on standard input
+
+The words are split here into XCE's own long options (``--cwd``, ``--rerunnable``,
+``--dry-run``, ``--json``, ``-h``/``--help`` and the global ``--state-dir``/``--timeout``)
+and bsub's, which go through xce/core/jobspec's one parser; the script's ``#BSUB`` lines
+and the options become a JobSpec in xce/core/jobspec/build.py, the builder the ``bsub``
+front-end uses too.  Reading the FILE or stdin is the only I/O here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, NamedTuple
+
+from xce.site.local import script_file
+from xce.core.jobspec.build import BuiltJob, Submission, bsub_job
+from xce.core.jobspec.errors import DirectiveError
+from xce.core.jobspec.options import BSUB_OPTIONS, OptionSet, parse_bsub_args
+from xce.core.limits import SPEC_FIELD
+
+FLAGS = ("--rerunnable", "--dry-run", "--json", "--help", "-h")
+VALUES = {"--cwd": "-cwd", "--state-dir": "", "--timeout": ""}  # "": not bsub's; kept by the door
+
+USAGE = """\
+usage: xce submit [options] [--] CMD [ARG ...] | xce submit [options] FILE [ARG ...] | xce submit [options] < FILE
+
+bsub's options, on the command line or as #BSUB lines in the script's leading comment
+block (the command line wins):
+  -J NAME  -q QUEUE  -n SLOTS  -R "rusage[mem=2G] span[hosts=1]"  -M LIMIT (bare number = MB)
+  -W [HH:]MM (run limit)  -We [HH:]MM (estimate)  -o/-oo FILE  -e/-eo FILE (%J job id, %I index)
+  -cwd DIR  -P PROJECT  -G GROUP  -w 'done(12) && ended(13)'  -sp PRIORITY
+  -env all|none|VAR,...  -K (wait, exit with the job's code)  -I (show its output as it runs)
+XCE's own: --cwd DIR  --rerunnable  --dry-run  --json  --state-dir DIR  --timeout S
+See docs/cli.md and docs/jobmodel.md."""
+
+
+class SubmitArgs(NamedTuple):
+    flags: frozenset[str]   # of FLAGS
+    values: dict[str, str]  # --state-dir, --timeout
+    options: OptionSet      # bsub's, from the command line
+    command: list[str]      # the words after the options
+
+
+def split_args(argv: list[str]) -> SubmitArgs:
+    """XCE's long options out, bsub's through options.parse_bsub_args; the rest is the command."""
+    flags: set[str] = set()
+    values: dict[str, str] = {}
+    words: list[str] = []
+    i = 0
+    while i < len(argv) and argv[i].startswith("-") and argv[i] not in ("-", "--"):
+        name, eq, value = argv[i].partition("=") if argv[i].startswith("--") else (argv[i], "", "")
+        if name in FLAGS:
+            if eq:
+                raise DirectiveError(f"{name} takes no value")
+            flags.add(name)
+            i += 1
+        elif name in VALUES:
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise DirectiveError(f"{name} needs a value")
+                value, i = argv[i + 1], i + 1
+            i += 1
+            if VALUES[name]:
+                words += [VALUES[name], value]
+            else:
+                values[name] = value
+        else:  # bsub's (an unknown one is refused by parse_bsub_args, by name)
+            spec = BSUB_OPTIONS.get(name)
+            n = 2 if spec is not None and spec.kind != "flag" else 1
+            words += argv[i:i + n]
+            i += n
+    options, command = parse_bsub_args(words + argv[i:])
+    return SubmitArgs(frozenset(flags), values, options, command)
+
+
+def read_script(command: list[str]) -> str | None:
+    """The job script's text: stdin when no command was given, or a text FILE given as the command."""
+    limit = SPEC_FIELD["script"].max_bytes + 1  # one byte over is enough for the limit's message
+    if not command:
+        if sys.stdin is None or sys.stdin.isatty():
+            return None
+        return sys.stdin.read(limit) or None
+    if not script_file(command[0]):
+        return None
+    try:
+        with open(command[0], encoding="utf-8") as f:
+            return f.read(limit)
+    except (OSError, UnicodeDecodeError) as e:
+        raise DirectiveError(f"cannot read the job script {command[0]}: {e}") from None
+
+
+def build(args: SubmitArgs) -> BuiltJob:
+    """The job of ``args`` (the script read here), by the one bsub builder."""
+    sub = Submission(command=args.command, script=read_script(args.command), environ=dict(os.environ),
+                     cwd=os.getcwd())
+    built = bsub_job(args.options, sub)
+    if "--rerunnable" in args.flags:
+        built.fields["rerunnable"] = True
+    return built
+
+
+def job_spec(args: SubmitArgs) -> tuple[Any, BuiltJob]:
+    """The JobSpec of `xce submit` (quick.py builds the same one, as a dict, or falls back)."""
+    from xce.client import make_spec
+
+    built = build(args)
+    return make_spec(**built.fields), built
+
+
+# ---- -K and -I ----------------------------------------------------------------------------
+
+FOLLOW_POLL_S = 0.5   # -I asks the job's worker for its output this often
+FOLLOW_WINDOW = 1 << 20  # the worker's PEEK_MAX: -I streams while the output fits in one peek
+
+
+def job_exit_code(view: Any) -> int:
+    """What -K and -I exit with: the job's exit code (0 for DONE; 1 for an EXIT without one)."""
+    if view.state == "DONE":
+        return 0
+    return view.exit_code if view.exit_code else 1
+
+
+def wait_for_job(c: Any, job_id: int) -> int:
+    """-K: wait for the end, as bsub -K says it, and exit with the job's code."""
+    print("<<Waiting for dispatch ...>>", file=sys.stderr, flush=True)
+    view = c.wait([job_id])[0]
+    print("<<Job is finished>>", file=sys.stderr, flush=True)
+    return job_exit_code(view)
+
+
+class Stream:
+    """One output file followed through peeks: what was shown, and the part that is new."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+        self.shown = 0  # characters of the file's text written to ``out``
+        self.stopped = ""  # why following stopped ("" while it goes on)
+
+    def take(self, text: str, path: str) -> None:
+        """``text``: the file's tail; the whole file while shorter than the window."""
+        if self.stopped:
+            return
+        if len(text.encode()) >= FOLLOW_WINDOW:
+            self.stopped = f"<<output over {FOLLOW_WINDOW >> 20} MiB: the rest is in {path}>>"
+            print(self.stopped, file=sys.stderr, flush=True)
+            return
+        end = len(text) - 1 if text.endswith("\ufffd") else len(text)  # a character not yet whole
+        if end > self.shown:
+            self.out.write(text[self.shown:end])
+            self.out.flush()
+            self.shown = end
+
+    def finish(self, path: str) -> None:
+        """After the end: the rest from the file itself when this host can read it, else where it is."""
+        if self.stopped or not path:
+            return
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                self.out.write(f.read()[self.shown:])
+                self.out.flush()
+        except OSError:
+            print(f"<<the rest of the output is in {path} on the job's host>>", file=sys.stderr, flush=True)
+
+
+def follow_job(c: Any, job_id: int, spec: Any, cluster_dir: str) -> int:
+    """-I: the job's stdout and stderr here while it runs (peek polled), then its exit code."""
+    from xce.core.errors import Unavailable
+
+    print("<<Waiting for dispatch ...>>", file=sys.stderr, flush=True)
+    out, err = Stream(sys.stdout), Stream(sys.stderr)
+    paths = ("", "")
+    started = False
+    while True:
+        view = c.job(job_id)
+        if view.state in ("DONE", "EXIT"):
+            break
+        if view.state == "RUN":
+            try:
+                r = c.peek(job_id, max_bytes=FOLLOW_WINDOW)
+            except Unavailable:  # the host did not answer this time; the next poll asks again
+                r = None
+            if r is not None and not r.note:
+                if not started:
+                    print(f"<<Starting on {r.host}>>", file=sys.stderr, flush=True)
+                    started = True
+                paths = (r.stdout_path, r.stderr_path)
+                out.take(r.stdout, r.stdout_path)
+                if r.stderr_path:
+                    err.take(r.stderr, r.stderr_path)
+        time.sleep(FOLLOW_POLL_S)  # a poll of the job's worker, not a wait for an event
+    known = output_paths(spec, job_id, view.hosts[0] if view.hosts else "", cluster_dir)
+    out.finish(paths[0] or known[0])
+    if paths[1] or known[1]:
+        err.finish(paths[1] or known[1])
+    return job_exit_code(view)
+
+
+def output_paths(spec: Any, job_id: int, host: str, cluster_dir: str) -> tuple[str, str]:
+    """Where the job's stdout and (its own) stderr went, as the worker resolves them (docs/jobs.md);
+    without -o, a local cluster's worker directory (``xce up``), which only this host can read."""
+    from xce.core.jobspec.filenames import lsf_filename
+
+    def resolve(name: str | None) -> str:
+        return os.path.join(spec.cwd, lsf_filename(name, job_id, spec.index)) if name else ""
+
+    out = resolve(spec.stdout) or os.path.join(cluster_dir, f"worker-{host}", "output", f"{job_id}.out")
+    err = resolve(spec.stderr)
+    return out, "" if err == out else err

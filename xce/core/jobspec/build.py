@@ -1,0 +1,133 @@
+"""The one builder from bsub-style options (and a job script) to JobSpec fields.
+
+Every door that speaks bsub (``xce submit``, the ``bsub`` front-end in xce/compat) reads
+its words and its script, then calls ``bsub_job``; nothing here does I/O, so what a door
+has read (argv, the script's text, the environment, the working directory) comes in a
+``Submission``::
+
+    door:  argv --options.parse_bsub_args--> (command-line OptionSet, command words)
+           FILE or stdin --------------------> script text (is_script decides for a FILE)
+    bsub_job:  directives of the script (directives.bsub_directives)
+               -> merge_options (the command line wins, slot by slot)
+               -> bsub.bsub_request (each value parsed by its module)
+               -> refuse_unsupported (what the job model cannot carry yet, by name)
+               -> job_fields (JobSpec field by field; the -env policy over the environment)
+
+A script is kept as submitted (``JobSpec.script``, hard state, size-limited by
+xce/core/limits.py); its ``command`` is ``[name, *args]`` as submitted (``name`` the
+FILE as given, or ``STDIN``): the worker runs its private copy of the script under its
+``#!`` line or /bin/sh with those args.  ``-K``/``-I`` stay in the returned request: they
+are for the door (wait, stream), not for the job.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+import msgspec
+
+from xce.core.jobspec.arrays import LSF_MAX_ARRAY_SIZE
+from xce.core.jobspec.bsub import BsubRequest, EnvPolicy, bsub_request
+from xce.core.jobspec.directives import bsub_directives
+from xce.core.jobspec.errors import DirectiveError
+from xce.core.jobspec.options import OptionSet, merge_options
+from xce.core.jobspec.scripts import is_script
+
+__all__ = ["STDIN_NAME", "BuiltJob", "Submission", "apply_env", "bsub_job", "is_script", "job_fields"]
+
+STDIN_NAME = "STDIN"  # a script read from standard input, as bjobs -l shows it
+NOT_YET = "is not supported by this XCE yet"
+
+# Options bsub_request parses that the job model does not hold yet: refused, never dropped.
+UNSUPPORTED: dict[str, str] = {
+    "-ti": f"-ti (end a job whose dependency is never met) {NOT_YET}; the queue's dep_never decides",
+    "-x": f"-x (exclusive use of hosts) {NOT_YET}",
+    "-E": f"-E (pre-execution commands) {NOT_YET}",
+    "-U": f"-U (advance reservations) {NOT_YET}",
+    "array": f'-J "name[...]" (job arrays) {NOT_YET}',
+}
+
+
+class Submission(msgspec.Struct, frozen=True, kw_only=True):
+    """What a door read: the words after the options, the script's text if any, where from."""
+
+    command: list[str]         # a script: [FILE, *args] (or [] for stdin); else the job's argv
+    script: str | None = None  # the job script's text, as submitted
+    environ: dict[str, str] = {}
+    cwd: str = "/"             # the submitting directory (absolute)
+
+
+class BuiltJob(msgspec.Struct, frozen=True):
+    fields: dict[str, Any]  # JobSpec fields (xce.client.make_spec adds user, submit_host and checks)
+    request: BsubRequest     # -K, -I and the rest, as parsed
+
+
+def bsub_job(command_line: OptionSet, sub: Submission, *, mem_unit: str = "MB",
+             max_array_size: int = LSF_MAX_ARRAY_SIZE) -> BuiltJob:
+    """The JobSpec fields of one bsub-style submission; DirectiveError & co. name the bad part."""
+    if not sub.command and sub.script is None:
+        raise DirectiveError("no command given (submit [options] COMMAND, a FILE, or a script on stdin)")
+    directives = bsub_directives(sub.script).options if sub.script else OptionSet(values={}, origins={})
+    req = bsub_request(merge_options(directives, command_line), mem_unit=mem_unit, max_array_size=max_array_size)
+    refuse_unsupported(req)
+    return BuiltJob(job_fields(req, sub), req)
+
+
+def refuse_unsupported(req: BsubRequest) -> None:
+    given = {"-ti": req.kill_if_never, "-x": req.exclusive, "-E": req.pre_exec is not None,
+             "-U": req.reservation is not None, "array": req.array is not None}
+    for name, present in given.items():
+        if present:
+            raise DirectiveError(UNSUPPORTED[name])
+
+
+def job_fields(req: BsubRequest, sub: Submission) -> dict[str, Any]:
+    """JobSpec fields from a parsed request; only what was given (the JobSpec defaults stand)."""
+    fields: dict[str, Any] = {
+        "command": _command(sub), "env": apply_env(req.env, sub.environ),
+        "cwd": posixpath.normpath(posixpath.join(sub.cwd, req.cwd)) if req.cwd else sub.cwd}
+    given = {"name": req.name, "queue": req.queue, "slots": req.slots,
+             "resreq": with_nodes(req.resreq or "", req.nodes, req.slots or 1),
+             "mem_limit": req.mem_limit, "run_limit": req.run_limit, "run_estimate": req.run_estimate,
+             "project": req.project, "group": req.user_group, "priority": req.priority, "depend": req.depend,
+             "stdout": req.stdout, "stderr": req.stderr, "script": sub.script}
+    fields.update((k, v) for k, v in given.items() if v)
+    if req.stdout and req.stdout_overwrite:
+        fields["stdout_overwrite"] = True
+    if req.stderr and req.stderr_overwrite:
+        fields["stderr_overwrite"] = True
+    return fields
+
+
+def with_nodes(resreq: str, nodes: int | None, slots: int) -> str:
+    """``-nnodes N`` (IBM CSM's form) as span[]: one host is ``span[hosts=1]``, N hosts ``span[ptile=slots/N]``."""
+    if nodes is None:
+        return resreq
+    if "span[" in resreq:
+        raise DirectiveError(f"-nnodes {nodes} and span[] in -R both place the slots; give one")
+    if nodes == 1:
+        span = "span[hosts=1]"
+    elif slots % nodes == 0 and slots >= nodes:
+        span = f"span[ptile={slots // nodes}]"
+    else:
+        raise DirectiveError(f"-nnodes {nodes}: -n {slots} slots cannot be spread evenly over {nodes} hosts")
+    return f"{resreq} {span}".strip()
+
+
+def _command(sub: Submission) -> list[str]:
+    if sub.script is None:
+        return list(sub.command)
+    return list(sub.command) or [STDIN_NAME]
+
+
+def apply_env(policy: EnvPolicy, environ: dict[str, str]) -> dict[str, str]:
+    """``-env`` (an EnvPolicy; sbatch's --export maps to one) applied to the submitting environment."""
+    if policy.mode == "none":
+        env: dict[str, str] = {}
+    elif policy.mode == "names":
+        env = {k: environ[k] for k in policy.names if k in environ}
+    else:
+        env = {k: v for k, v in environ.items() if k not in policy.exclude}
+    env.update(policy.values)
+    return env
