@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
-from xce.cli.main import parser, submit_spec
+from xce.cli.submit import job_spec, split_args
 from xce.core.errors import InvalidRequest
 from xce.core.jobspec.signals import parse_signal
 
@@ -27,6 +25,5 @@ def test_unknown_signal_is_refused_by_name() -> None:
     (["-eo", "e.%I"], (None, False), ("e.%I", True)),
 ])
 def test_submit_output_options(args: list[str], out: tuple[str | None, bool], err: tuple[str | None, bool]) -> None:
-    a: argparse.Namespace = parser().parse_args(["submit", *args, "--", "true"])
-    spec = submit_spec(a)
+    spec, _ = job_spec(split_args([*args, "--", "true"]))
     assert (spec.stdout, spec.stdout_overwrite) == out and (spec.stderr, spec.stderr_overwrite) == err

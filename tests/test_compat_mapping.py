@@ -209,7 +209,7 @@ def test_bsub_script_on_stdin_with_directives(tmp_path: Any) -> None:
     script = "#!/bin/bash\n#BSUB -J scripted\n#BSUB -n 2\necho hi\n"
     fields, _ = bsub_spec(["-q", "q1"], lambda: script)
     assert (fields["name"], fields["slots"], fields["queue"]) == ("scripted", 2, "q1")
-    assert fields["command"][:2] == ["/bin/sh", "-c"] and fields["command"][3] == script
+    assert fields["command"] == ["STDIN"] and fields["script"] == script  # kept as submitted; the worker runs it
 
 
 def test_bsub_file_reads_its_directives(tmp_path: Any) -> None:
@@ -217,11 +217,11 @@ def test_bsub_file_reads_its_directives(tmp_path: Any) -> None:
     f.write_text('#!/bin/sh\n#BSUB -J "from file"\n#BSUB -M 1GB\ntrue\n')
     fields, _ = bsub_spec(["-n", "2", str(f)], lambda: None)
     assert (fields["name"], fields["mem_limit"], fields["slots"]) == ("from file", 1024 * MB, 2)
-    assert fields["command"][:2] == ["/bin/sh", "-c"] and fields["command"][3] == f.read_text()
+    assert fields["command"] == [str(f)] and fields["script"] == f.read_text()  # kept: the worker runs it
     f.unlink()  # spooled at submit: the job does not need the file any more
-    plain = tmp_path / "plain"
-    plain.write_text("not a script")
-    assert bsub_spec([str(plain)], lambda: None)[0]["command"] == ["/bin/sh", "-c", str(plain)]
+    binary = tmp_path / "prog"
+    binary.write_bytes(b"\x7fELF\0\0")
+    assert bsub_spec([str(binary)], lambda: None)[0]["command"] == ["/bin/sh", "-c", str(binary)]  # a program
 
 
 @pytest.mark.parametrize("argv, message", [

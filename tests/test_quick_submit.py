@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xce.cli import main as cli
-from xce.cli import quick
+from xce.cli import quick, submit
 from xce.client import cluster_config
 from xce.core.errors import ResReqError
 from xce.core.resources import catalog
@@ -46,16 +46,23 @@ NOT_FOR_THE_FAST_PATH = [
     ["submit", "--cw", "/tmp", "true"], ["submit", "-R", "-x", "true"], ["--state", "d", "submit", "true"],
     ["--timeout", "nan", "submit", "true"], ["-h", "submit", "true"], ["submit", "-h"], ["submit", "--", "-x"],
     ["submit", "-M", "4X", "true"], ["jobs", "submit"],
+    ["submit", "-J", "a[1-3]", "true"], ["submit", "-oo", "x", "true"], ["submit", "-K", "true"],
+    ["submit", "-env", "none", "true"], ["submit", "-n", "0", "true"],  # bsub's own message says why
+    ["submit", "-M", "0", "true"], ["submit", "-W", "10", "true"],
+    ["submit", __file__],  # a text file given as the command is a job script: the full path reads it
 ]
 
 
 @pytest.mark.parametrize("argv", SAME_AS_ARGPARSE)
 def test_the_fast_parser_builds_the_spec_cmd_submit_builds(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("XCE_STATE_DIR", raising=False)
-    a = cli.parser().parse_args(argv)
-    if a.command and a.command[0] == "--":
-        a.command = a.command[1:]
-    full = cli.submit_spec(a)
+    at = cli._submit_at(argv)
+    assert at is not None
+    a = cli.parser().parse_args(argv[:at + 1])
+    args = submit.split_args(argv[at + 1:])
+    a.state_dir = args.values.get("--state-dir", a.state_dir)
+    a.timeout = float(args.values.get("--timeout", a.timeout))
+    full, _ = submit.job_spec(args)
     q = quick.parse(argv)
     assert q is not None and (q.state_dir or None, q.timeout) == (a.state_dir, a.timeout)
     assert lite.packb(quick.spec_of(q)) == msgspec.msgpack.encode(full)
@@ -158,7 +165,6 @@ def test_submit_takes_the_door_without_pyzmq_or_msgspec_and_the_job_runs(one_hos
     ["-R", "rusage[foo=10]", "true"],
     ["-R", "rusage[mem=10", "true"],
     ["-q", "nosuchqueue", "true"],
-    ["-n", "0", "true"],
     ["-R", "rusage[mem=64G]", "true"],   # no host could ever fit it
 ])
 def test_errors_read_and_exit_as_on_the_full_path(one_host: Cluster, args: list[str]) -> None:

@@ -124,11 +124,13 @@ def spec_of(a: Args) -> dict[str, object] | None:
             spec[key] = value
     try:
         spec["slots"] = int(a.fields.get("slots", "1"))
+        if spec["slots"] < 1:  # the full path's bsub parser names -n
+            return None
         if "mem_limit" in a.fields:
             from xce.core.units import parse_mem
 
             spec["mem_limit"] = parse_mem(a.fields["mem_limit"])
-            if spec["mem_limit"] < 4 << 20:  # model.MEM_LIMIT_FLOOR; under it the full path says why
+            if spec["mem_limit"] <= 0:  # the full path's -M parser names it
                 return None
     except Exception:  # noqa: BLE001 - the full path reports it, in its own words
         return None

@@ -23,6 +23,7 @@ are for the door (wait, stream), not for the job.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -41,7 +42,7 @@ NOT_YET = "is not supported by this XCE yet"
 
 # Options bsub_request parses that the job model does not hold yet: refused, never dropped.
 UNSUPPORTED: dict[str, str] = {
-    "-ti": f"-ti (end a job whose dependency is never met) {NOT_YET}; the queue's dep_never decides",
+    "-ti": f"-ti (end a job whose dependency is never met) {NOT_YET}",
     "-x": f"-x (exclusive use of hosts) {NOT_YET}",
     "-E": f"-E (pre-execution commands) {NOT_YET}",
     "-U": f"-U (advance reservations) {NOT_YET}",
@@ -92,7 +93,7 @@ def job_fields(req: BsubRequest, sub: Submission) -> dict[str, Any]:
              "mem_limit": req.mem_limit, "run_limit": req.run_limit, "run_estimate": req.run_estimate,
              "project": req.project, "group": req.user_group, "priority": req.priority, "depend": req.depend,
              "stdout": req.stdout, "stderr": req.stderr, "script": sub.script}
-    fields.update((k, v) for k, v in given.items() if v)
+    fields.update((k, v) for k, v in given.items() if v is not None and v != "")  # -M 0 is given (and refused)
     if req.stdout and req.stdout_overwrite:
         fields["stdout_overwrite"] = True
     if req.stderr and req.stderr_overwrite:
@@ -121,7 +122,7 @@ def _command(sub: Submission) -> list[str]:
     return list(sub.command) or [STDIN_NAME]
 
 
-def apply_env(policy: EnvPolicy, environ: dict[str, str]) -> dict[str, str]:
+def apply_env(policy: EnvPolicy, environ: Mapping[str, str]) -> dict[str, str]:
     """``-env`` (an EnvPolicy; sbatch's --export maps to one) applied to the submitting environment."""
     if policy.mode == "none":
         env: dict[str, str] = {}

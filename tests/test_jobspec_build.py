@@ -1,0 +1,93 @@
+"""The one bsub builder (xce/core/jobspec/build.py): options + #BSUB lines -> JobSpec fields, table-driven."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from xce.core.errors import InvalidRequest
+from xce.core.jobspec.build import STDIN_NAME, Submission, apply_env, bsub_job
+from xce.core.jobspec.bsub import parse_env
+from xce.core.jobspec.depend import parse_depend
+from xce.core.jobspec.options import parse_bsub_args
+from xce.core.jobspec.scripts import SCRIPT_SNIFF, is_script
+from xce.core.model import JobSpec
+from xce.core.units import MIB
+
+ENV = {"A": "1", "HOME": "/h"}
+SCRIPT = ('#!/bin/sh\n#BSUB -J scripted\n#BSUB -q high\n#BSUB -R "rusage[mem=100]"\n'
+          '#BSUB -oo out.%J\n#BSUB -n 2\necho hi\n#BSUB -q ignored\n')
+
+
+def build(argv: list[str], script: str | None = None, cwd: str = "/work") -> dict[str, Any]:
+    options, command = parse_bsub_args(argv)
+    return bsub_job(options, Submission(command=command, script=script, environ=ENV, cwd=cwd)).fields
+
+
+CASES: list[tuple[str, list[str], str | None, dict[str, Any]]] = [
+    ("a plain command", ["echo", "a b"], None, {"command": ["echo", "a b"], "env": ENV, "cwd": "/work"}),
+    ("every value option", ["-J", "j", "-q", "high", "-n", "4", "-R", "rusage[mem=1G]", "-R", "span[hosts=1]",
+                            "-M", "500", "-W", "1:30", "-We", "45", "-P", "p", "-G", "g", "-sp", "7", "--", "true"],
+     None, {"name": "j", "queue": "high", "slots": 4, "resreq": "rusage[mem=1G] span[hosts=1]",
+            "mem_limit": 500 * MIB, "run_limit": 5400, "run_estimate": 2700, "project": "p", "group": "g",
+            "priority": 7}),
+    ("-o appends, -eo overwrites", ["-o", "o.%J", "-eo", "e.%J", "true"], None,
+     {"stdout": "o.%J", "stderr": "e.%J", "stderr_overwrite": True}),
+    ("-cwd relative to the submitting dir", ["-cwd", "../run", "true"], None, {"cwd": "/run"}),
+    ("-cwd absolute", ["-cwd", "/scratch/x/", "true"], None, {"cwd": "/scratch/x"}),
+    ("-env none", ["-env", "none", "true"], None, {"env": {}}),
+    ("-env names", ["-env", "A, B=2", "true"], None, {"env": {"A": "1", "B": "2"}}),
+    ("-w", ["-w", "done(12) && ended(13)", "true"], None, {"depend": parse_depend("done(12) && ended(13)")}),
+    ("a script on stdin: its directives, in its leading block only", [], SCRIPT,
+     {"command": [STDIN_NAME], "script": SCRIPT, "name": "scripted", "queue": "high", "slots": 2,
+      "resreq": "rusage[mem=100]", "stdout": "out.%J", "stdout_overwrite": True}),
+    ("a script FILE with args", ["job.sh", "x"], SCRIPT, {"command": ["job.sh", "x"], "script": SCRIPT}),
+    ("the command line wins, slot by slot", ["-q", "normal", "-o", "mine", "-R", "rusage[mem=5]", "job.sh"],
+     SCRIPT, {"queue": "normal", "stdout": "mine", "stdout_overwrite": None,  # -o replaces the directive's -oo
+               "resreq": "rusage[mem=5]", "name": "scripted", "slots": 2}),
+]
+
+
+@pytest.mark.parametrize("what, argv, script, expected", CASES, ids=[c[0] for c in CASES])
+def test_options_and_directives_become_jobspec_fields(what: str, argv: list[str], script: str | None,
+                                                      expected: dict[str, Any]) -> None:
+    fields = build(argv, script)
+    assert {k: fields.get(k) for k in expected} == expected
+    JobSpec(**fields)  # every key is a JobSpec field
+
+
+REFUSED = [
+    (["-Q", "x", "true"], None, "unknown option -Q"),
+    ([], "#!/bin/sh\n#BSUB -Q x\ntrue\n", "#BSUB -Q: unknown directive -Q at line 2"),
+    ([], "#BSUB -W 1:75\ntrue\n", "#BSUB at line 1: -W 1:75: minutes 75"),
+    (["-Is", "true"], None, "-Is is not supported"),
+    (["-x", "true"], None, r"-x \(exclusive use of hosts\) is not supported by this XCE yet"),
+    (["-E", "prep", "true"], None, r"-E \(pre-execution"),
+    (["-ti", "-w", "done(1)", "true"], None, r"-ti \(end a job"),
+    (["-U", "r1", "true"], None, r"-U \(advance"),
+    (["-J", "a[1-10]", "true"], None, r"job arrays\) is not supported by this XCE yet"),
+    (["-n", "x", "true"], None, "-n x: expected a whole number"),
+    ([], None, "no command given"),
+]
+
+
+@pytest.mark.parametrize("argv, script, message", REFUSED)
+def test_what_it_cannot_carry_is_refused_by_name(argv: list[str], script: str | None, message: str) -> None:
+    with pytest.raises(InvalidRequest, match=message):
+        build(argv, script)
+
+
+@pytest.mark.parametrize("head, script", [
+    (b"#!/bin/sh\necho\n", True), (b"echo plain\n", True), (b"", True), (b"\x7fELF\x02\x01\0\0", False),
+    (b"caf\xc3", False), (b"a" * (SCRIPT_SNIFF - 1) + b"\xc3", True),  # a character cut by the sniff
+])
+def test_a_text_file_is_a_script_a_binary_is_a_program(head: bytes, script: bool) -> None:
+    assert is_script(head) is script
+
+
+def test_env_policies() -> None:
+    environ = {"A": "1", "B": "2", "HOME": "/h"}
+    assert apply_env(parse_env("all, ~HOME, C=3"), environ) == {"A": "1", "B": "2", "C": "3"}
+    assert apply_env(parse_env("none"), environ) == {}
+    assert apply_env(parse_env("A, C=3"), environ) == {"A": "1", "C": "3"}
