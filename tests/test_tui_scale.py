@@ -66,7 +66,8 @@ def test_header_totals_are_the_sums_of_the_host_views(m: ConsoleModel) -> None:
     m.take_changes()
     s = m.summary()
     views = [m.host_view(h) for h in m.mirror.hosts]
-    assert s.mem == {"capacity": sum(v.mem_total for v in views), "reserved": sum(v.mem_reserved for v in views),
+    # An unavail host's memory is not capacity the cluster has now (issue 12 item 8).
+    assert s.mem == {"capacity": sum(v.mem_total for v in views if v.state != "unavail"), "reserved": sum(v.mem_reserved for v in views),
                      "actual": sum(v.mem_actual for v in views), "slack": sum(v.mem_slack for v in views),
                      "overage": sum(v.mem_overage for v in views)}
     assert s.hosts_by_state == Counter(v.state for v in views)

@@ -279,9 +279,19 @@ class HostTotals:
                 tuple(sorted(self.allocated.items())))
 
 
+def os_figure(reported: int | None, mem_total: int) -> int:
+    """A host's OS-available memory; one that has not reported yet counts its capacity."""
+    return mem_total if reported is None else reported
+
+
+def available(base: int, deduction: int) -> int:
+    """Memory a host offers a placement under a view (``MEM_VIEWS``): its base less the deduction."""
+    return base - deduction
+
+
 def available_mem(os_available: int, totals: HostTotals) -> int:
     """Memory available for scheduling: the OS figure minus only the unused slack."""
-    return os_available - totals.mem_slack
+    return available(*mem_view_xce(0, os_available, totals))
 
 
 def mem_view_xce(mem_total: int, os_available: int, totals: HostTotals) -> tuple[int, int]:

@@ -98,7 +98,7 @@ class HostCap:
 
     @property
     def mem_available(self) -> int:
-        return self.os_available - self.slack
+        return accounting.available(self.os_available, self.slack)
 
     def select_attrs(self) -> dict[str, int | str]:
         return {**self.attrs, "mem": self.mem_available, "slots": self.slots_free,
@@ -131,7 +131,7 @@ def host_caps(hosts: Iterable[Host], ledger: Ledger, os_available: Mapping[str, 
         t = ledger.host_totals(h.name)
         why = "unavail" if h.unavail else "closed" if h.closed else None
         free = {k: v - t.allocated.get(k, 0) for k, v in h.virtual.items()}
-        base, deducted = mem_view(h.mem_total, os_available.get(h.name, h.mem_total), t)
+        base, deducted = mem_view(h.mem_total, accounting.os_figure(os_available.get(h.name), h.mem_total), t)
         caps[h.name] = HostCap(
             name=h.name, schedulable=why, slots_total=h.slots_total,
             slots_free=h.slots_total - t.allocated.get("slots", 0), mem_total=h.mem_total,

@@ -88,7 +88,7 @@ def host_state(host: Host, totals: HostTotals) -> HostState:
 def host_view(host: Host, ledger: Ledger, os_available: int | None,
               last_seen: float | None = None) -> HostView:
     t = ledger.host_totals(host.name)
-    osa = host.mem_total if os_available is None else os_available
+    osa = accounting.os_figure(os_available, host.mem_total)
     return HostView(
         name=host.name, state=host_state(host, t).value, slots_total=host.slots_total,
         slots_used=t.allocated.get("slots", 0), mem_total=host.mem_total,

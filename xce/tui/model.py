@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from xce.core import accounting
 from xce.core.accounting import HostTotals
 from xce.core.model import ACTIVE, Job
 from xce.core.views import HostView, JobView, efficiency, host_state, live_figures
@@ -202,9 +203,7 @@ class ConsoleModel:
         """The host's actual and reserved memory (its HostView's: reported, or the ledger's) and OS figure."""
         live, name = self.mirror.live, log.name
         tot = mem or live.ledger.totals.get(name) or NO_TOTALS
-        os_available = live.os_available.get(name)
-        if os_available is None:
-            os_available = self.mirror.hosts[name].mem_total
+        os_available = accounting.os_figure(live.os_available.get(name), self.mirror.hosts[name].mem_total)
         log.add_figures(t, tot.mem_actual, tot.mem_reserved, os_available)
 
     def _moves(self, ev: Event) -> list[tuple[str | None, str | None]]:
