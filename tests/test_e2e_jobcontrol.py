@@ -80,3 +80,25 @@ def test_stop_and_resume_of_a_running_job_signal_its_processes(cluster2: Cluster
     wait_for(lambda: _proc_state(pid_file) in ("S", "R"), what="its shell running again (SIGCONT)")
     c.kill([jid])
     assert c.wait([jid], timeout=30)[0].state == "EXIT"
+
+
+def test_an_array_runs_its_elements_with_lsb_jobindex(cluster2: Cluster, tmp_path: Path) -> None:
+    from xce.core.arrays import element_id
+    from xce.core.jobspec.arrays import parse_lsf_job_name
+
+    c = cluster2.client
+    out = tmp_path / "out"
+    name, arr = parse_lsf_job_name("sweep[1-9:2,20]%2")
+    aid = c.submit(["sh", "-c", f'echo "$LSB_JOBID $LSB_JOBINDEX $LSB_JOBINDEX_STEP $LSB_JOBINDEX_END" >> {out}'],
+                   resreq="rusage[mem=10M]", name=name, array=arr)
+    elements = [element_id(aid, i) for i in arr]
+    views = c.wait(elements, timeout=60)
+    assert [v.state for v in views] == ["DONE"] * 6
+    lines = sorted(out.read_text().splitlines(), key=lambda s: int(s.split()[1]))
+    assert lines == [f"{aid} {i} {2 if i < 20 else 1} 20" for i in (1, 3, 5, 7, 9, 20)]
+    (summary,) = c.arrays([aid])
+    assert (summary.name, summary.indices, summary.limit, summary.elements, summary.counts) == \
+        ("sweep", "1-9:2,20", 2, 6, {"DONE": 6})
+    assert sorted(v.id for v in c.jobs([aid], all=True)) == elements  # JOBS by an array's id: its elements
+    after = c.submit(["true"], resreq="rusage[mem=10M]", depend=parse_depend(f"done({aid})"))
+    assert c.wait([after], timeout=30)[0].state == "DONE"  # a dependency on the whole array

@@ -603,8 +603,8 @@ def test_the_full_state_sets_every_field() -> None:
     assert unset_fields(h1) == []
     assert unset_fields(st.queues["re"]) == []
     fresh = ClusterState()
-    # dep_facts: only while a forgotten job has dependents (tests/test_jobcontrol.py covers it)
-    assert [k for k in ClusterState._REPLICATED if getattr(st, k) == getattr(fresh, k)] == ["dep_facts"]
+    # dep_facts: only while a forgotten job has dependents (tests/test_jobcontrol.py); arrays: tests/test_arrays.py
+    assert [k for k in ClusterState._REPLICATED if getattr(st, k) == getattr(fresh, k)] == ["dep_facts", "arrays"]
     # Every attribute is replicated but the dependency index, derived from the jobs on restore;
     # what a command changed travels in Changes.
     assert set(vars(fresh)) - set(ClusterState._REPLICATED) == {"deps"}

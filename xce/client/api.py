@@ -25,7 +25,7 @@ import msgspec
 
 from xce.core.errors import XceError
 from xce.core.model import HistEvent, JobSpec, check_spec
-from xce.core.views import HostView, JobView
+from xce.core.views import ArrayView, HostView, JobView
 from xce.proto import schema as S
 from xce.proto import writes
 from xce.proto.opcodes import Op
@@ -93,6 +93,11 @@ class Client:
                                                 queue=queue, after=after, limit=limit, stale_ok=stale_ok))
         self.staleness = r.stale
         return r.jobs
+
+    def arrays(self, ids: Sequence[int] = (), user: str | None = None, queue: str | None = None) -> list[ArrayView]:
+        """Each job array's summary (xce jobs -A): elements by state, the not yet materialised as PEND."""
+        r = self.request(Op.JOBS, S.JobsRequest(ids=list(ids), user=user, queue=queue, arrays=True, limit=1))
+        return r.arrays
 
     def job(self, job_id: int) -> JobView:
         return self.jobs([job_id])[0]

@@ -76,8 +76,8 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     group: str = ""                    # fairshare and limits principal (-G)
     # The job model (docs/jobmodel.md), appended with defaults likewise.
     depend: Expr | None = None         # the parsed -w expression (hard state: evaluated, never re-parsed)
-    array: ArraySpec | None = None     # an array's indices and %limit (on the array entity only)
-    index: int = 0                     # an array element's index (LSB_JOBINDEX); 0: not an element
+    array: ArraySpec | None = None     # an array's indices and %limit (the array and its elements)
+    index: int = 0                     # an array element's index (LSB_JOBINDEX); an element's id says it is one
     # Job execution (docs/jobs.md).  Appended with defaults, as above.
     stdout_overwrite: bool = False     # -oo: truncate stdout at start (-o appends)
     stderr_overwrite: bool = False     # -eo: truncate stderr at start (-e appends)
@@ -168,6 +168,26 @@ class Job(msgspec.Struct, kw_only=True, gc=False):
     @property
     def hosts(self) -> list[str]:
         return [a.host for a in self.allocs]
+
+
+class ArrayJob(msgspec.Struct, kw_only=True, gc=False):
+    """A job array: ONE entity for all its elements (xce/core/arrays.py).
+
+    Elements at positions >= ``cursor`` (``ArraySpec.index_at``), but for ``ahead``, are
+    pending and have no object; the others are Jobs (id ``element_id(id, index)``) while the
+    state keeps them.  ``counts`` is the materialised elements by state, kept as they change
+    and after cleanup forgets them, so the array's summary never needs the elements.
+    """
+
+    id: int
+    spec: JobSpec  # spec.array: the indices and %limit
+    req: ResReq
+    submit_time: float = 0.0
+    cursor: int = 0
+    ahead: list[int] = []           # indices materialised out of order, past the cursor
+    counts: dict[str, int] = {}     # JobState value -> materialised elements in it
+    held: bool = False              # stopped as a whole: no element is materialised to pend
+    by: str = ""
 
 
 class Host(msgspec.Struct, kw_only=True, gc=False):

@@ -48,6 +48,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from xce.core import arrays as A
 from xce.core.deps import DepIndex, lookup_for, name_matches
 from xce.core.errors import Conflict, IllegalTransition, InvalidRequest, NotFound, XceError
 from xce.core.jobspec.depend import Expr, JobRef, NameRef, refs
@@ -56,6 +57,7 @@ from xce.core.model import (
     ACTIVE,
     TERMINAL,
     Alloc,
+    ArrayJob,
     HistEvent,
     Host,
     HostUsage,
@@ -315,11 +317,12 @@ class ClusterState:
         self.last_time = 0.0
         self.history: dict[int, list[HistEvent]] = {}
         self.dep_facts: dict[int, Counts] = {}  # forgotten jobs some dependent still names
+        self.arrays: dict[int, ArrayJob] = {}  # job arrays, one entity each (xce/core/arrays.py)
         self.deps = DepIndex()  # derived from the pending jobs' specs: rebuilt on restore, not replicated
 
     # Every field is replicated but the derived index (what a command changed travels in ``Changes``).
     _REPLICATED = ("jobs", "hosts", "queues", "default_queue", "next_job_id", "applied",
-                   "finished_order", "answers", "last_time", "history", "dep_facts")
+                   "finished_order", "answers", "last_time", "history", "dep_facts", "arrays")
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self._REPLICATED}
@@ -386,6 +389,20 @@ class ClusterState:
         if job.spec.depend is not None and (old in PENDING) != (job.state in PENDING):
             self._undepend(job) if old in PENDING else self._depend(ch, job)  # requeued: decided anew
         self._hist(job.id, time, _HIST_NAMES.get(event, event), by, detail)
+        arr = self.arrays.get(job.id >> A.SHIFT) if job.id >> A.SHIFT else None
+        if arr is not None:
+            A.counted(arr, old, job.state)
+            self._materialise(ch, arr)  # a pending one left, or the %limit has room again
+
+    def _materialise(self, ch: Changes, arr: ArrayJob) -> None:
+        """Top the array's pending Jobs up to its window and %limit."""
+        for index in A.next_indices(arr, A.room(arr)):
+            job = A.element(arr, index)
+            self.jobs[job.id] = job
+            A.counted(arr, None, S.PEND)
+            ch.jobs.add(job.id)
+            if job.spec.depend is not None:
+                self._depend(ch, job)
 
     def _end(self, ch: Changes, job: Job, event: str, time: float, by: str = "", detail: str = "") -> None:
         self._set(ch, job, event, time, by, detail or job.reason)
@@ -432,6 +449,8 @@ class ClusterState:
                     todo.add(-jid)
                 elif (job := self.jobs.get(jid)) is not None:
                     todo |= self.deps.dependents(job)
+                    if jid >> A.SHIFT:  # an element: who waits on its array
+                        todo |= self.deps.by_id.get(jid >> A.SHIFT, set())
             for jid in sorted(todo):
                 job = self.jobs.get(jid)
                 if job is not None and job.state in PENDING and job.spec.depend is not None:
@@ -455,7 +474,11 @@ class ClusterState:
                 self._hist(job.id, time, "released" if not job.held else "held", "controller", verdict.reason)
 
     def _lookup(self, user: str) -> Any:
-        return lookup_for(self.jobs, self.dep_facts, self._jobs_named, lambda _id, _idx: None, user)
+        return lookup_for(self.jobs, self.dep_facts, self._jobs_named, self._array_counts, user)
+
+    def _array_counts(self, array_id: int, selected: Any) -> Counts | None:
+        arr = self.arrays.get(array_id)
+        return None if arr is None else A.counts(arr, self.jobs, selected)
 
     def _jobs_named(self, user: str, pattern: str) -> list[Job]:
         return [j for j in self.jobs.values() if j.spec.user == user and name_matches(pattern, j.spec.name)]
@@ -465,6 +488,7 @@ class ClusterState:
         assert spec.depend is not None
         for ref in refs(spec.depend):
             if isinstance(ref, JobRef) and ref.id not in self.jobs and ref.id not in self.dep_facts \
+                    and ref.id not in self.arrays \
                     and not self.next_job_id <= ref.id < self.next_job_id + len(before):
                 raise NotFound(f"dependency {_fmt_ref(ref)}: job {ref.id} is not known")
             if isinstance(ref, NameRef) and not self._jobs_named(spec.user, ref.pattern) and not any(
@@ -496,6 +520,14 @@ class ClusterState:
             specs.append(self._admit(spec, specs))
         ids = []
         for spec, req in zip(specs, cmd.reqs, strict=True):
+            if spec.array is not None:  # one entity, whatever its size
+                arr = ArrayJob(id=self.next_job_id, spec=spec, req=req, submit_time=cmd.time, by=cmd.by)
+                self.next_job_id += 1
+                self.arrays[arr.id] = arr
+                self._hist(arr.id, cmd.time, "submitted", cmd.by, f"queue {spec.queue}, {spec.array.count} elements")
+                self._materialise(ch, arr)
+                ids.append(arr.id)
+                continue
             job = Job(id=self.next_job_id, spec=spec, req=req, submit_time=cmd.time)
             self.next_job_id += 1
             self.jobs[job.id] = job
@@ -513,6 +545,11 @@ class ClusterState:
             raise Conflict(f"job {job.id}: placement for attempt {cmd.attempt}, job is at {job.attempt}")
         if job.held:
             raise Conflict(f"job {job.id}: held by its dependency ({job.reason})")
+        arr = self.arrays.get(job.id >> A.SHIFT) if job.id >> A.SHIFT else None
+        if arr is not None and arr.spec.array is not None and arr.spec.array.limit is not None \
+                and A.active(arr) >= arr.spec.array.limit:
+            raise Conflict(f"job {A.element_text(job.id)}: array {arr.id} already runs its limit of "
+                           f"{arr.spec.array.limit} elements")
         hosts = [a.host for a in cmd.allocs]
         if not hosts or len(set(hosts)) != len(hosts):
             raise InvalidRequest(f"job {job.id}: a placement names each host once, got {hosts}")
@@ -557,11 +594,28 @@ class ClusterState:
             self._end(ch, job, "done" if ok else "exit", cmd.time, cmd.host, detail)
         return "ok"
 
+    def _elements(self, arr: ArrayJob) -> list[Job]:
+        """The array's materialised elements (a scan: control of a whole array is rare)."""
+        return [j for jid, j in self.jobs.items() if jid >> A.SHIFT == arr.id]
+
+    def _kill_array(self, ch: Changes, arr: ArrayJob, cmd: Kill) -> str:
+        """Every element: the unmaterialised tail ends EXIT at once, without objects; then the rest."""
+        tail = A.unmaterialised(arr)
+        arr.cursor, arr.ahead = A.indices(arr).count, []
+        arr.counts[S.EXIT.value] = arr.counts.get(S.EXIT.value, 0) + tail
+        self._hist(arr.id, cmd.time, "killed", cmd.by, f"{tail} pending elements without a record")
+        answers = [self.kill(Kill(time=cmd.time, job_ids=[j.id], reason=cmd.reason, by=cmd.by), ch)[j.id]
+                   for j in self._elements(arr)]
+        running = answers.count("kill requested")
+        return f"killed {tail + answers.count('killed')}" + (f", kill requested for {running}" if running else "")
+
     def kill(self, cmd: Kill, ch: Changes) -> dict[int, str]:
         out: dict[int, str] = {}
         for jid in cmd.job_ids:
             job = self.jobs.get(jid)
-            if job is None:
+            if job is None and jid in self.arrays:
+                out[jid] = self._kill_array(ch, self.arrays[jid], cmd)
+            elif job is None:
                 out[jid] = "not found"
             elif job.state in PENDING:
                 job.reason = cmd.reason
@@ -579,16 +633,34 @@ class ClusterState:
         return out
 
     def _targets(self, job_ids: list[int], event: str, legal: frozenset[JobState]) -> list[Job]:
-        """All or nothing: every named job must exist and be in a state ``event`` applies to."""
-        jobs = [self.job(jid) for jid in job_ids]
-        for job in jobs:
+        """All or nothing: every named job must exist and be in a state ``event`` applies to.
+        An array's id names its materialised elements in those states (the others are skipped)."""
+        jobs: list[Job] = []
+        for jid in job_ids:
+            if jid in self.arrays and jid not in self.jobs:
+                jobs += [j for j in self._elements(self.arrays[jid]) if j.state in legal]
+                continue
+            job = self.job(jid)
             if job.state not in legal:
-                raise IllegalTransition(f"job {job.id}: cannot {event} a job in state {job.state.value}")
+                raise IllegalTransition(f"job {A.element_text(job.id)}: cannot {event} a job in state "
+                                        f"{job.state.value}")
+            jobs.append(job)
         return jobs
+
+    def _hold_arrays(self, ch: Changes, job_ids: list[int], held: bool) -> None:
+        """Stop/resume of a whole array also stops/restarts materialising its pending elements."""
+        for jid in job_ids:
+            arr = self.arrays.get(jid)
+            if arr is not None and jid not in self.jobs:
+                arr.held = held
+                if not held:
+                    self._materialise(ch, arr)
 
     def stop(self, cmd: Stop, ch: Changes) -> dict[int, str]:
         out = {}
-        for job in self._targets(cmd.job_ids, "stop", frozenset({S.PEND, S.RUN, S.SSUSP})):
+        targets = self._targets(cmd.job_ids, "stop", frozenset({S.PEND, S.RUN, S.SSUSP}))
+        self._hold_arrays(ch, cmd.job_ids, True)
+        for job in targets:
             held = job.state == S.PEND
             self._set(ch, job, "stop", cmd.time, cmd.by)
             if held:  # a running job's reason stays its own: it is what decides DONE or EXIT
@@ -598,13 +670,15 @@ class ClusterState:
 
     def resume(self, cmd: Resume, ch: Changes) -> dict[int, str]:
         out = {}
-        for job in self._targets(cmd.job_ids, "resume", frozenset({S.PSUSP, S.USUSP})):
+        targets = self._targets(cmd.job_ids, "resume", frozenset({S.PSUSP, S.USUSP}))
+        for job in targets:
             if job.state == S.PSUSP:
                 job.reason = ""
             self._set(ch, job, "resume", cmd.time, cmd.by)
             if job.state == S.PEND and job.spec.depend is not None:
                 ch.settle.append(-job.id)  # its dependency decides again
             out[job.id] = job.state.value
+        self._hold_arrays(ch, cmd.job_ids, False)  # after: resumed elements count in its window
         return out
 
     def requeue(self, cmd: Requeue, ch: Changes) -> dict[int, str]:

@@ -14,7 +14,7 @@ import msgspec
 
 from xce.core import accounting
 from xce.core.accounting import Account, HostTotals, Ledger
-from xce.core.model import ACTIVE, Host, HostState, Job
+from xce.core.model import ACTIVE, ArrayJob, Host, HostState, Job
 from xce.core.placement import job_demand, total_mem
 
 
@@ -28,6 +28,32 @@ class JobAccountView(msgspec.Struct, kw_only=True):
     mem_slack: int
     mem_overage: int
     allocated: dict[str, int] = {}
+
+
+class ArrayView(msgspec.Struct, kw_only=True):
+    """One job array's summary (xce jobs -A): its elements by state, the unmaterialised as PEND."""
+
+    id: int
+    name: str
+    user: str
+    queue: str
+    indices: str        # canonical index list, "1-1000:2,2000"
+    limit: int | None   # %N
+    elements: int
+    counts: dict[str, int]
+    held: bool = False  # stopped as a whole
+
+
+def array_view(arr: ArrayJob) -> ArrayView:
+    from xce.core.arrays import unmaterialised
+
+    spec = arr.spec.array
+    assert spec is not None
+    counts = {s: n for s, n in arr.counts.items() if n}
+    if unmaterialised(arr):
+        counts["PEND"] = counts.get("PEND", 0) + unmaterialised(arr)
+    return ArrayView(id=arr.id, name=arr.spec.name, user=arr.spec.user, queue=arr.spec.queue, indices=spec.text(),
+                     limit=spec.limit, elements=spec.count, counts=counts, held=arr.held)
 
 
 class JobView(msgspec.Struct, kw_only=True):

@@ -14,6 +14,8 @@ from xce.core.limits import KILL_REASON, check_text
 from xce.core.model import ACTIVE, TERMINAL, check_mem_limit, check_spec
 from xce.core.placement import demand_of, host_caps, never_fits
 from xce.core.result import Ok, Result
+from xce.core.views import array_view
+from xce.core.arrays import SHIFT
 from xce.core.jobspec.depend import parse_depend
 from xce.core.state import (
     Kill,
@@ -90,12 +92,14 @@ class ClientDoor:
         out = []
         states = set(body.states)
         with self.raft.lock:
-            jobs = self.state.jobs
+            jobs, arrays = self.state.jobs, self.state.arrays
             if body.ids:
-                missing = [i for i in body.ids if i not in jobs]
+                missing = [i for i in body.ids if i not in jobs and i not in arrays]
                 if missing and len(body.ids) == 1:
                     raise NotFound(f"job {missing[0]} is not known")
-                selected = [jobs[i] for i in body.ids if i in jobs]
+                selected = [j for i in body.ids for j in ([jobs[i]] if i in jobs else
+                                                          [e for e in jobs.values() if e.id >> SHIFT == i]
+                                                          if i in arrays else [])]  # an array: its elements
             else:
                 selected = (j for j in jobs.values() if j.id > body.after)
             for job in selected:
@@ -110,8 +114,11 @@ class ClientDoor:
                 out.append(self.live.job_view(job))
                 if body.limit and len(out) >= body.limit:
                     break
+            summaries = [array_view(a) for a in arrays.values()
+                         if (not body.ids or a.id in body.ids) and (not body.user or a.spec.user == body.user)
+                         and (not body.queue or a.spec.queue == body.queue)] if body.arrays else []
             reply = S.JobsReply(jobs=out, next_after=out[-1].id if body.limit and len(out) >= body.limit else None,
-                                stale=self.staleness())
+                                stale=self.staleness(), arrays=summaries)
             data = encode(Op.OK, rid, reply, term=self.raft.term())
         self.send(ident, data)
 

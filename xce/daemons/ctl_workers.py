@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from xce.core.errors import InvalidRequest
 from xce.core.limits import HOST_NAME, body_limit, check_text
+from xce.core.arrays import split_id
 from xce.core.model import ACTIVE, TERMINAL, Host, HostUsage, Job, JobState
 from xce.core.placement import build_allocs, check_placement, demand_of, host_caps
 from xce.core.resources import WIRE_NAMES
@@ -63,7 +64,8 @@ class WorkerDoor:
             return
         data = encode(Op.RUN_JOB, 0, S.RunJob(
             job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
-            mem_duration_s=duration, mem_decay=decay, slots=[a.slots for a in job.allocs]),
+            mem_duration_s=duration, mem_decay=decay, slots=[a.slots for a in job.allocs],
+            element=array_element(job)),
             term=self.raft.term())
         limit = body_limit(Op.RUN_JOB.name)
         if len(data) > limit:  # a worker would refuse it: end the share now, not re-send it forever
@@ -257,3 +259,12 @@ class WorkerDoor:
                            exit_code=body.exit_code, signal=body.signal, reason=body.reason,
                            usage=body.usage),
                     self.replier(ident, rid, lambda r: S.Ack(True, str(r))))
+
+
+def array_element(job: Job) -> S.ArrayElement | None:
+    """Where an array element sits (LSB_JOBINDEX, _STEP, _END), from its id and spec."""
+    array_id, index = split_id(job.id)
+    if index is None or job.spec.array is None:
+        return None
+    return S.ArrayElement(array_id=array_id, index=index, step=job.spec.array.step_of(index),
+                          end=job.spec.array.end)

@@ -12,7 +12,7 @@ import msgspec
 
 from xce.core import limits
 from xce.core.model import Alloc, HistEvent, Host, HostUsage, Job, JobSpec, Queue
-from xce.core.views import HostView, JobView
+from xce.core.views import ArrayView, HostView, JobView
 from xce.proto.idempotency import key_problem
 from xce.proto.opcodes import Op
 
@@ -80,6 +80,7 @@ class JobsRequest(msgspec.Struct, kw_only=True):
     after: int = 0             # cursor: ids greater than this
     limit: int = 0             # 0: no limit
     stale_ok: bool = False     # any controller may answer from its replicated state
+    arrays: bool = False       # also each array's summary (xce jobs -A), under the same filters
 
 
 class Staleness(msgspec.Struct, kw_only=True):
@@ -95,6 +96,7 @@ class JobsReply(msgspec.Struct):
     jobs: list[JobView]
     next_after: int | None = None
     stale: Staleness | None = None  # set when a follower served a stale_ok read
+    arrays: list[ArrayView] = []    # with JobsRequest.arrays
 
 
 class HostsRequest(msgspec.Struct):

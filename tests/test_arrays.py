@@ -1,0 +1,197 @@
+"""Job arrays in the state machine (issue 14 item 2): one entity, elements materialised lazily."""
+
+from __future__ import annotations
+
+import pickle
+import time
+
+import pytest
+from builders import T0, alloc, cluster_state, host, queue, spec
+from hypothesis import given, settings
+from hypothesis import strategies as st_
+
+from xce.core import arrays as A
+from xce.core.errors import Conflict
+from xce.core.jobspec.arrays import ArraySpec, parse_lsf_job_name
+from xce.core.jobspec.depend import parse_depend
+from xce.core.model import ACTIVE, JobState
+from xce.core.resreq import parse_resreq
+from xce.core.state import ClusterState, Finish, Kill, Place, Resume, Stop, Submit
+
+S = JobState
+
+
+def cluster() -> ClusterState:
+    return cluster_state(queue(), hosts=(host("n1", slots=1000, mem="1000G"),))
+
+
+def submit_array(st: ClusterState, text: str, **kw) -> int:
+    name, arr = parse_lsf_job_name(text, max_size=2_000_000)
+    s = spec(mem="10M", name=name, array=arr, **kw)
+    return st.apply(Submit(time=T0, specs=[s], reqs=[parse_resreq(s.resreq)]))[0]
+
+
+def pending(st: ClusterState, aid: int) -> list[int]:
+    return sorted(j.id for j in st.jobs.values() if j.id >> A.SHIFT == aid and j.state == S.PEND)
+
+
+def place(st: ClusterState, jid: int, t: float = T0 + 1) -> int:
+    return st.apply(Place(time=t, job_id=jid, attempt=st.jobs[jid].attempt, allocs=[alloc("n1", 1, "10M")]))
+
+
+def finish(st: ClusterState, jid: int, code: int = 0, t: float = T0 + 2) -> str:
+    return st.apply(Finish(time=t, job_id=jid, attempt=st.jobs[jid].attempt, host="n1", exit_code=code))
+
+
+def test_ids_carry_array_and_index() -> None:
+    eid = A.element_id(7, 12)
+    assert A.split_id(eid) == (7, 12) and A.split_id(7) == (7, None)
+    assert A.element_text(eid) == "7[12]" and A.element_text(7) == "7"
+    assert A.split_id(A.element_id(7, 0)) == (7, 0)  # Slurm's index 0
+
+
+def test_a_million_element_array_is_one_entity_and_a_window_of_jobs() -> None:
+    st = cluster()
+    aid = submit_array(st, "big[1-1000000]")
+    arr = st.arrays[aid]
+    assert len(st.jobs) == A.WINDOW and arr.cursor == A.WINDOW
+    assert pending(st, aid)[:2] == [A.element_id(aid, 1), A.element_id(aid, 2)]
+    assert A.counts(arr, st.jobs).pend == 1_000_000
+    assert st.next_job_id == aid + 1  # one id for the array
+
+
+def test_a_100k_array_commits_within_a_second() -> None:
+    st = cluster()
+    t = time.perf_counter()
+    submit_array(st, "a[1-100000]")
+    assert time.perf_counter() - t < 1.0
+
+
+def test_running_limit_caps_what_is_pending_and_what_may_be_placed() -> None:
+    st = cluster()
+    aid = submit_array(st, "lim[1-10]%3")
+    first = pending(st, aid)
+    assert len(first) == 3
+    for jid in first:
+        place(st, jid)
+    assert pending(st, aid) == []  # 3 running: none more may run
+    finish(st, first[0])
+    (nxt,) = pending(st, aid)
+    assert A.split_id(nxt) == (aid, 4)
+    st.arrays[aid].counts["RUN"] += 1  # as if a fourth ran: the leader re-checks the limit
+    with pytest.raises(Conflict, match=rf"array {aid} already runs its limit of 3 elements"):
+        place(st, nxt)
+
+
+def test_each_element_has_its_own_state_and_record_and_the_array_counts_them() -> None:
+    st = cluster()
+    aid = submit_array(st, "e[1-5:2,10]")
+    ids = pending(st, aid)
+    assert [A.split_id(i)[1] for i in ids] == [1, 3, 5, 10]
+    place(st, ids[0])
+    finish(st, ids[0], 0)
+    place(st, ids[1])
+    finish(st, ids[1], 4)
+    assert (st.jobs[ids[0]].state, st.jobs[ids[1]].state, st.jobs[ids[1]].exit_code) == (S.DONE, S.EXIT, 4)
+    assert st.arrays[aid].counts == {"PEND": 2, "RUN": 0, "DONE": 1, "EXIT": 1}
+    assert [e.event for e in st.history[ids[0]]] == ["dispatched", "ended DONE"]
+
+
+def test_dispatch_carries_the_element_index_step_and_end() -> None:
+    from xce.daemons.ctl_workers import array_element
+
+    st = cluster()
+    aid = submit_array(st, "e[1-9:4,20]")
+    job = st.jobs[A.element_id(aid, 5)]
+    e = array_element(job)
+    assert (e.array_id, e.index, e.step, e.end) == (aid, 5, 4, 20)
+    assert job.spec.index == 5
+
+
+def test_killing_the_whole_array_ends_its_tail_without_objects() -> None:
+    st = cluster()
+    aid = submit_array(st, "k[1-100000]")
+    place(st, A.element_id(aid, 1))
+    got = st.apply(Kill(time=T0 + 3, job_ids=[aid]))
+    assert got == {aid: "killed 99999, kill requested for 1"}
+    arr = st.arrays[aid]
+    assert A.unmaterialised(arr) == 0 and len(st.jobs) == A.WINDOW + 1  # the one placed, and its successor
+    assert st.jobs[A.element_id(aid, 1)].kill_requested
+    finish(st, A.element_id(aid, 1), 137, t=T0 + 4)
+    assert A.counts(arr, st.jobs).exit == 100_000
+
+
+def test_stop_and_resume_of_a_whole_array() -> None:
+    st = cluster()
+    aid = submit_array(st, "s[1-3000]")
+    place(st, A.element_id(aid, 1))
+    out = st.apply(Stop(time=T0 + 2, job_ids=[aid]))
+    assert out[A.element_id(aid, 1)] == "USUSP" and list(out.values()).count("PSUSP") == A.WINDOW  # refilled after the placement
+    assert pending(st, aid) == [] and st.arrays[aid].held
+    st.apply(Resume(time=T0 + 3, job_ids=[aid]))
+    assert len(pending(st, aid)) == A.WINDOW and not st.arrays[aid].held
+
+
+def test_dependencies_on_an_array_and_on_its_elements() -> None:
+    st = cluster()
+    aid = submit_array(st, "d[1-3]")
+    st.apply(Submit(time=T0, specs=[spec(depend=parse_depend(f"done({aid})")),
+                                     spec(depend=parse_depend(f"numdone({aid}, >= 2)")),
+                                     spec(depend=parse_depend(f"done({aid}[2])"))],
+                    reqs=[parse_resreq("")] * 3))
+    whole, two, second = aid + 1, aid + 2, aid + 3
+    assert st.jobs[whole].reason == f"waiting for done({aid}): job {aid}: 3 PEND"
+    e1, e2, e3 = (A.element_id(aid, i) for i in (1, 2, 3))
+    for jid in (e2, e1):
+        place(st, jid)
+        finish(st, jid)
+    assert not st.jobs[second].held and not st.jobs[two].held and st.jobs[whole].held
+    place(st, e3)
+    finish(st, e3, 1)
+    assert st.jobs[whole].reason == f"never satisfied: done({aid}): job {aid}: 2 DONE, 1 EXIT"
+
+
+def test_an_array_round_trips_through_a_snapshot() -> None:
+    st = cluster()
+    aid = submit_array(st, "p[1-5000]%10", depend=None)
+    place(st, A.element_id(aid, 1))
+    back = pickle.loads(pickle.dumps(st))
+    assert back.arrays == st.arrays and back.jobs == st.jobs
+
+
+@settings(max_examples=100, deadline=None)
+@given(st_.lists(st_.tuples(st_.sampled_from(["place", "done", "exit", "kill", "kill_all", "stop", "resume"]),
+                            st_.integers(1, 40)), max_size=60))
+def test_array_counts_stay_consistent(actions) -> None:
+    st = cluster()
+    aid = submit_array(st, "h[1-40]%6")
+    arr = st.arrays[aid]
+    for n, (what, index) in enumerate(actions):
+        jid, now = A.element_id(aid, index), T0 + 1 + n
+        job = st.jobs.get(jid)
+        try:
+            if what == "kill_all":
+                st.apply(Kill(time=now, job_ids=[aid]))
+            elif job is None:
+                continue
+            elif what == "place":
+                place(st, jid, now)
+            elif what in ("done", "exit") and job.state in ACTIVE:
+                finish(st, jid, 0 if what == "done" else 2, now)
+            elif what == "kill":
+                st.apply(Kill(time=now, job_ids=[jid]))
+            elif what == "stop":
+                st.apply(Stop(time=now, job_ids=[jid]))
+            elif what == "resume":
+                st.apply(Resume(time=now, job_ids=[jid]))
+        except Exception:  # noqa: BLE001 - refusals change nothing
+            pass
+        elements = [j for j in st.jobs.values() if j.id >> A.SHIFT == aid]
+        by_state: dict[str, int] = {}
+        for j in elements:
+            by_state[j.state.value] = by_state.get(j.state.value, 0) + 1
+        tail_killed = arr.counts.get("EXIT", 0) - by_state.get("EXIT", 0)
+        assert {k: v for k, v in arr.counts.items() if v} == {
+            **{k: v for k, v in by_state.items() if v}, **({"EXIT": arr.counts["EXIT"]} if tail_killed else {})}
+        assert sum(arr.counts.values()) + A.unmaterialised(arr) == 40
+        assert A.active(arr) <= 6  # the running limit
