@@ -555,7 +555,7 @@ FULL_SPEC = JobSpec(command=["python", "-c", "pass"], name="full", user="ann", q
                     resreq=FULL_REQ.text, mem_limit=3 * G, cwd="/scratch/ann", env={"OMP_NUM_THREADS": "2"},
                     stdout="out.%J", stderr="err.%J", rerunnable=True, priority=5,
                     run_limit=600.0, run_estimate=300.0, project="climate", group="geo",
-                    stdout_overwrite=True, stderr_overwrite=True, submit_host="login1")
+                    stdout_overwrite=True, stderr_overwrite=True, submit_host="login1", script="#!/bin/sh\ntrue\n")
 
 
 def full_state() -> ClusterState:
