@@ -81,6 +81,15 @@ def test_lsf_commands(tmp_path: Path) -> None:
         assert r.stdout.startswith("PEND|") and "never" in r.stdout, r.stdout
         assert _run(env, "bkill", never).returncode == 0
 
+        fast = _run({**env, "XCE_DEBUG_PATH": "1"}, "bsub", "true", cwd=tmp_path)  # the local door serves
+        full = _run({**env, "XCE_DEBUG_PATH": "1", "XCE_QUICK": "0"}, "bsub", "true", cwd=tmp_path)
+        assert fast.stderr == "submit path door; zmq not loaded\n" and full.stderr.startswith("submit path full")
+        for r in (fast, full):
+            assert re.fullmatch(r"Job <\d+> is submitted to queue <normal>\.\n", r.stdout)
+        refused = _run(env, "bsub", "-q", "nope", "true")
+        assert (refused.returncode, refused.stderr) == (255, "bsub: queue 'nope' does not exist (queues: high, "
+                                                              "normal, rerun)\n")
+
         r = _run(env, "bsub", "-ti", "true")
         assert (r.stdout, r.returncode) == ("", 255)
         assert r.stderr == "bsub: -ti (end a job whose dependency is never met) is not supported by this XCE yet\n"
@@ -117,7 +126,8 @@ def test_slurm_commands(tmp_path: Path) -> None:
         assert [line.split() for line in r.stdout.splitlines()] == [["JOBID", "ST", "REASON"],
                                                                      [job, "F", "NonZeroExitCode"]]
 
-        r = _run(env, "sbatch", "--parsable", stdin="#!/bin/sh\nsleep 60\n", cwd=tmp_path)
+        r = _run({**env, "XCE_DEBUG_PATH": "1"}, "sbatch", "--parsable", stdin="#!/bin/sh\nsleep 60\n", cwd=tmp_path)
+        assert r.stderr == "submit path door; zmq not loaded\n"
         sleeper = r.stdout.strip()
         assert sleeper.isdigit(), (r.stdout, r.stderr)
         wait_for(lambda: _run(env, "squeue", "-h", "-o", "%i %t").stdout.split() == [sleeper, "R"], 30,

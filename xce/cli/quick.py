@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 SUBMIT, OK, ERROR = 10, 1, 2  # xce/proto/opcodes.py; tests/test_quick_submit.py checks them
 # The Structs' field order (xce/proto/schema.py SubmitRequest, xce/core/model.py JobSpec): msgspec
@@ -180,55 +179,20 @@ def submit_body(spec: dict[str, object], key: str) -> dict[str, object]:
 
 def send(home: str, address: str, body: dict[str, object], token: str, timeout: float, key: str) -> int | Fallback:
     """SUBMIT through the door of ``address``, then of the leader it names; every fallback keeps ``key``."""
-    from xce.core.errors import XceError
-    from xce.site.local import door_path
+    from xce.transport.door import ask
 
-    deadline = time.monotonic() + timeout
-    for _ in range(2):
-        try:
-            op, rbody = _exchange(f"ipc://{door_path(home, address)}", body, token, deadline)
-        except XceError as e:
-            return Fallback(f"door: {e.message}", key)
-        except ValueError as e:  # text that is not UTF-8 (a surrogate-escaped environment): not sent
-            return Fallback(f"cannot encode the request: {e}", key)
-        if op == OK:
-            line = _submitted(rbody)
-            if line is None:
-                return Fallback("an OK reply that is not a SubmitReply", key)
-            print(line)
-            return 0
-        if op != ERROR or not isinstance(rbody, dict) or not isinstance(rbody.get("code"), str) \
-                or not isinstance(rbody.get("message"), str):
-            return Fallback(f"a reply of opcode {op} that is not an ErrorReply", key)
-        if rbody["code"] != "not_leader":
-            return _failed(rbody["code"], rbody["message"])
-        leader = rbody.get("leader")
-        if not isinstance(leader, str) or leader == address:
-            return Fallback("not leader, and no other leader named", key)
-        address = leader
-    return Fallback("redirected twice", key)
-
-
-def _exchange(endpoint: str, body: dict[str, object], token: str, deadline: float) -> tuple[int, object]:
-    """One request over a fresh DEALER: the reply's opcode and body (XceError if none came)."""
-    from xce.core.errors import ProtocolError
-    from xce.proto import lite
-    from xce.proto.zmtp import Dealer
-
-    def left() -> float:
-        return max(0.001, deadline - time.monotonic())
-
-    rid = int.from_bytes(os.urandom(4), "big") >> 2
-    request = lite.encode(SUBMIT, rid, body, token)
-    with Dealer.connect(endpoint, left()) as dealer:
-        dealer.send([request], left())
-        while True:
-            frames = dealer.recv(left())
-            if len(frames) != 1:
-                raise ProtocolError(f"a reply of {len(frames)} frames")
-            op, got, rbody, _term = lite.decode(frames[0])
-            if got == rid or (op == ERROR and got == 0):  # rid 0: the envelope itself was refused
-                return op, rbody
+    answer = ask(home, address, SUBMIT, body, token, timeout)
+    if isinstance(answer, str):
+        return Fallback(answer, key)
+    op, rbody = answer
+    if op == OK:
+        line = _submitted(rbody)
+        if line is None:
+            return Fallback("an OK reply that is not a SubmitReply", key)
+        print(line)
+        return 0
+    assert isinstance(rbody, dict)  # ask returns an ErrorReply's body otherwise
+    return _failed(rbody["code"], rbody["message"])
 
 
 def _submitted(body: object) -> str | None:

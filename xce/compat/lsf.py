@@ -63,10 +63,7 @@ def _read_stdin() -> str | None:
 
 def bsub(s: Session, argv: list[str]) -> int:
     fields, req = bsub_spec(argv, _read_stdin)
-    from xce.client import make_spec
-
-    job_id = s.client.submit_many([make_spec(**fields)])[0]
-    queue = s.client.job(job_id).queue
+    job_id, queue = s.submit(fields)
     print(f"Job <{job_id}> is submitted to queue <{queue}>.", flush=True)
     if not req.wait:
         return 0

@@ -139,10 +139,8 @@ def _mem(opts: dict[str, Any], slots: int) -> str:
 
 
 def sbatch(s: Session, argv: list[str]) -> int:
-    from xce.client import make_spec
-
     fields, parsable = sbatch_spec(argv)
-    job_id = s.client.submit_many([make_spec(**fields)])[0]
+    job_id, _ = s.submit(fields)
     print(job_id if parsable else f"Submitted batch job {job_id}")
     return 0
 
