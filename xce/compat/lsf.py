@@ -151,7 +151,8 @@ def bjobs(s: Session, argv: list[str]) -> int:
         missing = [w for w, i in zip(id_words, ids) if i is None or i not in found]
         views = [found[i] for i in dict.fromkeys(ids) if i in found]
     else:
-        views = _selected(s.jobs(user=None if user == "all" else user), flags, values)
+        finished = bool({"a", "d"} & flags)  # else the controller need not send its finished jobs
+        views = _selected(s.jobs(user=None if user == "all" else user, finished=finished), flags, values)
         missing = []
     if "-json" in flags:
         names = cols.names if cols else F.DEFAULT_FIELDS

@@ -82,6 +82,8 @@ class Session:
             views = self.client.jobs(ids=list(ids), all=finished or bool(ids), user=user)
         except NotFound:  # the controller refuses a lone unknown id outright
             return []
+        if not any(v.end_time is not None for v in views):
+            return views  # nothing to age out: the config need not be read
         return visible(views, self.cfg.compat.clean_period, time.time())
 
 

@@ -200,7 +200,8 @@ def squeue(s: Session, argv: list[str]) -> int:
     ids = _ids(values["--jobs"]) if "--jobs" in values else []
     states = _states(values.get("--states") or ("all" if ids else "PD,R,S"))
     user = unix_user() if "--me" in flags else values.get("--user")
-    views = s.jobs(ids=ids, user=user) if ids or user else s.jobs()
+    finished = bool(states & {"DONE", "EXIT"})  # else the controller need not send its finished jobs
+    views = s.jobs(ids=ids, user=user, finished=finished)
     if ids and not views:
         print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
         return BAD
