@@ -195,3 +195,20 @@ def test_array_counts_stay_consistent(actions) -> None:
             **{k: v for k, v in by_state.items() if v}, **({"EXIT": arr.counts["EXIT"]} if tail_killed else {})}
         assert sum(arr.counts.values()) + A.unmaterialised(arr) == 40
         assert A.active(arr) <= 6  # the running limit
+
+
+def test_a_user_with_own_grants_cannot_control_another_users_array() -> None:
+    """The controller's ownership check knows arrays (an array's id is not in ``jobs``)."""
+    from xce.core.errors import PermissionDenied
+    from xce.daemons.ctl_access import job_owner
+    from xce.proto import writes
+    from xce.proto.opcodes import Op
+    from xce.security.policy import DEFAULT_FILE, Principal, authorize, load_policy
+
+    st = cluster()
+    aid = submit_array(st, "b[1-5]", user="bob")
+    assert job_owner(st, aid) == "bob" and job_owner(st, A.element_id(aid, 1)) == "bob"
+    ann = Principal("ann", ("user",))
+    for op, body in ((Op.KILL, writes.kill([aid], key="k")), (Op.STOP, writes.control([aid], key="k"))):
+        with pytest.raises(PermissionDenied, match="bob"):
+            authorize(load_policy(DEFAULT_FILE), ann, op, body, lambda j: job_owner(st, j))

@@ -74,9 +74,8 @@ class Access:
             return body
         principal = self.principal = self.tokens.verify(token)
         with self.raft.lock:
-            jobs = self.state.jobs
-            body = authorize(self.policy, principal, op, body,
-                             lambda j: jobs[j].spec.user if j in jobs else None)
+            st = self.state
+            body = authorize(self.policy, principal, op, body, lambda j: job_owner(st, j))
         if op in DAEMON_OPS:
             if len(self.daemon_grants) > 10_000:
                 self.daemon_grants.clear()
@@ -105,6 +104,15 @@ class Access:
         """One line in the request log: the entry and the answer the client got."""
         self.requests.record(user=entry.user, roles=entry.roles, client=entry.client, op=entry.op,
                              target=entry.target, result=result)
+
+
+def job_owner(state: Any, job_id: int) -> str | None:
+    """The user of a job, array element or whole array; None if unknown (the handler says so)."""
+    job = state.jobs.get(job_id)
+    if job is not None:
+        return job.spec.user
+    arr = state.arrays.get(job_id)
+    return None if arr is None else arr.spec.user
 
 
 class Audit(NamedTuple):
