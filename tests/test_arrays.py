@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st_
 
 from xce.core import arrays as A
-from xce.core.errors import Conflict
+from xce.core.errors import Conflict, IllegalTransition
 from xce.core.jobspec.arrays import ArraySpec, parse_lsf_job_name
 from xce.core.jobspec.depend import parse_depend
 from xce.core.model import ACTIVE, JobState
@@ -212,3 +212,37 @@ def test_a_user_with_own_grants_cannot_control_another_users_array() -> None:
     for op, body in ((Op.KILL, writes.kill([aid], key="k")), (Op.STOP, writes.control([aid], key="k"))):
         with pytest.raises(PermissionDenied, match="bob"):
             authorize(load_policy(DEFAULT_FILE), ann, op, body, lambda j: job_owner(st, j))
+
+
+def test_an_element_not_yet_materialised_can_be_named_in_any_command() -> None:
+    st = cluster()
+    aid = submit_array(st, "far[1-5000]")
+    far, near = A.element_id(aid, 4000), A.element_id(aid, 4001)
+    assert far not in st.jobs
+    assert st.apply(Stop(time=T0 + 1, job_ids=[far])) == {far: "PSUSP"}
+    assert st.jobs[far].state == S.PSUSP and st.arrays[aid].ahead == [4000]
+    assert st.apply(Kill(time=T0 + 2, job_ids=[near])) == {near: "killed"}
+    arr = st.arrays[aid]
+    assert sum(arr.counts.values()) + A.unmaterialised(arr) == 5000
+    for jid in sorted(pending(st, aid)):  # run the window: the cursor passes 4000 and 4001 without a second Job
+        place(st, jid)
+        finish(st, jid)
+    while pending(st, aid):
+        for jid in pending(st, aid):
+            place(st, jid)
+            finish(st, jid)
+    assert arr.ahead == [] and arr.cursor == 5000
+    assert arr.counts == {"PEND": 0, "PSUSP": 1, "RUN": 0, "DONE": 4998, "EXIT": 1}
+    with pytest.raises(IllegalTransition, match=rf"job {aid}\[4001\]: cannot resume a job in state EXIT"):
+        st.apply(Resume(time=T0 + 9, job_ids=[near]))
+
+
+def test_a_range_target_becomes_element_ids() -> None:
+    from xce.core.errors import InvalidRequest
+    from xce.core.jobspec.arrays import parse_job_target
+
+    assert A.target_ids(parse_job_target("12")) == [12]
+    assert A.target_ids(parse_job_target("12[1-3,7]")) == [A.element_id(12, i) for i in (1, 2, 3, 7)]
+    assert A.target_ids(parse_job_target("12_4")) == [A.element_id(12, 4)]
+    with pytest.raises(InvalidRequest, match=r"job 12\[1-200000\]: 200,000 elements is more than 100,000"):
+        A.target_ids(parse_job_target("12[1-200000]"))

@@ -20,7 +20,8 @@ from collections.abc import Iterator
 
 import msgspec
 
-from xce.core.jobspec.arrays import ArraySpec
+from xce.core.errors import InvalidRequest
+from xce.core.jobspec.arrays import ArraySpec, JobTarget
 from xce.core.jobspec.depeval import Counts
 from xce.core.model import ACTIVE, ArrayJob, Job, JobState
 
@@ -41,6 +42,19 @@ def split_id(job_id: int) -> tuple[int, int | None]:
 def element_text(job_id: int) -> str:
     array_id, index = split_id(job_id)
     return str(job_id) if index is None else f"{array_id}[{index}]"
+
+
+TARGET_MAX = 100_000  # element ids one ID[RANGE] may expand to on the wire
+
+
+def target_ids(target: JobTarget) -> list[int]:
+    """The job ids a control command sends for ``12``, ``12[3]`` or ``12[1-5,7]`` (parse_job_target)."""
+    if target.indices is None:
+        return [target.job_id]
+    if target.indices.count > TARGET_MAX:
+        raise InvalidRequest(f"job {target.text()}: {target.indices.count:,} elements is more than {TARGET_MAX:,} "
+                             f"at once; name the whole array ({target.job_id}) instead")
+    return [element_id(target.job_id, i) for i in target.indices]
 
 
 def indices(arr: ArrayJob) -> ArraySpec:
@@ -80,6 +94,12 @@ def next_indices(arr: ArrayJob, n: int) -> Iterator[int]:
             continue
         n -= 1
         yield index
+
+
+def is_unmaterialised(arr: ArrayJob, index: int) -> bool:
+    """Whether element ``index`` is pending without a Job (past the cursor, not ahead)."""
+    spec = indices(arr)
+    return index in spec and spec.position(index) >= arr.cursor and index not in arr.ahead
 
 
 def element(arr: ArrayJob, index: int) -> Job:

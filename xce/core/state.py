@@ -612,7 +612,8 @@ class ClusterState:
     def kill(self, cmd: Kill, ch: Changes) -> dict[int, str]:
         out: dict[int, str] = {}
         for jid in cmd.job_ids:
-            job = self.jobs.get(jid)
+            lazy = self._lazy_element(jid)
+            job = self._materialise_one(ch, *lazy) if lazy is not None else self.jobs.get(jid)
             if job is None and jid in self.arrays:
                 out[jid] = self._kill_array(ch, self.arrays[jid], cmd)
             elif job is None:
@@ -632,20 +633,42 @@ class ClusterState:
                 out[jid] = "kill requested"
         return out
 
-    def _targets(self, job_ids: list[int], event: str, legal: frozenset[JobState]) -> list[Job]:
+    def _targets(self, ch: Changes, job_ids: list[int], event: str, legal: frozenset[JobState]) -> list[Job]:
         """All or nothing: every named job must exist and be in a state ``event`` applies to.
-        An array's id names its materialised elements in those states (the others are skipped)."""
+        An array's id names its materialised elements in those states (the others are skipped);
+        an element not materialised yet is PEND, and is materialised once all are checked."""
         jobs: list[Job] = []
+        to_make: list[tuple[ArrayJob, int]] = []
         for jid in job_ids:
             if jid in self.arrays and jid not in self.jobs:
                 jobs += [j for j in self._elements(self.arrays[jid]) if j.state in legal]
                 continue
-            job = self.job(jid)
-            if job.state not in legal:
-                raise IllegalTransition(f"job {A.element_text(job.id)}: cannot {event} a job in state "
-                                        f"{job.state.value}")
-            jobs.append(job)
-        return jobs
+            lazy = self._lazy_element(jid)
+            state = S.PEND if lazy is not None else self.job(jid).state
+            if state not in legal:
+                raise IllegalTransition(f"job {A.element_text(jid)}: cannot {event} a job in state {state.value}")
+            if lazy is not None:
+                to_make.append(lazy)
+            else:
+                jobs.append(self.jobs[jid])
+        return jobs + [self._materialise_one(ch, arr, index) for arr, index in to_make]
+
+    def _lazy_element(self, job_id: int) -> tuple[ArrayJob, int] | None:
+        """(array, index) of an element that is pending without a Job."""
+        array_id, index = A.split_id(job_id)
+        arr = self.arrays.get(array_id) if index is not None else None
+        return (arr, index) if arr is not None and index is not None and A.is_unmaterialised(arr, index) else None
+
+    def _materialise_one(self, ch: Changes, arr: ArrayJob, index: int) -> Job:
+        """Element ``index`` as a Job ahead of the cursor, because a command names it."""
+        job = A.element(arr, index)
+        self.jobs[job.id] = job
+        arr.ahead.append(index)
+        A.counted(arr, None, S.PEND)
+        ch.jobs.add(job.id)
+        if job.spec.depend is not None:
+            self._depend(ch, job)
+        return job
 
     def _hold_arrays(self, ch: Changes, job_ids: list[int], held: bool) -> None:
         """Stop/resume of a whole array also stops/restarts materialising its pending elements."""
@@ -658,7 +681,7 @@ class ClusterState:
 
     def stop(self, cmd: Stop, ch: Changes) -> dict[int, str]:
         out = {}
-        targets = self._targets(cmd.job_ids, "stop", frozenset({S.PEND, S.RUN, S.SSUSP}))
+        targets = self._targets(ch, cmd.job_ids, "stop", frozenset({S.PEND, S.RUN, S.SSUSP}))
         self._hold_arrays(ch, cmd.job_ids, True)
         for job in targets:
             held = job.state == S.PEND
@@ -670,7 +693,7 @@ class ClusterState:
 
     def resume(self, cmd: Resume, ch: Changes) -> dict[int, str]:
         out = {}
-        targets = self._targets(cmd.job_ids, "resume", frozenset({S.PSUSP, S.USUSP}))
+        targets = self._targets(ch, cmd.job_ids, "resume", frozenset({S.PSUSP, S.USUSP}))
         for job in targets:
             if job.state == S.PSUSP:
                 job.reason = ""
@@ -684,7 +707,7 @@ class ClusterState:
     def requeue(self, cmd: Requeue, ch: Changes) -> dict[int, str]:
         why = cmd.reason or f"by {cmd.by or 'a user'} (xce requeue)"
         out = {}
-        for job in self._targets(cmd.job_ids, "requeue", ACTIVE | TERMINAL):
+        for job in self._targets(ch, cmd.job_ids, "requeue", ACTIVE | TERMINAL):
             if job.state in TERMINAL:
                 self._back_to_pending(ch, job, why, cmd.time, cmd.by)
                 out[job.id] = "requeued"
@@ -700,7 +723,7 @@ class ClusterState:
         queue = self.queues.get(cmd.queue)
         if queue is None:
             raise InvalidRequest(f"queue {cmd.queue!r} does not exist (queues: {', '.join(sorted(self.queues))})")
-        jobs = self._targets(cmd.job_ids, "switch", PENDING | ACTIVE)
+        jobs = self._targets(ch, cmd.job_ids, "switch", PENDING | ACTIVE)
         specs = [apply_queue_run_limit(msgspec.structs.replace(j.spec, queue=cmd.queue), queue) for j in jobs]
         out = {}
         for job, new in zip(jobs, specs, strict=True):
@@ -712,7 +735,7 @@ class ClusterState:
 
     def move(self, cmd: Move, ch: Changes) -> int:
         """The job's new priority: one above (top) or below (bottom) every other pending job of its queue."""
-        job = self._targets([cmd.job_id], f"move to the {cmd.to}", PENDING)[0]
+        job = self._targets(ch, [cmd.job_id], f"move to the {cmd.to}", PENDING)[0]
         others = [j.spec.priority for j in self.jobs.values()
                   if j.state in PENDING and j.spec.queue == job.spec.queue and j.id != job.id]
         prio = (max(others, default=job.spec.priority) + 1 if cmd.to == "top"
@@ -723,7 +746,7 @@ class ClusterState:
         return prio
 
     def modify_spec(self, cmd: ModifySpec, ch: Changes) -> str:
-        job = self._targets([cmd.job_id], "modify", PENDING)[0]
+        job = self._targets(ch, [cmd.job_id], "modify", PENDING)[0]
         changes = {f: getattr(cmd.patch, f) for f in cmd.patch.fields()}
         if not changes:
             raise InvalidRequest(f"job {job.id}: modify names nothing to change")
@@ -749,12 +772,12 @@ class ClusterState:
         return "ok"
 
     def sys_suspend(self, cmd: SysSuspend, ch: Changes) -> dict[int, str]:
-        for job in self._targets(cmd.job_ids, "sys_suspend", frozenset({S.RUN})):
+        for job in self._targets(ch, cmd.job_ids, "sys_suspend", frozenset({S.RUN})):
             self._set(ch, job, "sys_suspend", cmd.time, "controller", cmd.reason)
         return {jid: S.SSUSP.value for jid in cmd.job_ids}
 
     def sys_resume(self, cmd: SysResume, ch: Changes) -> dict[int, str]:
-        for job in self._targets(cmd.job_ids, "sys_resume", frozenset({S.SSUSP})):
+        for job in self._targets(ch, cmd.job_ids, "sys_resume", frozenset({S.SSUSP})):
             self._set(ch, job, "sys_resume", cmd.time, "controller")
         return {jid: S.RUN.value for jid in cmd.job_ids}
 
