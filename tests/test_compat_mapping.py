@@ -9,7 +9,7 @@ import pytest
 
 from xce.compat import lsf_fmt, mapping, slurm_fmt
 from xce.compat.lsf import bsub_spec
-from xce.compat.session import Refused, apply_env, script_command, visible
+from xce.compat.session import Refused, apply_env, visible
 from xce.compat.slurm import sbatch_spec
 from xce.core.errors import InvalidRequest
 from xce.core.jobspec.bsub import parse_env
@@ -258,16 +258,6 @@ def test_env_policies() -> None:
     assert apply_env(parse_env("A, C=3"), environ) == {"A": "1", "C": "3"}
 
 
-def test_script_command_runs_its_interpreter(tmp_path: Any) -> None:
-    import subprocess
-
-    py = script_command("#!/usr/bin/env python3\nimport sys\nprint('py', sys.argv[1:])\n", ["x"])
-    assert subprocess.run(py, capture_output=True, text=True).stdout == "py ['x']\n"
-    sh = script_command("echo plain $1\nexit 4\n", ["y"])
-    r = subprocess.run(sh, capture_output=True, text=True)
-    assert (r.stdout, r.returncode) == ("plain y\n", 4)
-
-
 def _script(text: str) -> Any:
     return lambda command: (text, "job.sh")
 
@@ -278,6 +268,7 @@ def test_sbatch_options_map_to_jobspec_fields() -> None:
               '#SBATCH --qos=high\necho hi\n')
     fields, parsable = sbatch_spec(["--parsable", "-e", "err-%A_%a"], _script(script))
     assert parsable
+    assert (fields["script"], fields["command"]) == (script, ["STDIN"])  # kept as submitted, run by the worker
     assert (fields["name"], fields["queue"], fields["project"], fields["slots"]) == ("my job", "short", "proj", 4)
     assert fields["resreq"] == "rusage[mem=2G/host]"
     assert fields["run_limit"] == 86400 + 1800

@@ -22,7 +22,7 @@ from typing import Any
 from xce.core.errors import InvalidRequest, XceError
 from xce.core.jobspec.build import apply_env  # the one -env policy, re-exported for sbatch's --export
 
-__all__ = ["Refused", "Session", "apply_env", "run", "script_command", "visible"]
+__all__ = ["Refused", "Session", "apply_env", "run", "visible"]
 
 
 class Refused(InvalidRequest):
@@ -113,13 +113,3 @@ def run(name: str, body: Callable[[Session, list[str]], int], argv: list[str], b
         return 141
     finally:
         session.close()
-
-
-def script_command(script: str, args: Sequence[str] = ()) -> list[str]:
-    """A job script's text -> the command that runs it: by /bin/sh, or, with a ``#!`` line, by
-    its own interpreter from a private temporary file (JobSpec carries argv, not files)."""
-    if not script.startswith("#!"):
-        return ["/bin/sh", "-c", script, "sh", *args]
-    run_it = ('t=$(mktemp) || exit 1; printf "%s" "$0" > "$t"; chmod 700 "$t"; "$t" "$@"; rc=$?; '
-              'rm -f "$t"; exit $rc')
-    return ["/bin/sh", "-c", run_it, script, *args]

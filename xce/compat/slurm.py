@@ -16,7 +16,7 @@ from typing import Any
 
 from xce.compat import mapping
 from xce.compat import slurm_fmt as F
-from xce.compat.session import Refused, Session, apply_env, run, script_command
+from xce.compat.session import Refused, Session, apply_env, run
 
 BAD = 1
 
@@ -93,6 +93,7 @@ def _path(pattern: str, name: str, user: str) -> str:
 
 def sbatch_spec(argv: list[str], read: Callable[[list[str]], tuple[str, str]] = _read_script) -> tuple[dict[str, Any], bool]:
     """sbatch's argv and script -> JobSpec fields, and whether --parsable was given."""
+    from xce.core.jobspec.build import STDIN_NAME
     from xce.core.jobspec.directives import sbatch_directives
     from xce.core.jobspec.runlimit import parse_slurm_time
     from xce.core.jobspec.slurm import merge_sbatch_options, parse_sbatch_args
@@ -108,7 +109,9 @@ def sbatch_spec(argv: list[str], read: Callable[[list[str]], tuple[str, str]] = 
     slots, span = _layout(opts)
     cwd = os.path.abspath(str(opts.get("--chdir") or os.getcwd()))
     fields: dict[str, Any] = {
-        "command": script_command(script, command[1:]), "name": name, "slots": slots, "cwd": cwd,
+        # The script is kept as submitted and run by the worker under its #! line (JobSpec.script),
+        # as bsub's; command is what was submitted: [FILE, *args], or STDIN's name.
+        "script": script, "command": list(command) or [STDIN_NAME], "name": name, "slots": slots, "cwd": cwd,
         "queue": mapping.queue_of(str(opts.get("--partition") or "")),
         "project": mapping.project_of(str(opts.get("--account") or "")),
         "env": apply_env(_export(opts.get("--export")), os.environ),  # type: ignore[arg-type]
