@@ -136,6 +136,19 @@ def test_slurm_commands(tmp_path: Path) -> None:
         wait_for(lambda: _sacct(env, sleeper)[1] == "CANCELLED", 30, "the cancelled job")
         assert _run(env, "squeue", "-h", "-o", "%i %t").stdout == ""  # finished: not listed without -t
 
+        from xce.core.jobspec.arrays import parse_lsf_job_name
+
+        name, spec = parse_lsf_job_name("arr[1-2]")  # through xce.client: sbatch --array is refused yet
+        arr = c.client.submit_many([{"command": ["true"], "name": name, "array": spec}])[0]
+        def elements() -> list[str]:
+            r = _run(env, "sacct", "-X", "-n", "-P", "-j", str(arr), "-o", "JobID,JobName,State")
+            return sorted(r.stdout.splitlines())
+
+        wait_for(lambda: elements() == [f"{arr}_1|arr|COMPLETED", f"{arr}_2|arr|COMPLETED"], 30,
+                 "sacct to list the array's elements as A_I")
+        r = _run(env, "squeue", "-h", "-t", "all", "-o", "%i %j %t", "-j", f"{arr}_2")
+        assert r.stdout == f"{arr}_2 arr CD\n", r.stdout
+
         r = _run(env, "srun", "-n", "1", "echo", "hello from srun", cwd=tmp_path)
         assert (r.stdout, r.returncode) == ("hello from srun\n", 0)
         r = _run(env, "sbatch", "--array=0-3", str(script))

@@ -87,6 +87,18 @@ def test_names_map_one_to_one() -> None:
     assert mapping.project_of(mapping.account_of("proj")) == "proj"
 
 
+def test_array_elements_as_each_system_writes_them() -> None:
+    from xce.compat.session import job_ids
+    from xce.core.arrays import element_id
+
+    e = element_id(12, 3)
+    assert (mapping.lsf_id(e), mapping.lsf_name(e, "arr"), mapping.slurm_id(e)) == ("12", "arr[3]", "12_3")
+    assert (mapping.lsf_id(7), mapping.lsf_name(7, "x"), mapping.slurm_id(7)) == ("7", "x", "7")
+    assert job_ids(["7", "12[3]", "12_3", "12[1-2]"]) == [7, e, e, element_id(12, 1), element_id(12, 2)]
+    with pytest.raises(Refused, match="abc: Illegal job ID"):
+        job_ids(["abc"])
+
+
 def test_clean_period_hides_only_old_finished_jobs() -> None:
     now = 10_000.0
     jobs = [view(id=1, end_time=None), view(id=2, state="DONE", end_time=now - 100),

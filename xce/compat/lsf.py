@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from xce.compat import mapping
-from xce.compat.session import Refused, Session, run
+from xce.compat.session import Refused, Session, job_ids, run
 
 BAD = 255  # LSF's commands exit 255 on bad input and unknown jobs
 
@@ -144,12 +144,8 @@ def bjobs(s: Session, argv: list[str]) -> int:
     flags, values, id_words = _bjobs_args(argv)
     cols = F.parse_o(values["-o"]) if "-o" in values else None
     user = values.get("-u") or unix_user()
-    ids = [_job_id(w) for w in id_words]
-    if ids:
-        views = s.jobs(ids=[i for i in ids if i is not None])
-        found = {v.id: v for v in views}
-        missing = [w for w, i in zip(id_words, ids) if i is None or i not in found]
-        views = [found[i] for i in dict.fromkeys(ids) if i in found]
+    if id_words:
+        views, missing = _by_ids(s, id_words)
     else:
         finished = bool({"a", "d"} & flags)  # else the controller need not send its finished jobs
         views = _selected(s.jobs(user=None if user == "all" else user, finished=finished), flags, values)
@@ -175,8 +171,21 @@ def bjobs(s: Session, argv: list[str]) -> int:
     return BAD if missing else 0
 
 
-def _job_id(word: str) -> int | None:
-    return int(word) if word.isdigit() else None
+def _by_ids(s: Session, words: list[str]) -> tuple[list[Any], list[str]]:
+    """The jobs ``12``, ``12[3]``, ``12[1-5]`` name (an array's id: its elements), and the words
+    that name none."""
+    from xce.core.arrays import split_id
+
+    wanted: dict[str, set[int]] = {}
+    for w in words:
+        try:
+            wanted[w] = set(job_ids([w]))
+        except Refused:
+            wanted[w] = set()
+    views = s.jobs(ids=sorted(set().union(*wanted.values())))
+    views = list({v.id: v for v in views}.values())
+    hit = {w: [v for v in views if v.id in ids or split_id(v.id)[0] in ids] for w, ids in wanted.items()}
+    return views, [w for w, found in hit.items() if not found]
 
 
 # ---- bkill, bmod --------------------------------------------------------------------------
@@ -197,10 +206,7 @@ def bkill(s: Session, argv: list[str]) -> int:
     elif not words:
         raise Refused("give job ids, or 0 for all your jobs (bkill [-s SIGNAL] [-J name] [-u user] [ID ...])")
     else:
-        bad = [w for w in words if not w.isdigit()]
-        if bad:
-            raise Refused(f"{bad[0]}: Illegal job ID")
-        ids = [int(w) for w in words]
+        ids = job_ids(words)
     if sig is None or sig in ENDING:  # LSF's bkill ends the job with INT, TERM, KILL: XCE's kill
         return _kill_report(s.client.kill(ids))
     return _kill_report(s.client.kill(ids, signal=sig))

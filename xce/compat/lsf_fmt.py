@@ -59,12 +59,12 @@ class Field(NamedTuple):
 
 
 FIELDS: dict[str, Field] = {
-    "jobid": Field("JOBID", 7, lambda v: str(v.id)),
+    "jobid": Field("JOBID", 7, lambda v: mapping.lsf_id(v.id)),
     "stat": Field("STAT", 5, lambda v: v.state),
     "user": Field("USER", 7, lambda v: v.user),
     "queue": Field("QUEUE", 10, lambda v: v.queue),
-    "job_name": Field("JOB_NAME", 10, lambda v: v.name),
-    "name": Field("JOB_NAME", 10, lambda v: v.name),
+    "job_name": Field("JOB_NAME", 10, lambda v: mapping.lsf_name(v.id, v.name)),
+    "name": Field("JOB_NAME", 10, lambda v: mapping.lsf_name(v.id, v.name)),
     "from_host": Field("FROM_HOST", 11, lambda v: ""),
     "exec_host": Field("EXEC_HOST", 11, exec_hosts),
     "nexec_host": Field("NEXEC_HOST", 10, lambda v: str(len(v.hosts)) if v.hosts else ""),
@@ -134,12 +134,12 @@ def default_listing(views: Sequence[Any], wide: bool, header: bool) -> str:
     """bjobs without -o: LSF's eight columns; -w keeps long names and host lists whole."""
     lines = ["JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME"] if header else []
     for v in views:
-        name, hosts = v.name or "-", exec_hosts(v) or "-"
+        name, hosts = mapping.lsf_name(v.id, v.name) or "-", exec_hosts(v) or "-"
         if not wide and len(name) > 10:
             name = "*" + name[-9:]
         if not wide and len(hosts) > 11:
             hosts = "*" + hosts[-10:]
-        lines.append(f"{str(v.id):<7} {v.user[:7]:<7} {v.state:<5} {v.queue[:10]:<10} {'-':<11} "
+        lines.append(f"{mapping.lsf_id(v.id):<7} {v.user[:7]:<7} {v.state:<5} {v.queue[:10]:<10} {'-':<11} "
                      f"{hosts:<11} {name:<10} {lsf_time(v.submit_time)}")
     return "\n".join(lines)
 

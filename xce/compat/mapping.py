@@ -115,6 +115,30 @@ def slurm_exit_code(exit_code: int | None, signal: int | None) -> str:
     return f"{exit_code or 0}:{signal or 0}"
 
 
+# Array elements (xce/core/arrays.py: id A << 32 | INDEX) as each system writes them.
+def lsf_id(job_id: int) -> str:
+    """bjobs' JOBID: an element shows its array's id (its index goes with the name)."""
+    from xce.core.arrays import split_id
+
+    return str(split_id(job_id)[0])
+
+
+def lsf_name(job_id: int, name: str) -> str:
+    """bjobs' JOB_NAME: ``name[INDEX]`` for an element, as LSF shows it."""
+    from xce.core.arrays import split_id
+
+    index = split_id(job_id)[1]
+    return name if index is None else f"{name}[{index}]"
+
+
+def slurm_id(job_id: int) -> str:
+    """squeue/sacct JobID: ``A_INDEX`` for an element."""
+    from xce.core.arrays import split_id
+
+    array, index = split_id(job_id)
+    return str(array) if index is None else f"{array}_{index}"
+
+
 # Queues and partitions are one thing; projects and accounts are one thing.
 def partition_of(queue: str) -> str:
     return queue

@@ -87,6 +87,21 @@ class Session:
         return visible(views, self.cfg.compat.clean_period, time.time())
 
 
+def job_ids(words: Sequence[str]) -> list[int]:
+    """``12``, ``12[3]``, ``12[1-5,7]`` (LSF) and ``12_3`` (Slurm) -> the job ids to ask for."""
+    from xce.core.arrays import target_ids
+    from xce.core.jobspec.arrays import parse_job_target
+    from xce.core.jobspec.errors import ArraySpecError
+
+    out: list[int] = []
+    for word in words:
+        try:
+            out += target_ids(parse_job_target(word))
+        except ArraySpecError as e:
+            raise Refused(f"{word}: Illegal job ID ({e.message})") from None
+    return out
+
+
 def _debug_path(path: str) -> None:
     """With XCE_DEBUG_PATH set, say which path served the submit and whether pyzmq was loaded."""
     import os

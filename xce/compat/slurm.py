@@ -16,7 +16,7 @@ from typing import Any
 
 from xce.compat import mapping
 from xce.compat import slurm_fmt as F
-from xce.compat.session import Refused, Session, apply_env, run
+from xce.compat.session import Refused, Session, apply_env, job_ids, run
 
 BAD = 1
 
@@ -184,12 +184,11 @@ def _long_opts(argv: list[str], short: dict[str, str], valued: set[str], flags: 
 
 
 def _ids(text: str) -> list[int]:
-    out = []
-    for part in text.split(","):
-        if not part.strip().isdigit():
-            raise Refused(f"Invalid job id specified: {part}")
-        out.append(int(part))
-    return out
+    """``-j 12,13_2`` -> job ids (an element ``A_I``; an array's own id lists its elements)."""
+    try:
+        return job_ids([part.strip() for part in text.split(",") if part.strip()])
+    except Refused:
+        raise Refused(f"Invalid job id specified: {text}") from None
 
 
 def squeue(s: Session, argv: list[str]) -> int:

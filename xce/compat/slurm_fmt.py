@@ -102,7 +102,7 @@ def _limit(v: Any) -> str:
 
 
 _COMMON: dict[str, tuple[str, Getter]] = {
-    "jobid": ("JOBID", lambda v: str(v.id)),
+    "jobid": ("JOBID", lambda v: mapping.slurm_id(v.id)),
     "name": ("NAME", lambda v: v.name),
     "user": ("USER", lambda v: v.user),
     "partition": ("PARTITION", lambda v: mapping.partition_of(v.queue)),
@@ -180,7 +180,7 @@ def squeue_fields(views: Sequence[Any], spec: str, header: bool) -> str:
 
 
 SACCT: dict[str, tuple[int, Getter]] = {
-    "jobid": (12, lambda v: str(v.id)), "jobidraw": (12, lambda v: str(v.id)),
+    "jobid": (12, lambda v: mapping.slurm_id(v.id)), "jobidraw": (12, lambda v: str(v.id)),
     "jobname": (10, lambda v: v.name), "partition": (10, lambda v: mapping.partition_of(v.queue)),
     "account": (10, lambda v: ""), "user": (9, lambda v: v.user),
     "alloccpus": (10, lambda v: str(v.slots if v.hosts else 0)), "ncpus": (10, lambda v: str(v.slots)),
