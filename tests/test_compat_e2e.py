@@ -55,6 +55,13 @@ def test_lsf_commands(tmp_path: Path) -> None:
         r = _run(env, "bsub", "sleep", "60", cwd=tmp_path)
         third = re.search(r"Job <(\d+)>", r.stdout).group(1)  # type: ignore[union-attr]
         wait_for(lambda: _stat(env, third) == "RUN", 30, "the sleeper to run")
+        r = _run(env, "bstop", third)
+        assert (r.stdout, r.returncode) == (f"Job <{third}> is being stopped\n", 0)
+        wait_for(lambda: _stat(env, third) == "USUSP", 30, "the stopped job to be USUSP")
+        assert _run(env, "bresume", third).stdout == f"Job <{third}> is being resumed\n"
+        wait_for(lambda: _stat(env, third) == "RUN", 30, "the resumed job to run again")
+        hist = _run(env, "bhist", "-l", third).stdout
+        assert hist.startswith(f"Job <{third}>:\n") and "Submitted" in hist, hist
         r = _run(env, "bkill", "-s", "CONT", third)  # a signal that changes nothing for a running sleep
         assert (r.stdout, r.returncode) == (f"Job <{third}> is being signaled\n", 0)
         assert _run(env, "bpeek", third).stdout.startswith("<< output from stdout >>")

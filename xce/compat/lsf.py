@@ -272,6 +272,71 @@ def bpeek(s: Session, argv: list[str]) -> int:
     return 0
 
 
+# ---- job control: bstop, bresume, brequeue, bswitch, btop, bbot, bhist -------------------
+
+def _ids_of(argv: list[str], cmd: str) -> list[int]:
+    _, words = _simple_opts(argv, set(), cmd)
+    if not words:
+        raise Refused(f"give job ids ({cmd} ID ...)")
+    return job_ids(words)
+
+
+def _control(verb: str) -> Callable[[Session, list[str]], int]:
+    """bstop/bresume/brequeue: one request; the controller refuses a job it cannot change, by name."""
+    call = {"stopped": "stop", "resumed": "resume", "requeued": "requeue"}[verb]
+
+    def command(s: Session, argv: list[str]) -> int:
+        ids = _ids_of(argv, f"b{call}")
+        for jid in getattr(s.client, call)(ids):
+            print(f"Job <{mapping.lsf_id(jid)}{_index(jid)}> is being {verb}")
+        return 0
+
+    return command
+
+
+def _index(job_id: int) -> str:
+    from xce.core.arrays import split_id
+
+    index = split_id(job_id)[1]
+    return "" if index is None else f"[{index}]"
+
+
+def bswitch(s: Session, argv: list[str]) -> int:
+    _, words = _simple_opts(argv, set(), "bswitch")
+    if len(words) < 2:
+        raise Refused("give the queue and job ids: bswitch QUEUE ID ...")
+    for jid, queue in s.client.switch(job_ids(words[1:]), words[0]).items():
+        print(f"Job <{mapping.lsf_id(jid)}{_index(jid)}> is switched to queue <{queue}>")
+    return 0
+
+
+def _move(to: str) -> Callable[[Session, list[str]], int]:
+    def command(s: Session, argv: list[str]) -> int:
+        ids = _ids_of(argv, f"b{to[:3]}")
+        for jid in ids:
+            s.client.move(jid, to)
+            print(f"Job <{mapping.lsf_id(jid)}{_index(jid)}> has been moved to position 1 from {to}.")
+        return 0
+
+    return command
+
+
+def bhist(s: Session, argv: list[str]) -> int:
+    """bhist [-l] ID ...: each job's events, oldest first."""
+    from xce.compat.lsf_fmt import lsf_time
+
+    ids = _ids_of([a for a in argv if a not in ("-l", "-a")], "bhist")
+    blocks = []
+    for jid in ids:
+        events = s.client.hist(jid)
+        lines = [f"Job <{mapping.lsf_id(jid)}{_index(jid)}>:"]
+        lines += [f"{lsf_time(e.time)}: {e.event.capitalize()}" + (f" by <{e.by}>" if e.by else "")
+                  + (f"; {e.detail}" if e.detail else "") + ";" for e in events]
+        blocks.append("\n".join(lines))
+    print(("\n" + "-" * 78 + "\n").join(blocks))
+    return 0
+
+
 # ---- cluster information ------------------------------------------------------------------
 
 def bqueues(s: Session, argv: list[str]) -> int:
@@ -413,11 +478,9 @@ COMMANDS: dict[str, Callable[[Session, list[str]], int]] = {
     "bsub": bsub, "bjobs": bjobs, "bkill": bkill, "bmod": bmod, "bqueues": bqueues, "bhosts": bhosts,
     "lshosts": lshosts, "lsload": lsload, "lsid": lsid, "lsclusters": lsclusters, "bparams": bparams,
     "badmin": badmin, "lsadmin": lsadmin,
-    "bhist": _not_yet("job history (bhist)"), "bacct": _not_yet("accounting reports (bacct)"),
-    "bpeek": bpeek, "bstop": _not_yet("suspending jobs (bstop)"),
-    "bresume": _not_yet("resuming jobs (bresume)"), "brequeue": _not_yet("requeueing jobs (brequeue)"),
-    "bswitch": _not_yet("moving jobs between queues (bswitch)"),
-    "btop": _not_yet("reordering pending jobs (btop)"), "bbot": _not_yet("reordering pending jobs (bbot)"),
+    "bhist": bhist, "bacct": _not_yet("accounting reports (bacct)"), "bpeek": bpeek,
+    "bstop": _control("stopped"), "bresume": _control("resumed"), "brequeue": _control("requeued"),
+    "bswitch": bswitch, "btop": _move("top"), "bbot": _move("bottom"),
 }
 
 

@@ -299,8 +299,12 @@ def scontrol(s: Session, argv: list[str]) -> int:
             return BAD
         print("\n\n".join(F.scontrol_job(v) for v in views))
         return 0
-    raise Refused(f"scontrol {' '.join(argv)}: only `show job [ID]` and `show hostnames` are served "
-                  f"by this XCE (requeue, hold, release and update {mapping.NOT_YET})")
+    control = {"hold": "stop", "release": "resume", "requeue": "requeue"}
+    if argv[:1] and argv[0] in control and len(argv) > 1:  # silent on success, as Slurm's
+        getattr(s.client, control[argv[0]])(_ids(",".join(argv[1:])))
+        return 0
+    raise Refused(f"scontrol {' '.join(argv)}: only `show job [ID]`, `show hostnames`, `hold`, `release` "
+                  f"and `requeue` are served by this XCE (update {mapping.NOT_YET})")
 
 
 def sinfo(s: Session, argv: list[str]) -> int:
