@@ -61,7 +61,7 @@ def main() -> None:
         bins = [xce(sd, "compat", "path", f).strip() for f in ("lsf", "slurm")]
         env["PATH"] = ":".join([*bins, env["PATH"]])
         with Client(state_dir=sd, timeout=60) as c:
-            c.submit_many([{"command": ["sleep", "3600"]}])  # holds the one slot: the rest pend
+            sleeper = c.submit_many([{"command": ["sleep", "3600"]}])  # holds the one slot: the rest pend
             submit = medians({
                 "bsub true": (["bsub", "true"], None),
                 "sbatch script": (["sbatch"], "#!/bin/sh\ntrue\n"),
@@ -79,6 +79,7 @@ def main() -> None:
                                             None)}, env, 5)
             for name, ms in listing.items():
                 print(f"{name:<34} median {ms:7.1f} ms with {n} unfinished jobs")
+            c.kill([v.id for v in c.jobs()] or sleeper)  # a job's processes outlive `xce down`
     finally:
         xce(sd, "down")
 
