@@ -56,7 +56,7 @@ NOT_FOR_THE_FAST_PATH = [
 @pytest.mark.parametrize("argv", SAME_AS_ARGPARSE)
 def test_the_fast_parser_builds_the_spec_cmd_submit_builds(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("XCE_STATE_DIR", raising=False)
-    at = cli._submit_at(argv)
+    at = cli._raw_at(argv)
     assert at is not None
     a = cli.parser().parse_args(argv[:at + 1])
     args = submit.split_args(argv[at + 1:])

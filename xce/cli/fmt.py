@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,10 +40,20 @@ def job_rows(jobs: Sequence[Any], now: float) -> str:
 
 def job_long(j: Any, now: float) -> str:
     lines = [f"Job <{j.id}>, Name <{j.name or '-'}>, User <{j.user}>, Queue <{j.queue}>, State <{j.state}>",
-             f"  Command: {' '.join(j.command)}",
+             f"  Command: {shlex.join(j.command)}" + ("   (a job script, kept as submitted)" if j.script else ""),
+             "  " + "   ".join(f"{what}: {_when(t)}" for what, t in
+                              (("Submitted", j.submit_time), ("Started", j.start_time), ("Ended", j.end_time))
+                              if t is not None),
+             f"  Cwd: {j.cwd or '-'}   Output: {j.stdout or '(worker output directory)'}   "
+             f"Error: {j.stderr or '(with the output)'}",
              f"  Requirements: {j.resreq or '-'}   Slots: {j.slots}   Mem limit: {fmt_bytes(j.mem_limit)}",
              f"  Memory: reserved {fmt_bytes(j.mem_reserved)}, actual {fmt_bytes(j.mem_actual)}, "
              f"peak {fmt_bytes(j.mem_peak)}, charged {fmt_bytes(j.mem_charged)}, efficiency {pct(j.efficiency)}"]
+    if j.depend:
+        lines.append(f"  Dependency: {j.depend}")
+    if j.priority or j.run_limit is not None:
+        lines.append(f"  Priority: {j.priority}   Run limit: " +
+                     (f"{j.run_limit / 60:g} min" if j.run_limit is not None else "-"))
     if j.reason:
         lines.append(f"  {'Pending reason' if j.state == 'PEND' else 'Reason'}: {j.reason}")
     if j.exit_code is not None or j.signal is not None:
@@ -55,6 +67,10 @@ def job_long(j: Any, now: float) -> str:
                                        fmt_bytes(a.mem_peak), fmt_bytes(a.mem_charged), fmt_bytes(a.mem_slack),
                                        fmt_bytes(a.mem_overage)] for a in j.accounts]).replace("\n", "\n    "))
     return "\n".join(lines)
+
+
+def _when(t: float) -> str:
+    return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(t))
 
 
 def host_rows(hosts: Sequence[Any], long: bool) -> str:

@@ -114,12 +114,20 @@ def _dry_run(a: argparse.Namespace, spec: Any) -> int:
 
 def cmd_jobs(a: argparse.Namespace) -> int:
     from xce.cli.fmt import job_long, job_rows, print_json
+    from xce.core.views import STATE_FILTERS
 
+    if a.A:
+        raise _usage("jobs -A: job arrays are not supported by this XCE yet")
     ids = _ids(a.ids)
+    flags = [f for f in STATE_FILTERS if getattr(a, f)]
+    states = sorted(set().union(*(STATE_FILTERS[f] for f in flags)))
     with _client(a) as c:
         jobs, missing = _jobs_by_id(c, ids, a.stale_ok) if ids else \
-            (c.jobs(user=None if a.u == "all" else (a.u or None), all=a.a, stale_ok=a.stale_ok), [])
+            (c.jobs(user=None if a.u == "all" else (a.u or None), all=a.a or "d" in flags, states=states,
+                    stale_ok=a.stale_ok), [])
         _say_stale(c)
+    if ids and states:
+        jobs = [j for j in jobs if j.state in states]
     for jid in missing:  # as bjobs: name each, still print the found ones, exit non-zero
         print(f"Job <{jid}> is not found", file=sys.stderr)
     if a.json:
@@ -129,8 +137,16 @@ def cmd_jobs(a: argparse.Namespace) -> int:
     elif jobs:
         print(job_rows(jobs, time.time()))
     elif not missing:
-        print("No unfinished job found" if not a.a else "No job found")
+        print(_none_found(flags, a.a))
     return 1 if missing else 0
+
+
+def _none_found(flags: list[str], all_jobs: bool) -> str:
+    """bjobs' words for an empty listing."""
+    words = {"p": "pending", "r": "running", "s": "suspended", "d": "done"}
+    if flags:
+        return f"No {'/'.join(words[f] for f in flags)} job found"
+    return "No job found" if all_jobs else "No unfinished job found"
 
 
 def _jobs_by_id(c: Any, ids: list[int], stale_ok: bool) -> tuple[list[Any], list[int]]:
@@ -295,12 +311,44 @@ def _each_controller(c: Any, fallback: list[Any]) -> list[Any]:
 
 
 def cmd_modify(a: argparse.Namespace) -> int:
-    from xce.core.units import parse_mem
+    """bmod: -M of any job; -R -n -q -J -W -sp -w of a pending one (xce/cli/control.py)."""
+    from xce.cli import control
+    from xce.cli.submit import split_args
+
+    args = split_args(a.rest)  # the global options after `modify` too, as for submit
+    a.state_dir = args.values.get("--state-dir", a.state_dir)
+    a.timeout = float(args.values.get("--timeout", a.timeout))
+    with _client(a) as c:
+        return control.modify(c, args.options, args.command, json="--json" in args.flags)
+
+
+def cmd_control(a: argparse.Namespace) -> int:
+    """bstop, bresume, brequeue."""
+    from xce.cli import control
 
     with _client(a) as c:
-        c.modify(_ids([a.id])[0], parse_mem(a.M) if a.M else None)
-    print(f"Job <{a.id}>: memory limit set to {a.M or 'none'}")
-    return 0
+        return control.control(c, a.cmd, a.ids, a.json, reason=getattr(a, "reason", "") or "")
+
+
+def cmd_switch(a: argparse.Namespace) -> int:
+    from xce.cli import control
+
+    with _client(a) as c:
+        return control.switch(c, a.queue, a.ids, a.json)
+
+
+def cmd_bottom(a: argparse.Namespace) -> int:
+    from xce.cli import control
+
+    with _client(a) as c:
+        return control.move(c, "bottom", a.id, a.json)
+
+
+def cmd_hist(a: argparse.Namespace) -> int:
+    from xce.cli import control
+
+    with _client(a) as c:
+        return control.hist(c, a.ids, a.json)
 
 
 def cmd_requests(a: argparse.Namespace) -> int:
@@ -472,6 +520,12 @@ def cmd_down(a: argparse.Namespace) -> int:
 
 
 def cmd_top(a: argparse.Namespace) -> int:
+    """`xce top ID` is btop (and `--json` with it); anything else is the console."""
+    if a.passed and a.passed[0].isdigit():
+        from xce.cli import control
+
+        with _client(a) as c:
+            return control.move(c, "top", a.passed[0], json="--json" in a.passed[1:])
     from xce.tui.app import main as top_main
 
     return top_main(["--state-dir", str(_state_dir(a)), *a.passed])
@@ -507,6 +561,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("-a", action="store_true", help="include finished jobs")
     s.add_argument("-u", help="user (or 'all')")
     s.add_argument("-l", action="store_true", help="long format")
+    s.add_argument("-p", action="store_true", help="pending jobs (PEND, PSUSP)")
+    s.add_argument("-r", action="store_true", help="running jobs")
+    s.add_argument("-s", action="store_true", help="suspended jobs (USUSP, SSUSP, PSUSP)")
+    s.add_argument("-d", action="store_true", help="finished jobs (DONE, EXIT)")
+    s.add_argument("-A", action="store_true", help="a summary per job array (not yet: arrays have not landed)")
     s.add_argument("--json", action="store_true")
     s.add_argument("--stale-ok", action="store_true", help="any controller may answer (says how old)")
     s.add_argument("ids", nargs="*")
@@ -540,10 +599,36 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("ids", nargs="+")
     s.set_defaults(func=cmd_wait)
 
-    s = sub.add_parser("modify", help="change a job's memory limit (bmod -M)")
-    s.add_argument("-M", help="new limit, e.g. 4G; omit to remove")
-    s.add_argument("id")
+    # Its words are bsub's (-sp, -We ...), which argparse cannot read: _run hands them over unparsed.
+    s = sub.add_parser("modify", help="change a job (bmod): -M, and -R -n -q -J -W -sp -w of a pending job",
+                       add_help=False)
     s.set_defaults(func=cmd_modify)
+
+    for name, what in (("stop", "stop jobs: pending ones are held (PSUSP), running ones suspended (bstop)"),
+                       ("resume", "resume stopped jobs (bresume)"),
+                       ("requeue", "requeue jobs: running ones are killed first, then PEND again (brequeue)")):
+        s = sub.add_parser(name, help=what)
+        s.add_argument("--json", action="store_true")
+        if name == "requeue":
+            s.add_argument("--reason", help="why (kept in the job's history)")
+        s.add_argument("ids", nargs="+", metavar="ID")
+        s.set_defaults(func=cmd_control)
+
+    s = sub.add_parser("switch", help="move jobs to another queue (bswitch)")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("queue")
+    s.add_argument("ids", nargs="+", metavar="ID")
+    s.set_defaults(func=cmd_switch)
+
+    s = sub.add_parser("bottom", help="move a pending job to the bottom of its queue (bbot); `xce top ID` is btop")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("id")
+    s.set_defaults(func=cmd_bottom)
+
+    s = sub.add_parser("hist", help="every event of jobs, with its time and who caused it (bhist -l)")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("ids", nargs="+", metavar="ID")
+    s.set_defaults(func=cmd_hist)
 
     s = sub.add_parser("status", help="controllers, leader, hosts and jobs by state")
     s.add_argument("--json", action="store_true")
@@ -599,7 +684,8 @@ def parser() -> argparse.ArgumentParser:
                 raise
 
     # Every option it does not know goes to xce-top, --help included (main() lets them through).
-    s = sub.add_parser("top", help="the live console (xce-top; `xce top --help` lists its options)",
+    s = sub.add_parser("top", help="the live console (xce-top; `xce top --help` lists its options); "
+                       "`xce top ID` moves a pending job to the top of its queue (btop)",
                        add_help=False)
     s.set_defaults(func=cmd_top, passes_options=True)
     return p
@@ -635,8 +721,8 @@ def _run(args: list[str]) -> int:
     from xce.core.errors import InvalidRequest, XceError
 
     p = parser()
-    at = _submit_at(args)
-    if at is not None:  # `submit`'s own words are bsub's, which argparse cannot read (-oo, -J after -n)
+    at = _raw_at(args)
+    if at is not None:  # these commands' words are bsub's, which argparse cannot read (-oo, -sp, -J after -n)
         a, a.passed, a.rest = p.parse_args(args[:at + 1]), [], args[at + 1:]
     else:
         a, a.passed = p.parse_known_args(args)
@@ -658,13 +744,16 @@ def _run(args: list[str]) -> int:
         return 130
 
 
-def _submit_at(args: list[str]) -> int | None:
-    """Where ``submit`` is, when only global options come before it."""
+RAW_COMMANDS = ("submit", "modify")  # their words are read by xce/cli/submit.py and xce/cli/control.py
+
+
+def _raw_at(args: list[str]) -> int | None:
+    """Where ``submit`` or ``modify`` is, when only global options come before it."""
     from xce.cli.quick import GLOBAL_OPTIONS
 
     i = 0
     while i < len(args):
-        if args[i] == "submit":
+        if args[i] in RAW_COMMANDS:
             return i
         if args[i] in GLOBAL_OPTIONS:
             i += 2

@@ -112,15 +112,9 @@ def _bjobs_args(argv: list[str]) -> tuple[set[str], dict[str, str], list[str]]:
 def _selected(views: list[Any], flags: set[str], values: dict[str, str]) -> list[Any]:
     from fnmatch import fnmatchcase
 
-    wanted: set[str] = set()
-    if "p" in flags:
-        wanted |= {"PEND", "PSUSP"}
-    if "r" in flags:
-        wanted |= {"RUN"}
-    if "s" in flags:
-        wanted |= {"USUSP", "SSUSP", "PSUSP"}
-    if "d" in flags:
-        wanted |= {"DONE", "EXIT"}
+    from xce.core.views import STATE_FILTERS
+
+    wanted = set().union(*(STATE_FILTERS[f] for f in STATE_FILTERS if f in flags))
     out = [v for v in views if (v.state in wanted if wanted else
                                 "a" in flags or v.state not in ("DONE", "EXIT"))]
     if "-J" in values:

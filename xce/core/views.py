@@ -14,6 +14,7 @@ import msgspec
 
 from xce.core import accounting
 from xce.core.accounting import Account, HostTotals, Ledger
+from xce.core.jobspec.depend import format_expr
 from xce.core.model import ACTIVE, ArrayJob, Host, HostState, Job
 from xce.core.placement import job_demand, total_mem
 
@@ -56,6 +57,13 @@ def array_view(arr: ArrayJob) -> ArrayView:
                      limit=spec.limit, elements=spec.count, counts=counts, held=arr.held)
 
 
+# bjobs' state filters, for `xce jobs` and the bjobs front-end alike: -p pending (held too),
+# -r running, -s suspended (held too, as LSF lists PSUSP under both), -d done (DONE and EXIT).
+STATE_FILTERS: dict[str, frozenset[str]] = {
+    "p": frozenset({"PEND", "PSUSP"}), "r": frozenset({"RUN"}),
+    "s": frozenset({"USUSP", "SSUSP", "PSUSP"}), "d": frozenset({"DONE", "EXIT"})}
+
+
 class JobView(msgspec.Struct, kw_only=True):
     id: int
     name: str
@@ -80,6 +88,14 @@ class JobView(msgspec.Struct, kw_only=True):
     end_time: float | None
     mem_slack_integral: float = 0.0
     accounts: list[JobAccountView] = []
+    # What `xce jobs -l` shows of the spec besides (bjobs -l); appended with defaults.
+    cwd: str = ""
+    stdout: str | None = None
+    stderr: str | None = None
+    depend: str = ""                # the -w expression, canonical (depend.format_expr)
+    priority: int = 0               # -sp
+    run_limit: float | None = None  # seconds (-W, or the queue's)
+    script: bool = False            # a job script (its text is in the spec; command is [FILE, ARG ...])
 
 
 class HostView(msgspec.Struct, kw_only=True):
@@ -163,7 +179,10 @@ def job_view(job: Job, ledger: Ledger) -> JobView:
         efficiency=efficiency(peak, reserved),
         reason=job.reason, exit_code=job.exit_code, signal=job.signal,
         submit_time=job.submit_time, start_time=job.start_time, end_time=job.end_time,
-        mem_slack_integral=sum(u.slack_integral for u in job.usage), accounts=accounts)
+        mem_slack_integral=sum(u.slack_integral for u in job.usage), accounts=accounts,
+        cwd=job.spec.cwd, stdout=job.spec.stdout, stderr=job.spec.stderr,
+        depend=format_expr(job.spec.depend) if job.spec.depend is not None else "",
+        priority=job.spec.priority, run_limit=job.spec.run_limit, script=bool(job.spec.script))
 
 
 def live_figures(accs: Sequence[Account]) -> Figures:

@@ -1,0 +1,90 @@
+"""The job-control commands of `xce` on a real local cluster (issue 14 items 5 and 6, the CLI's doors):
+stop/resume act on the processes, requeue, switch, top/bottom, modify of a pending job, hist,
+jobs -l and the bjobs state filters, each with --json."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import Cluster, local_cluster, wait_for
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with local_cluster(tmp_path_factory.mktemp("jobcli"), "--hosts", "1", "--slots-per-host", "2",
+                       "--mem-per-host", "2G") as c:
+        yield c
+
+
+def submit(c: Cluster, *args: str, cwd: Path) -> int:
+    out = c.xce("submit", *args, cwd=cwd).stdout
+    return int(out.split("<")[1].split(">")[0])
+
+
+def proc_state(pid_file: Path) -> str:
+    """The job's shell's state letter in /proc (T: stopped)."""
+    try:
+        return Path(f"/proc/{int(pid_file.read_text())}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, ValueError):
+        return "?"
+
+
+def test_stop_and_resume_act_on_the_processes_and_hist_lists_it(cluster: Cluster, tmp_path: Path) -> None:
+    pid_file, ticks = tmp_path / "pid", tmp_path / "ticks"
+    jid = submit(cluster, "-J", "ticker", "--", "sh", "-c",
+                 f"echo $$ > {pid_file}; while :; do echo t >> {ticks}; sleep 0.1; done", cwd=tmp_path)
+    wait_for(lambda: proc_state(pid_file) in ("S", "R"), what="the job running")
+    assert cluster.xce("stop", str(jid)).stdout == f"Job <{jid}> is being stopped (now USUSP)\n"
+    wait_for(lambda: proc_state(pid_file) == "T", what="its shell stopped (SIGSTOP)")
+    size = ticks.stat().st_size
+    assert json.loads(cluster.xce("jobs", "-s", "--json").stdout)[0]["state"] == "USUSP"
+    assert json.loads(cluster.xce("resume", str(jid), "--json").stdout) == {str(jid): "RUN"}
+    wait_for(lambda: proc_state(pid_file) in ("S", "R") and ticks.stat().st_size > size,
+             what="its shell running and writing again (SIGCONT)")
+    assert str(jid) in cluster.xce("jobs", "-r").stdout and "No pending job found" in cluster.xce("jobs", "-p").stdout
+    cluster.xce("kill", str(jid))
+    cluster.wait_job(jid)
+    text = cluster.xce("hist", str(jid)).stdout
+    events = [line.split(": ", 1)[1] for line in text.splitlines()[1:]]
+    assert [e.split(" by ")[0] for e in events] == ["submitted", "dispatched", "suspended", "resumed", "kill requested",
+                                                 "ended EXIT"]
+    js = json.loads(cluster.xce("hist", str(jid), "--json").stdout)[str(jid)]
+    assert [e[1] for e in js][:4] == ["submitted", "dispatched", "suspended", "resumed"]  # [time, event, by, detail]
+    assert str(jid) in cluster.xce("jobs", "-d").stdout
+
+
+def test_pending_job_control_modify_switch_top_bottom_and_jobs_l(cluster: Cluster, tmp_path: Path) -> None:
+    gate = tmp_path / "go"
+    first = submit(cluster, "--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done", cwd=tmp_path)
+    held = submit(cluster, "-w", f"done({first})", "-o", "out.%J", "--", "echo", "a b", cwd=tmp_path)
+    assert cluster.xce("stop", str(held)).stdout == f"Job <{held}> is being stopped (now PSUSP)\n"
+    r = cluster.xce("modify", "-J", "renamed", "-sp", "7", "-W", "2", "-R", "rusage[mem=10]", str(held))
+    assert r.stdout == f"Parameters of job <{held}> are being changed: name, priority, resreq, run_limit\n"
+    assert "priority 8" in cluster.xce("top", str(held)).stdout  # alone in its queue: its own priority + 1
+    assert json.loads(cluster.xce("bottom", str(held), "--json").stdout)["detail"] == "priority 7"
+    assert cluster.xce("switch", "high", str(held)).stdout == f"Job <{held}> is switched to queue <high>\n"
+    long = cluster.xce("jobs", "-l", str(held)).stdout
+    for part in (f"Queue <high>, State <PSUSP>", "Name <renamed>", "Command: echo 'a b'", f"Cwd: {tmp_path}",
+                 "Output: out.%J", f"Dependency: done({first})", "Priority: 7   Run limit: 2 min", "Submitted: "):
+        assert part in long, (part, long)
+    assert json.loads(cluster.xce("jobs", "-p", "--json").stdout)[0]["depend"] == f"done({first})"
+    r = cluster.xce("modify", "-x", str(held), check=False)
+    assert r.returncode == 2 and "-x" in r.stderr
+    assert cluster.xce("resume", str(held)).returncode == 0
+    gate.touch()
+    assert cluster.wait_job(held).state == "DONE"
+    assert (tmp_path / f"out.{held}").read_text() == "a b\n"
+    r = cluster.xce("stop", str(held), check=False)  # a finished job: refused by the state table
+    assert r.returncode != 0 and f"job {held}: cannot stop a job in state DONE" in r.stderr
+    assert cluster.xce("requeue", str(held)).stdout == f"Job <{held}> is being requeued (now requeued)\n"
+    wait_for(lambda: (tmp_path / f"out.{held}").read_text() == "a b\na b\n", what="the requeued job ran again")
+
+
+def test_array_forms_are_refused_until_arrays_land(cluster: Cluster) -> None:
+    r = cluster.xce("jobs", "-A", check=False)
+    assert r.returncode == 2 and "job arrays are not supported by this XCE yet" in r.stderr
+    r = cluster.xce("stop", "1[2]", check=False)
+    assert r.returncode == 2 and "1[2]: array elements (ID[INDEX]) are not supported by this XCE yet" in r.stderr
