@@ -238,7 +238,6 @@ def test_bsub_file_reads_its_directives(tmp_path: Any) -> None:
 
 @pytest.mark.parametrize("argv, message", [
     (["-ti", "true"], "-ti (end a job whose dependency is never met) is not supported by this XCE yet"),
-    (["-J", "a[1-10]", "true"], "job arrays"),
     (["-x", "true"], "-x (exclusive"),
     (["-gpu", "num=1", "true"], "-gpu is not supported"),
     (["-nnodes", "2", "-n", "3", "true"], "cannot be spread evenly"),
@@ -256,6 +255,11 @@ def test_bsub_refuses_by_name(argv: list[str], message: str) -> None:
     (["-nnodes", "1", "-R", "rusage[mem=10]"], "rusage[mem=10] span[hosts=1]")])
 def test_bsub_nnodes_as_span(argv: list[str], resreq: str) -> None:
     assert bsub_spec([*argv, "true"], lambda: None)[0]["resreq"] == resreq
+
+
+def test_bsub_takes_an_array_through_the_one_builder() -> None:
+    fields, _ = bsub_spec(["-J", "a[1-10]%2", "true"], lambda: None)
+    assert (fields["name"], fields["array"].count, fields["array"].limit) == ("a", 10, 2)
 
 
 def test_bsub_without_command_is_named() -> None:

@@ -83,8 +83,19 @@ def test_pending_job_control_modify_switch_top_bottom_and_jobs_l(cluster: Cluste
     wait_for(lambda: (tmp_path / f"out.{held}").read_text() == "a b\na b\n", what="the requeued job ran again")
 
 
-def test_array_forms_are_refused_until_arrays_land(cluster: Cluster) -> None:
-    r = cluster.xce("jobs", "-A", check=False)
-    assert r.returncode == 2 and "job arrays are not supported by this XCE yet" in r.stderr
-    r = cluster.xce("stop", "1[2]", check=False)
-    assert r.returncode == 2 and "1[2]: array elements (ID[INDEX]) are not supported by this XCE yet" in r.stderr
+def test_arrays_through_the_cli_ids_with_index_and_jobs_a(cluster: Cluster, tmp_path: Path) -> None:
+    gate = tmp_path / "go"
+    script = (f'#!/bin/sh\n#BSUB -J "sweep[1-3]"\n#BSUB -o o.%J.%I\n'
+              f'while [ ! -e {gate} ]; do sleep 0.05; done; echo $LSB_JOBINDEX\n')
+    aid = int(cluster.xce("submit", cwd=tmp_path, input=script).stdout.split("<")[1].split(">")[0])
+    (summary,) = json.loads(cluster.xce("jobs", "-A", "--json", str(aid)).stdout)
+    assert (summary["name"], summary["indices"], summary["elements"]) == ("sweep", "1-3", 3)
+    wait_for(lambda: f"{aid}[2]" in cluster.xce("jobs", "-r").stdout, what="element 2 running")
+    assert cluster.xce("stop", f"{aid}[2]").stdout == f"Job <{aid}[2]> is being stopped (now USUSP)\n"
+    assert json.loads(cluster.xce("resume", f"{aid}[2]", "--json").stdout) == {str((aid << 32) | 2): "RUN"}
+    gate.touch()
+    wait_for(lambda: json.loads(cluster.xce("jobs", "-A", "--json", str(aid)).stdout)[0]["counts"] == {"DONE": 3},
+             what="every element DONE")
+    for i in (1, 2, 3):  # %J is the array's id, %I the element's index
+        assert (tmp_path / f"o.{aid}.{i}").read_text() == f"{i}\n"
+    assert f"ARRAY_SPEC" in cluster.xce("jobs", "-A").stdout

@@ -9,6 +9,7 @@ import pytest
 from xce.core.errors import InvalidRequest
 from xce.core.jobspec.build import STDIN_NAME, Submission, apply_env, bsub_job
 from xce.core.jobspec.bsub import parse_env
+from xce.core.jobspec.arrays import parse_lsf_job_name
 from xce.core.jobspec.depend import parse_depend
 from xce.core.jobspec.options import parse_bsub_args
 from xce.core.jobspec.scripts import SCRIPT_SNIFF, is_script
@@ -38,6 +39,7 @@ CASES: list[tuple[str, list[str], str | None, dict[str, Any]]] = [
     ("-cwd absolute", ["-cwd", "/scratch/x/", "true"], None, {"cwd": "/scratch/x"}),
     ("-env none", ["-env", "none", "true"], None, {"env": {}}),
     ("-env names", ["-env", "A, B=2", "true"], None, {"env": {"A": "1", "B": "2"}}),
+    ("an array", ["-J", "a[1-9:2]%3", "true"], None, {"name": "a", "array": parse_lsf_job_name("a[1-9:2]%3")[1]}),
     ("-w", ["-w", "done(12) && ended(13)", "true"], None, {"depend": parse_depend("done(12) && ended(13)")}),
     ("a script on stdin: its directives, in its leading block only", [], SCRIPT,
      {"command": [STDIN_NAME], "script": SCRIPT, "name": "scripted", "queue": "high", "slots": 2,
@@ -66,7 +68,6 @@ REFUSED = [
     (["-E", "prep", "true"], None, r"-E \(pre-execution"),
     (["-ti", "-w", "done(1)", "true"], None, r"-ti \(end a job"),
     (["-U", "r1", "true"], None, r"-U \(advance"),
-    (["-J", "a[1-10]", "true"], None, r"job arrays\) is not supported by this XCE yet"),
     (["-n", "x", "true"], None, "-n x: expected a whole number"),
     ([], None, "no command given"),
 ]

@@ -14,6 +14,7 @@ import sys
 import time
 from typing import Any
 
+from xce.core.arrays import element_text
 from xce.core.jobspec.errors import DirectiveError
 from xce.core.jobspec.options import OptionSet
 
@@ -26,14 +27,17 @@ MODIFY_FIELDS = {"-R": "resreq", "-n": "slots", "-q": "queue", "-J": "name", "-W
 
 
 def job_ids(words: list[str]) -> list[int]:
-    """Job ids as given; an array element ``ID[INDEX]`` is refused by name until arrays land."""
+    """Job ids as given: ``12`` (a job, or a whole array), ``12[3]``, ``12[1-5,7]`` (its elements)."""
+    from xce.core.arrays import element_id
+    from xce.core.jobspec.arrays import parse_job_target
+
     out = []
     for w in words:
-        if "[" in w:
-            raise DirectiveError(f"{w}: array elements (ID[INDEX]) are not supported by this XCE yet")
-        if not w.isdigit():
-            raise DirectiveError(f"{w}: job ids are whole numbers")
-        out.append(int(w))
+        target = parse_job_target(w)
+        if target.indices is None:
+            out.append(target.job_id)
+        else:
+            out += [element_id(target.job_id, i) for i in target.indices]
     return out
 
 
@@ -44,7 +48,7 @@ def report(results: dict[int, str], action: str, json: bool) -> int:
         print_json({str(k): v for k, v in results.items()})
         return 0
     for jid, state in results.items():
-        print(f"Job <{jid}> {SAID[action]} (now {state})")
+        print(f"Job <{element_text(jid)}> {SAID[action]} (now {state})")
     return 0
 
 

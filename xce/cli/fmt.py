@@ -10,6 +10,7 @@ from typing import Any
 
 import msgspec
 
+from xce.core.arrays import element_text
 from xce.core.units import fmt_bytes, fmt_duration
 
 
@@ -31,7 +32,7 @@ def job_rows(jobs: Sequence[Any], now: float) -> str:
     rows = []
     for j in jobs:
         run = (j.end_time or now) - j.start_time if j.start_time else None
-        rows.append([j.id, j.user, j.state, j.queue, ",".join(j.hosts) or "-", j.slots,
+        rows.append([element_text(j.id), j.user, j.state, j.queue, ",".join(j.hosts) or "-", j.slots,
                      fmt_bytes(j.mem_reserved), fmt_bytes(j.mem_actual), fmt_bytes(j.mem_peak),
                      pct(j.efficiency), fmt_duration(run), j.name or " ".join(j.command)[:30]])
     return table(["JOBID", "USER", "STAT", "QUEUE", "HOSTS", "SLOTS", "RESV", "ACTUAL", "PEAK",
@@ -39,7 +40,7 @@ def job_rows(jobs: Sequence[Any], now: float) -> str:
 
 
 def job_long(j: Any, now: float) -> str:
-    lines = [f"Job <{j.id}>, Name <{j.name or '-'}>, User <{j.user}>, Queue <{j.queue}>, State <{j.state}>",
+    lines = [f"Job <{element_text(j.id)}>, Name <{j.name or '-'}>, User <{j.user}>, Queue <{j.queue}>, State <{j.state}>",
              f"  Command: {shlex.join(j.command)}" + ("   (a job script, kept as submitted)" if j.script else ""),
              "  " + "   ".join(f"{what}: {_when(t)}" for what, t in
                               (("Submitted", j.submit_time), ("Started", j.start_time), ("Ended", j.end_time))
@@ -115,3 +116,13 @@ def _resreq_fields(req: Any, res: dict[str, Any]) -> list[tuple[str, str]]:
     out.append(("Span", ", ".join(f"{k}={v}" for k, v in (("hosts", req.span_hosts), ("ptile", req.span_ptile))
                                   if v is not None)))
     return out
+
+
+ARRAY_STATES = ("PEND", "RUN", "DONE", "EXIT", "SSUSP", "USUSP", "PSUSP")
+
+
+def array_rows(arrays: Sequence[Any]) -> str:
+    """bjobs -A: one row per array, its elements counted by state."""
+    return table(["JOBID", "ARRAY_SPEC", "OWNER", "QUEUE", "NJOBS", *ARRAY_STATES],
+                 [[a.id, f"{a.name}[{a.indices}]" + (f"%{a.limit}" if a.limit else ""), a.user, a.queue, a.elements,
+                   *(a.counts.get(s, 0) for s in ARRAY_STATES)] for a in arrays])

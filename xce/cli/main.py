@@ -116,9 +116,11 @@ def cmd_jobs(a: argparse.Namespace) -> int:
     from xce.cli.fmt import job_long, job_rows, print_json
     from xce.core.views import STATE_FILTERS
 
+    from xce.cli.control import job_ids
+
+    ids = job_ids(a.ids)
     if a.A:
-        raise _usage("jobs -A: job arrays are not supported by this XCE yet")
-    ids = _ids(a.ids)
+        return _arrays(a, ids)
     flags = [f for f in STATE_FILTERS if getattr(a, f)]
     states = sorted(set().union(*(STATE_FILTERS[f] for f in flags)))
     with _client(a) as c:
@@ -139,6 +141,19 @@ def cmd_jobs(a: argparse.Namespace) -> int:
     elif not missing:
         print(_none_found(flags, a.a))
     return 1 if missing else 0
+
+
+def _arrays(a: argparse.Namespace, ids: list[int]) -> int:
+    """jobs -A: a summary per array."""
+    from xce.cli.fmt import array_rows, print_json
+
+    with _client(a) as c:
+        arrays = c.arrays(ids, user=None if a.u in (None, "all") else a.u)
+    if a.json:
+        print_json(arrays)
+    else:
+        print(array_rows(arrays) if arrays else "No job array found")
+    return 0
 
 
 def _none_found(flags: list[str], all_jobs: bool) -> str:
@@ -565,7 +580,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("-r", action="store_true", help="running jobs")
     s.add_argument("-s", action="store_true", help="suspended jobs (USUSP, SSUSP, PSUSP)")
     s.add_argument("-d", action="store_true", help="finished jobs (DONE, EXIT)")
-    s.add_argument("-A", action="store_true", help="a summary per job array (not yet: arrays have not landed)")
+    s.add_argument("-A", action="store_true", help="a summary per job array: its elements by state")
     s.add_argument("--json", action="store_true")
     s.add_argument("--stale-ok", action="store_true", help="any controller may answer (says how old)")
     s.add_argument("ids", nargs="*")

@@ -197,7 +197,6 @@ LSF_REFUSED: dict[str, str] = {
     "-I": f"-I (interactive jobs) {NOT_YET}; -K waits for the job",
     "-E": f"-E (pre-execution commands) {NOT_YET}",
     "-U": f"-U (advance reservations) {NOT_YET}",
-    "array": f'-J "name[...]" (job arrays) {NOT_YET}',
 }
 SLURM_REFUSED: dict[str, str] = {
     "--array": f"--array (job arrays) {NOT_YET}",

@@ -95,6 +95,7 @@ import msgspec
 
 from xce.core.accounting import pressure_victim, reserved_in_force, slack
 from xce.core.errors import InvalidRequest
+from xce.core.arrays import split_id
 from xce.core.jobspec.filenames import lsf_filename
 from xce.core.model import JobSpec
 from xce.worker.measure import (
@@ -404,7 +405,8 @@ class Runner:
     def _out_path(spec_path: str | None, job_id: int, index: int, cwd: str) -> str | None:
         if not spec_path:
             return None
-        return os.path.join(cwd, lsf_filename(spec_path, job_id, index))
+        # %J of an array element is its array's id, as LSF (and LSB_JOBID) has it: out.%J.%I -> out.12.3
+        return os.path.join(cwd, lsf_filename(spec_path, split_id(job_id)[0], index))
 
     @staticmethod
     def _check_dir(path: str) -> None:

@@ -46,7 +46,6 @@ UNSUPPORTED: dict[str, str] = {
     "-x": f"-x (exclusive use of hosts) {NOT_YET}",
     "-E": f"-E (pre-execution commands) {NOT_YET}",
     "-U": f"-U (advance reservations) {NOT_YET}",
-    "array": f'-J "name[...]" (job arrays) {NOT_YET}',
 }
 
 
@@ -77,7 +76,7 @@ def bsub_job(command_line: OptionSet, sub: Submission, *, mem_unit: str = "MB",
 
 def refuse_unsupported(req: BsubRequest) -> None:
     given = {"-ti": req.kill_if_never, "-x": req.exclusive, "-E": req.pre_exec is not None,
-             "-U": req.reservation is not None, "array": req.array is not None}
+             "-U": req.reservation is not None}
     for name, present in given.items():
         if present:
             raise DirectiveError(UNSUPPORTED[name])
@@ -91,7 +90,7 @@ def job_fields(req: BsubRequest, sub: Submission) -> dict[str, Any]:
     given = {"name": req.name, "queue": req.queue, "slots": req.slots,
              "resreq": with_nodes(req.resreq or "", req.nodes, req.slots or 1),
              "mem_limit": req.mem_limit, "run_limit": req.run_limit, "run_estimate": req.run_estimate,
-             "project": req.project, "group": req.user_group, "priority": req.priority, "depend": req.depend,
+             "project": req.project, "group": req.user_group, "priority": req.priority, "depend": req.depend, "array": req.array,
              "stdout": req.stdout, "stderr": req.stderr, "script": sub.script}
     fields.update((k, v) for k, v in given.items() if v is not None and v != "")  # -M 0 is given (and refused)
     if req.stdout and req.stdout_overwrite:
