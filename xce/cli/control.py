@@ -27,18 +27,11 @@ MODIFY_FIELDS = {"-R": "resreq", "-n": "slots", "-q": "queue", "-J": "name", "-W
 
 
 def job_ids(words: list[str]) -> list[int]:
-    """Job ids as given: ``12`` (a job, or a whole array), ``12[3]``, ``12[1-5,7]`` (its elements)."""
-    from xce.core.arrays import element_id
+    """Job ids as given: ``12`` (a job, or a whole array), ``12[3]``, ``12[1-5,7]``, ``12_3`` (its elements)."""
+    from xce.core.arrays import target_ids
     from xce.core.jobspec.arrays import parse_job_target
 
-    out = []
-    for w in words:
-        target = parse_job_target(w)
-        if target.indices is None:
-            out.append(target.job_id)
-        else:
-            out += [element_id(target.job_id, i) for i in target.indices]
-    return out
+    return [jid for w in words for jid in target_ids(parse_job_target(w))]
 
 
 def report(results: dict[int, str], action: str, json: bool) -> int:
