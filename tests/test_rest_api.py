@@ -56,7 +56,7 @@ def test_public_routes_are_exactly_the_whitelisted_paths() -> None:
 
 # ---- the RBAC matrix: every route, every role ----------------------------------------------------
 
-BODIES = {"submit_job": {"command": ["true"]}, "modify_job": {"mem_limit": 1 << 30},
+BODIES = {"submit_job": {"command": ["true"]}, "modify_job": {"mem_limit": 1 << 30}, "switch_job": {"queue": "high"},
           "issue_token": {"username": "x", "password": "y"}}
 
 

@@ -122,6 +122,27 @@ class FakeController:
         self.jobs[r.id] = jobview(r.id, j.user, j.state, mem_limit=r.mem_limit)
         return S.Ack()
 
+    def _control(self, ids: list[int], to: str) -> S.ControlReply:
+        return S.ControlReply(results={i: to for i in ids if i in self.jobs})
+
+    def op_stop(self, r: S.ControlRequest) -> S.ControlReply:
+        return self._control(r.ids, "PSUSP")
+
+    def op_resume(self, r: S.ControlRequest) -> S.ControlReply:
+        return self._control(r.ids, "PEND")
+
+    def op_requeue(self, r: S.ControlRequest) -> S.ControlReply:
+        return self._control(r.ids, "requeued")
+
+    def op_switch(self, r: S.SwitchRequest) -> S.ControlReply:
+        return self._control(r.ids, r.queue)
+
+    def op_move(self, r: S.MoveRequest) -> S.Ack:
+        return S.Ack(True, "priority 1")
+
+    def op_hist(self, r: S.HistRequest) -> S.HistReply:
+        return S.HistReply(id=r.id, events=[])
+
     def op_hosts(self, r: S.HostsRequest) -> S.HostsReply:
         for n in r.names:
             if n not in self.hosts:

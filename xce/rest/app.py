@@ -36,6 +36,7 @@ CHAIN = (WhitelistURL, WhitelistIP, RateLimit, JWT, CORS, RBAC)
 def endpoints() -> list[Endpoint]:
     """The route table (importing the route modules registers their endpoints)."""
     import xce.rest.cluster  # noqa: F401
+    import xce.rest.control  # noqa: F401
     import xce.rest.ops  # noqa: F401
     import xce.rest.resources  # noqa: F401
 

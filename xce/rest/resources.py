@@ -17,6 +17,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 from xce.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
+from xce.core.jobspec.arrays import ArraySpec, parse_lsf_job_name
+from xce.core.jobspec.build import STDIN_NAME
+from xce.core.jobspec.depend import parse_depend
 from xce.core.model import MEM_LIMIT_FLOOR, JobSpec, check_mem_limit
 from xce.core.units import fmt_bytes, parse_mem
 from xce.core.views import JobView
@@ -96,12 +99,19 @@ async def get_job(svc: Services, req: Any, job_id: int) -> JobView:
        body=SubmitBody, reply=SubmitResult, status=201, alt_status=(200,), headers=("Location",))
 async def submit_job(svc: Services, req: Any, body: SubmitBody) -> Reply:
     p = req.context.principal
+    if not body.command and not body.script:
+        raise InvalidRequest("missing required field `command` (a command of length >= 1, or a `script`)")
     user = body.user or p.user
     if user != p.user:
         svc.policy.check(p, "jobs.submit_as")
-    spec = JobSpec(command=body.command, name=body.name, user=user, queue=body.queue, slots=body.slots,
-                   resreq=body.resreq, mem_limit=_bytes(body.mem_limit), cwd=body.cwd, env=body.env,
-                   stdout=body.stdout, stderr=body.stderr, rerunnable=body.rerunnable)
+    spec = JobSpec(command=body.command or ([STDIN_NAME] if body.script else []), name=body.name, user=user,
+                   queue=body.queue, slots=body.slots, resreq=body.resreq, mem_limit=_bytes(body.mem_limit),
+                   cwd=body.cwd, env=body.env, stdout=body.stdout, stderr=body.stderr, rerunnable=body.rerunnable,
+                   script=body.script, stdout_overwrite=body.stdout_overwrite,
+                   stderr_overwrite=body.stderr_overwrite, run_limit=body.run_limit, run_estimate=body.run_estimate,
+                   project=body.project, group=body.group, priority=body.priority,
+                   depend=parse_depend(body.depend) if body.depend.strip() else None,
+                   array=_array(body.name, body.array))
     r = await svc.call(req, Op.SUBMIT, writes.submit([spec], key=idempotency_key(req), dry_run=body.dry_run))
     if body.dry_run:
         req.context.audit_result = f"dry run: would go to {r.queues[0]}"
@@ -109,6 +119,14 @@ async def submit_job(svc: Services, req: Any, body: SubmitBody) -> Reply:
     jid = r.ids[0]
     req.context.audit_result = f"job {jid} submitted to {r.queues[0]}"
     return Reply(SubmitResult(jid, r.queues[0]), 201, {"Location": f"/v1/jobs/{jid}"})
+
+
+def _array(name: str, indices: str) -> ArraySpec | None:
+    """``1-100:2%10`` as -J reads it in ``name[1-100:2]%10`` (arrays.parse_lsf_job_name)."""
+    if not indices:
+        return None
+    body, pct, limit = indices.partition("%")
+    return parse_lsf_job_name(f"{name or 'array'}[{body}]" + (f"%{limit}" if pct else ""))[1]
 
 
 @route("DELETE", JOB, "jobs.kill", summary="Kill a job (200: killed; 202: kill requested)", tag="jobs",

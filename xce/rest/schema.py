@@ -57,9 +57,11 @@ class AuditQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 class SubmitBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """The CLI's submit fields; ``user`` other than the caller needs jobs.submit_as."""
+    """The CLI's submit fields; ``user`` other than the caller needs jobs.submit_as.  A ``script``
+    (kept as submitted, run under its ``#!`` line or /bin/sh) needs no ``command``; its ``#BSUB``
+    lines are not read here: the body's fields are the job's."""
 
-    command: Annotated[list[Arg], Meta(min_length=1, max_length=4096)]
+    command: Annotated[list[Arg], Meta(max_length=4096)] = []
     name: Text = ""
     queue: Annotated[str, Meta(max_length=64, pattern=NO_NUL)] = ""
     slots: Annotated[int, Meta(ge=1, le=1_000_000)] = 1
@@ -72,6 +74,28 @@ class SubmitBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     rerunnable: bool | None = None
     user: Name | None = None
     dry_run: bool = False
+    script: Annotated[str, Meta(max_length=512 * 1024, pattern=NO_NUL)] = ""
+    stdout_overwrite: bool = False
+    stderr_overwrite: bool = False
+    run_limit: Annotated[float, Meta(gt=0, le=1e9)] | None = None  # seconds (-W)
+    run_estimate: Annotated[float, Meta(gt=0, le=1e9)] | None = None  # seconds (-We)
+    project: Text = ""
+    group: Text = ""
+    priority: Annotated[int, Meta(ge=0, le=1_000_000)] = 0
+    depend: Annotated[str, Meta(max_length=8192, pattern=NO_NUL,
+                                description="a -w expression: done(12) && ended(\"prep*\")")] = ""
+    array: Annotated[str, Meta(max_length=4096, pattern=NO_NUL,
+                               description="array indices as -J has them in brackets, and %N: 1-100:2%10")] = ""
+
+
+class SwitchBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    queue: Annotated[str, Meta(min_length=1, max_length=64, pattern=NO_NUL)]
+
+
+class MoveResult(msgspec.Struct):
+    id: int
+    to: str      # top | bottom
+    detail: str  # the job's new priority, as the controller says it
 
 
 class SubmitResult(msgspec.Struct):
