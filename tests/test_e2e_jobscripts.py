@@ -129,3 +129,9 @@ def test_minus_is_is_refused_by_name(cluster: Cluster, tmp_path: Path) -> None:
     r = cluster.xce("submit", "-Is", "bash", cwd=tmp_path, check=False)
     assert r.returncode == 2
     assert "-Is is not supported: interactive jobs with a pseudo-terminal" in r.stderr
+
+
+def test_the_client_submits_a_script(cluster: Cluster, tmp_path: Path) -> None:
+    jid = cluster.client.submit_script("echo from $0 with $1\n", ["x"], stdout=str(tmp_path / "c.out"))
+    assert cluster.wait_job(jid).state == "DONE"
+    assert (tmp_path / "c.out").read_text().endswith("/script with x\n")  # $0: the worker's private copy

@@ -78,6 +78,13 @@ class Client:
     def submit(self, command: Sequence[str] | str, **fields: Any) -> int:
         return self.submit_many([{"command": command, **fields}])[0]
 
+    def submit_script(self, script: str, args: Sequence[str] = (), **fields: Any) -> int:
+        """A job script, kept as submitted and run under its ``#!`` line or /bin/sh with ``args``
+        (its ``#BSUB`` lines are not read here: ``fields`` are the job's; `xce submit` reads them)."""
+        from xce.core.jobspec.build import STDIN_NAME
+
+        return self.submit([STDIN_NAME, *args], script=script, **fields)
+
     def submit_many(self, jobs: Sequence[JobSpec | dict[str, Any]], dry_run: bool = False,
                     key: str | None = None) -> list[int]:
         """Submit jobs at once (all or none); ``key`` to make a retry of your own safe too."""
