@@ -137,7 +137,8 @@ def controller_cpu(hosts: int, per_host: int, seconds: float, bare: bool) -> Non
             w.recv()
             got += 1
         ids = conn.request(Op.SUBMIT, S.SubmitRequest(jobs=[S.JobSpec(command=["true"], user="b", cwd="/",
-                                                                      resreq="rusage[mem=512M]")] * (hosts * per_host)),
+                                                                      resreq="rusage[mem=512M]")] * (hosts * per_host),
+                                                      key="bench-setup"),
                            timeout=120).ids
         placements = [S.Placement(jid, 0, [Alloc(names[i // per_host], 1, 512 * MB, {"slots": 1})])
                       for i, jid in enumerate(ids)]

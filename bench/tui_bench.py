@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from xce.client.follow import Sync  # noqa: E402
 from xce.core.model import JobState  # noqa: E402
-from xce.daemons.ctl_events import SOFT_PERIOD  # noqa: E402
+from xce.reactors.after_apply import SOFT_PERIOD  # noqa: E402
 from xce.proto.codec import decode_envelope, encode  # noqa: E402
 from xce.proto.opcodes import Op  # noqa: E402
 from xce.proto.schema import Event  # noqa: E402

@@ -129,7 +129,7 @@ def test_restarted_worker_reattaches_to_running_job(cluster2: Cluster, tmp_path:
     os.kill(old, signal.SIGKILL)
     wait_for(lambda: cluster2.daemon_pid("worker-node2") != old, 10, "worker restarted by the supervisor")
     v = cluster2.wait_job(jid, timeout=30)
-    assert (v.state, v.exit_code) == ("EXIT", 7)  # the real exit code, read after re-attaching
+    assert (v.state, v.exit_code) == ("EXIT", 7), v.reason  # the real exit code, read after re-attaching
     assert marker.read_text() == "started\n"      # ran exactly once
     assert c.hosts(["node2"])[0].state == "ok"
 

@@ -90,31 +90,19 @@ def test_an_unknown_code_from_a_newer_peer_is_an_xce_error_with_its_message() ->
 
 
 def test_a_lost_commit_answers_not_leader_with_the_leader_as_an_endpoint() -> None:
-    """The controller's replier sends the error it was given, fields and all (it used to rebuild
-    ``NotLeader(message)``, so the client read the whole message as the leader's endpoint)."""
+    """The replier records the error it was given, fields and all (it used to rebuild
+    ``NotLeader(message)``, so the client read the whole message as the leader's endpoint),
+    and the shell's encoding of it keeps them."""
     from xce.core.result import Err
-    from xce.daemons.controller import Controller
+    from xce.reactors.clients import replier
+    from xce.reactors.outbox import Outbox, Request
 
-    sent: list[bytes] = []
-    logged: list[str] = []
-
-    class Shell:  # a recording outbox in place of the controller's sockets and log
-        audit = None
-
-        def send(self, ident: bytes, data: bytes) -> None:
-            sent.append(data)
-
-        def log_request(self, entry: Any, result: str) -> None:
-            logged.append(result)
-
-        class raft:
-            @staticmethod
-            def term() -> int:
-                return 4
-
-    reply = Controller.replier(Shell(), b"id", 5, lambda v: v)  # type: ignore[arg-type]
-    reply(Err(NotLeader("tcp://127.0.0.1:7002")))
-    (data,) = sent
+    out = Outbox()
+    lost = NotLeader("tcp://127.0.0.1:7002")
+    replier(Request(b"id", 5, Op.KILL, 0.0), lambda v: v)(Err(lost), out)
+    ((req, e),) = out.errors
+    assert e is lost and not out.replies
+    data = codec.error_reply(req.rid, e, 4)  # as the controller's carry_out sends it
     with pytest.raises(NotLeader) as got:
         codec.decode_reply(codec.decode_envelope(data), Op.KILL)
     assert got.value.leader == "tcp://127.0.0.1:7002"

@@ -1,31 +1,25 @@
-"""xce-controller: the ZeroMQ shell around the replicated state machine.
+"""xce-controller: the ZeroMQ shell around the replicated state machine and the reactors.
 
 One thread runs this loop; pysyncobj runs its own tick thread that applies
 committed batches under ``ReplicatedState.lock`` and wakes the loop through an
 inproc socket.  Per loop turn:
 
-    requests (ROUTER) -> reads answered at once under the lock
-                      -> writes queued as commands with a continuation
-    end of turn       -> all queued commands become ONE Raft entry (async)
-    on apply          -> touched entities synced into the ledger, published on
-                         PUB with the next sequence number, dispatched to workers,
-                         then the continuations answer the clients ("yes" only
-                         after commit).
+    after apply       -> ``on_applied``: the touched entities synced into the ledger,
+                         published on PUB with the next sequence number, dispatched to
+                         workers; then the continuations answer ("yes" only after commit)
+    requests (ROUTER) -> decoded, then ``serve`` (xce/reactors/table.py) runs the reactor
+    end of turn       -> all commands the reactors queued become ONE Raft entry (async)
+    timers            -> ``on_tick`` (host loss, re-dispatch, cleanup), soft news
 
-The handlers live in mixins by door: ctl_clients (client requests), ctl_workers (the
-scheduler, workers, and orders to workers), ctl_access (daemon keys and the token policy),
-ctl_events (after-apply publishing and leadership).
-
-Soft state (heartbeats, OS-available, usage, pending reasons) lives in
-``self.live`` on the leader only and is rebuilt within a heartbeat after a
-failover: workers re-register when told they are unknown.
+Every decision is a reactor's (xce/reactors/): this class keeps the sockets, the loop,
+the timers' scheduling, Raft and the request log file.  It builds the reactors' ``Context``
+once, and carries out what they record in its one ``Outbox``.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
-import itertools
 import logging
 import os
 import queue
@@ -40,48 +34,68 @@ from typing import Any
 import zmq
 
 from xce.core.errors import NotLeader, ProtocolError, XceError
-from xce.core.model import ACTIVE, JobState
 from xce.core.resources import catalog
 from xce.core.resreq import parse_resreq
-from xce.core.result import Err, Ok, Result
-from xce.core.state import Cleanup, Cmd, HostLost, encode_batch
-from xce.daemons.ctl_access import (
-    AUDITED_OPS,
-    DAEMON_OPS,
-    Access,
-    Audit,
-    answer,
-    refusal,
-)
-from xce.daemons.ctl_clients import ClientDoor
-from xce.daemons.ctl_events import Publisher
-from xce.daemons.ctl_jobrun import JobRunDoor, release_order
-from xce.daemons.ctl_workers import WorkerDoor
+from xce.core.result import Err, Result
+from xce.core.state import Changes, ClusterState, encode_batch
 from xce.daemons.heap import HeapUpkeep
 from xce.daemons.raft import ReplicatedState, fsync_journal, make_conf
 from xce.proto import schema as S
 from xce.proto.codec import decode_envelope, decode_request, encode, error_reply
 from xce.proto.opcodes import Op
+from xce.reactors.access import DAEMON_OPS
+from xce.reactors.after_apply import on_applied, publish_soft
+from xce.reactors.context import Book, Context, Stream
+from xce.reactors.outbox import Outbox, Request, Then
+from xce.reactors.table import AUDITED_OPS, serve
+from xce.reactors.timers import on_keys_changed, on_tick
 from xce.replica.live import Live
 from xce.security.auditlog import AuditLog
 from xce.security.auth import KEYS_FILE, TokenService, auth_dir
-from xce.security.curve import (
-    AllowList,
-    KeyStore,
-    keys_root,
-    server_keys,
-    start_authenticator,
-)
-from xce.security.policy import Principal, load_policy
+from xce.security.curve import AllowList, KeyStore, keys_root, server_keys, start_authenticator
+from xce.security.policy import load_policy
 from xce.site.config import Config, load
 
 log = logging.getLogger("xce.controller")
 REQUEST_LOG_FILE = "requests.jsonl"  # in the controller's state directory (see AuditLog)
 
-Reply = Callable[[Result], None]
+
+def new_epoch() -> str:
+    return uuid.uuid4().hex[:12]
 
 
-class Controller(Access, Publisher, ClientDoor, WorkerDoor, JobRunDoor):
+class RaftPort:
+    """The reactors' view of Raft (``xce.reactors.context.RaftView``) over pysyncobj."""
+
+    def __init__(self, raft: ReplicatedState, router_by_raft: dict[str, str]) -> None:
+        self.raft = raft
+        self.router_by_raft = router_by_raft
+
+    @property
+    def state(self) -> ClusterState:  # pysyncobj may swap the object on snapshot load
+        return self.raft.state
+
+    def is_leader(self) -> bool:
+        return self.raft.is_leader()
+
+    def term(self) -> int:
+        return self.raft.term()
+
+    def leader(self) -> str | None:
+        lead = self.raft.leader()
+        return None if lead is None else self.router_by_raft.get(lead, lead)
+
+    def status(self) -> dict[str, Any]:
+        return self.raft.status()
+
+    def take_changes(self) -> Changes:
+        return self.raft.take_changes()
+
+    def pending_changes(self) -> bool:
+        return bool(self.raft.changes)
+
+
+class Controller:
     def __init__(self, cfg: Config, state_dir: Path) -> None:
         self.cfg = cfg
         c = cfg.controller
@@ -89,22 +103,41 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor, JobRunDoor):
         state_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(state_dir, 0o700)  # the journal holds job environments
         self.ctx = zmq.Context()
+        self._bind(cfg)
+        self.done: queue.SimpleQueue[tuple[int, Any, int]] = queue.SimpleQueue()
+        self.inflight: dict[int, list[Then]] = {}
+        self.batch: list[tuple[Any, Then]] = []
+        self.batch_no = 0
+        self.heap = HeapUpkeep()
+        self.requests = AuditLog(state_dir / REQUEST_LOG_FILE, record_type=S.RequestRecord)
+        self.stopping = False
+        router_by_raft = dict(zip(c.peers, c.peer_addresses, strict=True))
+        router_by_raft[c.raft_address] = c.address
+        journal = str(state_dir / "raft.journal")
+        conf = make_conf(journal, str(state_dir / "raft.dump"), c.raft_password, c.append_period,
+                         c.tick_period, c.election_timeout, c.leader_fallback,
+                         on_state=lambda old, new: self._wake(), bind=c.raft_address)
+        self.raft = ReplicatedState(c.raft_address, list(c.peers), conf, self._wake)
+        if c.durability == "fsync":
+            fsync_journal(self.raft, journal)
+        self.out = Outbox()
+        self.rc = self._context(cfg, RaftPort(self.raft, router_by_raft))
+
+    def _bind(self, cfg: Config) -> None:
         from xce.transport.sockets import bind_local_door, router, serve_curve
 
+        c = cfg.controller
         # CURVE: the ZAP handler must be up before the first handshake, so before any bind.
         self.curve = server_keys(cfg)
         self.authenticator = start_authenticator(self.ctx) if self.curve else None
         self.allow = AllowList(KeyStore(keys_root(cfg))) if self.curve else None
         if self.allow is not None:
             self.allow.refresh(time.time())
-        self.worker_keys: dict[str, str] = {}  # host -> the allowed key name it registered with
-        self.daemon_grants: dict[tuple[str, Op], float] = {}  # (token, op) -> granted until (monotonic)
         self.router = router(self.ctx, c.address, self.curve)
         self.door = bind_local_door(self.router, cfg.state_dir, c.address)  # after the TCP bind: see there
         # XPUB: the same stream as PUB, but it hears subscriptions, so a controller nobody
         # listens to (a follower, usually) does not spend its CPU encoding events.
         self.pub = self.ctx.socket(zmq.XPUB)
-        self.subscribers = 0
         # Bounded: a stalled subscriber loses events (and resnapshots on the gap) rather
         # than growing the controller's memory without limit.
         self.pub.setsockopt(zmq.SNDHWM, 200_000)
@@ -116,58 +149,20 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor, JobRunDoor):
         self.wake_pull.bind(self.wake_addr)
         self.wake_push = self.ctx.socket(zmq.PUSH)  # used only from the raft thread
         self.wake_push.connect(self.wake_addr)
-        self.done: queue.SimpleQueue[tuple[int, Any, int]] = queue.SimpleQueue()
-        self.inflight: dict[int, list[Reply]] = {}
-        self.batch: list[tuple[Cmd, Reply]] = []
-        self.batch_no = 0
-        self.live = Live()
-        self.heap = HeapUpkeep()
-        self.resources = catalog(cfg.site_resources())
+
+    def _context(self, cfg: Config, raft: RaftPort) -> Context:
+        """The reactors' context: built once, its soft state kept for the controller's life."""
+        resources = catalog(cfg.site_resources())
         # Access control is on when the cluster has a token key ring (`xce up` makes one).
-        self.policy = load_policy()
         keys = auth_dir(cfg.state_dir) / KEYS_FILE if cfg.state_dir else None
-        self.tokens = TokenService.from_state_dir(cfg.state_dir) if keys and keys.exists() else None
-        # Who asked (set by ``authorize``) and the log of state-changing requests at this door.
-        self.principal: Principal | None = None
-        self.requests = AuditLog(state_dir / REQUEST_LOG_FILE, record_type=S.RequestRecord)
-        # Parsed requirements are immutable, and users repeat the same few strings.
-        self.parse = functools.lru_cache(maxsize=4096)(lambda text: parse_resreq(text, self.resources))
-        self.cluster_totals = cfg.cluster_totals()
-        self.workers: dict[str, bytes] = {}       # host -> ROUTER identity
-        # Dispatch bookkeeping (soft): orders sent but not yet confirmed by the worker, and
-        # confirmed ones.  Only the unconfirmed are rescanned for re-sending.
-        self.unconfirmed: dict[tuple[int, str], tuple[int, float]] = {}  # (job, host) -> (attempt, sent)
-        self.confirmed: dict[tuple[int, str], int] = {}                   # (job, host) -> attempt
-        # Kills of shares no worker confirmed started: (job, host) -> (first sent, last sent).
-        # After kill_wait (the time a silent host takes to go unavail) the share is ended.
-        self.unstarted_kills: dict[tuple[int, str], tuple[float, float]] = {}
-        self.suspended: dict[tuple[int, str], bool] = {}  # (job, host) -> its worker's last word on it
-        self.peeks: dict[int, tuple[bytes, int, int, str, float]] = {}  # ticket -> client, rid, job, state, sent
-        self.kill_wait = c.heartbeat_misses * cfg.worker.heartbeat
-        # host -> when its worker registered with this leader, listing every task it runs: from
-        # then on ``confirmed`` is complete for that host (the audit and chase_kills rely on it).
-        self.registered_at: dict[str, float] = {}
-        self.seq = 0
-        self.epoch = uuid.uuid4().hex[:12]
-        self.was_leader = False
-        self.pending_soft: dict[str, Any] = {"live": [], "samples": [], "reasons": {}}
-        self.last_round_ms: float | None = None
-        self.next_soft = 0.0
-        self.stopping = False
-        self.router_by_raft = dict(zip(c.peers, c.peer_addresses, strict=True))
-        self.router_by_raft[c.raft_address] = c.address
-        self.next_check = 0.0
-        self.next_prune = 0.0
-        self._lost_sent: set[str] = set()
-        journal = str(state_dir / "raft.journal")
-        conf = make_conf(journal, str(state_dir / "raft.dump"), c.raft_password, c.append_period,
-                         c.tick_period, c.election_timeout, c.leader_fallback,
-                         on_state=lambda old, new: self._wake(), bind=c.raft_address,
-                         compact_entries=c.compact_entries, compact_seconds=c.compact_seconds)
-        self.raft = ReplicatedState(c.raft_address, list(c.peers), conf, self._wake)
-        if c.durability == "fsync":
-            fsync_journal(self.raft, journal)
-        self.state_obj = self.raft.state
+        tokens = TokenService.from_state_dir(cfg.state_dir) if keys and keys.exists() else None
+        return Context(
+            cfg=cfg, raft=raft, live=Live(), book=Book(), stream=Stream(epoch=new_epoch()),
+            policy=load_policy(),
+            # Parsed requirements are immutable, and users repeat the same few strings.
+            parse=functools.lru_cache(maxsize=4096)(lambda text: parse_resreq(text, resources)),
+            new_epoch=new_epoch, tokens=tokens, curve=self.allow is not None, requests=self.requests,
+            pid=os.getpid(), known_state=raft.state, cluster_totals=cfg.cluster_totals())
 
     # ---- plumbing -------------------------------------------------------------------------
 
@@ -176,14 +171,6 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor, JobRunDoor):
             self.wake_push.send(b"", zmq.NOBLOCK)
         except zmq.ZMQError:
             pass
-
-    @property
-    def state(self):  # noqa: ANN201 - pysyncobj may swap the object on snapshot load
-        return self.raft.state
-
-    def leader_router(self) -> str | None:
-        lead = self.raft.leader()
-        return None if lead is None else self.router_by_raft.get(lead, lead)
 
     def send(self, ident: bytes, payload: bytes) -> None:
         try:
@@ -194,18 +181,38 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor, JobRunDoor):
         except zmq.ZMQError:
             log.warning("dropping a reply: peer is gone or its queue is full")
 
-    def commit(self, cmd: Cmd, reply: Reply) -> None:
-        self.batch.append((cmd, reply))
+    def carry_out(self) -> None:
+        """Do what the reactors recorded (call under the Raft lock): the outbox is then empty."""
+        out = self.out
+        if not out:
+            return
+        term = self.raft.term()
+        for ev in out.events:
+            self.pub.send_multipart([b"ev", encode(Op.EVENT, 0, ev, term=term)])
+        workers = self.rc.book.workers
+        for o in out.orders:
+            ident = workers.get(o.host)
+            if ident is not None:
+                self.send(ident, o.data if o.data is not None else encode(o.op, 0, o.body, term=term))
+        for req, body in out.replies:
+            self.send(req.peer, encode(Op.OK, req.rid, body, term=term))
+        for req, e in out.errors:
+            self.send(req.peer, error_reply(req.rid, e, term))
+        for entry, result in out.log:
+            self.requests.record(user=entry.user, roles=entry.roles, client=entry.client, op=entry.op,
+                                 target=entry.target, result=result)
+        self.batch += out.commits
+        out.clear()
 
     def flush_batch(self) -> None:
         if not self.batch:
             return
         cmds = [c for c, _ in self.batch]
-        replies = [r for _, r in self.batch]
+        thens = [t for _, t in self.batch]
         self.batch = []
         self.batch_no += 1
         token = self.batch_no
-        self.inflight[token] = replies
+        self.inflight[token] = thens
 
         def done(res: Any, err: int) -> None:
             self.done.put((token, res, err))
@@ -253,7 +260,6 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor, JobRunDoor):
                     self.handle(ident, frame, extra)
             self.flush_batch()
             self.timers(time.time())
-            self.publish_soft(time.time())
         self.close()
 
     def close(self) -> None:
@@ -268,15 +274,23 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor, JobRunDoor):
 
         close_local_door(self.door)
 
+    def count_subscribers(self) -> None:
+        stream = self.rc.stream
+        while True:
+            try:
+                msg = self.pub.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if msg[:1] == b"\x01":
+                stream.subscribers += 1
+            elif msg[:1] == b"\x00":
+                stream.subscribers = max(0, stream.subscribers - 1)
+
     def handle(self, ident: bytes, frame: zmq.Frame, extra: int = 0) -> None:
         if extra:
             self.send(ident, error_reply(0, ProtocolError(f"expected one message frame, got {extra + 1}")))
             return
         rid = 0
-        op: Op | None = None
-        body: Any = None
-        self.principal = None
-        self.audit: Audit | None = None  # this request's log entry, until a reply claims it
         try:
             env = decode_envelope(frame.buffer)
             rid = env.rid
@@ -286,115 +300,60 @@ class Controller(Access, Publisher, ClientDoor, WorkerDoor, JobRunDoor):
                     log.info("peer reported an error: %s", bytes(env.body)[:200])
                 return
             op, body = decode_request(env)
+            req = Request(ident, rid, op, time.time(), env.token)
             if self.allow is not None and op in DAEMON_OPS:
-                self.check_daemon_key(op, frame, body)
-            if self.tokens is not None:
-                body = self.authorize(env.token, op, body)
-            if not self.raft.is_leader() and op not in (Op.PING, Op.STATUS) \
-                    and not (op in (Op.JOBS, Op.HOSTS) and body.stale_ok):
-                raise NotLeader(self.leader_router())
-            handler = self.HANDLERS.get(op)
-            if handler is None:
-                raise ProtocolError(f"{op.name} is not served by the controller")
+                req.key = _prop(frame, "User-Id")
+                req.key_name = self.allow.name_of(req.key)
             if op in AUDITED_OPS:
-                self.audit = self.audit_entry(op, body, frame)
-            handler(self, ident, rid, body)
-            if self.audit is not None:  # answered at once (a dry run), not when a command commits
-                self.log_request(self.audit, "accepted")
-        except XceError as e:
-            if op in AUDITED_OPS:
-                self.log_request(self.audit or self.audit_entry(op, body, frame), refusal(e))
+                req.client = _prop(frame, "Peer-Address") or "local"  # the ipc door has none
+            with self.raft.lock:
+                serve(self.rc, req, body, self.out, time.monotonic())
+                self.carry_out()
+        except XceError as e:  # the message itself is bad: nothing to serve
             self.send(ident, error_reply(rid, e, self.raft.term()))
         except Exception as e:  # noqa: BLE001 - a bug must not kill the controller
             log.exception("handler failed")
+            self.out.clear()
             self.send(ident, error_reply(rid, XceError(f"internal error: {e}")))
 
-    def ok(self, ident: bytes, rid: int, body: Any) -> None:
-        self.send(ident, encode(Op.OK, rid, body, term=self.raft.term()))
+    # ---- after apply, timers --------------------------------------------------------------
 
-    def replier(self, ident: bytes, rid: int, build: Callable[[Any], Any]) -> Reply:
-        """The reply to send when the request's command has committed (or failed to).
-
-        It takes the request's log entry, so the log records the answer the client got,
-        not that the command was handed to Raft: a command the state machine refuses, or
-        one lost with the leadership, is logged as refused.
-        """
-        audit, self.audit = self.audit, None
-
-        def reply(result: Result) -> None:
-            match result:
-                case Ok(value):
-                    try:
-                        body = build(value)
-                    except XceError as e:
-                        refused(e)
-                        return
-                    self.ok(ident, rid, body)
-                    if audit is not None:
-                        self.log_request(audit, answer(body))
-                case Err(error):
-                    refused(error)
-
-        def refused(e: XceError) -> None:
-            self.send(ident, error_reply(rid, e, self.raft.term()))
-            if audit is not None:
-                self.log_request(audit, refusal(e))
-        return reply
-
-    # ---- timers ---------------------------------------------------------------------------
+    def after_apply(self) -> None:
+        now = time.time()
+        with self.raft.lock:
+            on_applied(self.rc, now, self.out)
+            self.carry_out()
+            while True:
+                try:
+                    token, res, err = self.done.get_nowait()
+                except queue.Empty:
+                    break
+                thens = self.inflight.pop(token, [])
+                if err != 0 or res is None:
+                    res = [Err(NotLeader(self.rc.raft.leader()) if not self.raft.is_leader() else
+                               XceError(f"commit failed (pysyncobj reason {err}); retry"))] * len(thens)
+                for then, result in zip(thens, res, strict=True):
+                    then(result, self.out)
+                self.carry_out()
 
     def timers(self, now: float) -> None:
         self.heap.tick(now)
         if self.allow is not None:
-            self.refresh_allow_list(now)
-        if now < self.next_check or not self.raft.is_leader():
-            return
-        self.next_check = now + 0.25
-        limit = self.cfg.controller.heartbeat_misses * self.cfg.worker.heartbeat
+            before = self.allow.keys
+            self.allow.refresh(now)
+            if self.allow.keys is not before:
+                on_keys_changed(self.rc, set(self.allow.keys.values()))
         with self.raft.lock:
-            st = self.state
-            for name, host in st.hosts.items():
-                seen = self.live.last_seen.get(name, now)
-                if not host.unavail and now - seen > limit + 0.1 and name not in self._lost_sent:
-                    self._lost_sent.add(name)
-                    self.commit(HostLost(time=now, name=name), lambda r, n=name: self._lost_sent.discard(n))
-            self.live.refresh_decay(st.jobs, now)
-            # Re-send orders nobody confirmed, a bounded number per pass so a burst of
-            # silent workers cannot starve the request loop.
-            redo = [k for k, (att, sent) in itertools.islice(self.unconfirmed.items(), 20_000)
-                    if now - sent > 2.0][:2000]
-            for jid, host in redo:
-                job = st.jobs.get(jid)
-                if job is not None and job.state == JobState.RUN and host not in job.finished_hosts \
-                        and not job.kill_requested and not release_order(job):
-                    self.dispatch(job, host, now)
-                else:  # ended, or killed (chase_kills follows a kill up)
-                    del self.unconfirmed[(jid, host)]
-            self.chase_kills(st.jobs, now)
-            if now >= self.next_prune:  # drop confirmations of jobs that ended another way
-                self.next_prune = now + 60
-                self.confirmed = {k: a for k, a in self.confirmed.items()
-                                  if (j := st.jobs.get(k[0])) is not None and j.state in ACTIVE
-                                  and j.attempt == a}
-                self.suspended = {k: v for k, v in self.suspended.items() if k in self.confirmed}
-            finished = len(st.finished_order)
-        self.expire_peeks(now)
-        if finished > self.cfg.controller.keep_finished + 1000:
-            self.commit(Cleanup(time=now, keep_finished=self.cfg.controller.keep_finished), lambda r: None)
+            on_tick(self.rc, now, self.out)
+            publish_soft(self.rc, time.time(), self.out)
+            self.carry_out()
 
-    HANDLERS: dict[Op, Callable[[Controller, bytes, int, Any], None]] = {
-        Op.PING: ClientDoor.h_ping, Op.SUBMIT: ClientDoor.h_submit, Op.JOBS: ClientDoor.h_jobs,
-        Op.HOSTS: ClientDoor.h_hosts, Op.QUEUES: ClientDoor.h_queues, Op.KILL: ClientDoor.h_kill,
-        Op.MODIFY: ClientDoor.h_modify, Op.HOST_ADMIN: ClientDoor.h_host_admin, Op.STATUS: ClientDoor.h_status,
-        Op.SNAPSHOT: ClientDoor.h_snapshot, Op.AUDIT: ClientDoor.h_audit, Op.REQUEST_LOG: ClientDoor.h_request_log,
-        Op.PLACE: WorkerDoor.h_place, Op.REGISTER: WorkerDoor.h_register, Op.HEARTBEAT: WorkerDoor.h_heartbeat,
-        Op.JOB_STARTED: WorkerDoor.h_job_started, Op.JOB_FINISHED: WorkerDoor.h_job_finished,
-        Op.JOB_SIGNALLED: JobRunDoor.h_job_signalled, Op.JOB_OUTPUT: JobRunDoor.h_job_output,
-        Op.PEEK: JobRunDoor.h_peek,
-        Op.STOP: ClientDoor.h_stop, Op.RESUME: ClientDoor.h_resume, Op.REQUEUE: ClientDoor.h_requeue,
-        Op.SWITCH: ClientDoor.h_switch, Op.MOVE: ClientDoor.h_move, Op.MODIFY_SPEC: ClientDoor.h_modify_spec,
-        Op.HIST: ClientDoor.h_hist,
-    }
+
+def _prop(frame: zmq.Frame, name: str) -> str | None:
+    try:
+        return frame.get(name)
+    except zmq.ZMQError:
+        return None  # the local door (no CURVE) has no key and no peer address
 
 
 def main(argv: list[str] | None = None) -> int:

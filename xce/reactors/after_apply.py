@@ -1,0 +1,102 @@
+"""What follows a Raft apply: leadership changes, the ledger synced, events published, orders sent.
+
+``on_applied`` runs once per loop turn (and before a snapshot is served).  It takes the
+``Changes`` the applied batches accumulated (xce/core/state.py) and turns them into one
+event and the orders the changed jobs need.  When pysyncobj installed a snapshot the state
+object is a new one: then everything is rebuilt and the stream gets a new epoch, so every
+follower of it re-snapshots.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import msgspec
+
+from xce.core.model import Job, Queue
+from xce.core.state import SetQueues
+from xce.proto import schema as S
+from xce.reactors.context import Context
+from xce.reactors.orders import orders
+from xce.reactors.outbox import Outbox
+
+log = logging.getLogger("xce.controller")
+SOFT_PERIOD = 0.05  # seconds between soft events (see publish_soft)
+
+
+def public(job: Job) -> Job:
+    """A job as the event stream and snapshots show it: without its environment (secrets)."""
+    if not job.spec.env:
+        return job
+    return msgspec.structs.replace(job, spec=msgspec.structs.replace(job.spec, env={}))
+
+
+def on_applied(ctx: Context, now: float, out: Outbox) -> None:
+    leadership(ctx, now, out)
+    st = ctx.state
+    changes = ctx.raft.take_changes()
+    if st is not ctx.known_state:  # a snapshot was installed: rebuild everything
+        ctx.known_state = st
+        ctx.live.rebuild(st.jobs.values(), now)
+        ctx.stream.epoch = ctx.new_epoch()
+        return  # what the old state's commands changed is in the rebuild (and the new epoch)
+    if not changes:
+        return
+    leading = ctx.raft.is_leader()
+    jobs = [j for jid in changes.jobs if (j := st.jobs.get(jid)) is not None]
+    if leading:  # a follower's ledger is rebuilt when it takes over
+        for job in jobs:
+            ctx.live.sync_job(job, now)
+    for jid in changes.forgotten:
+        ctx.live.forget_job(jid)
+    hosts = [st.hosts[n] for n in changes.hosts if n in st.hosts]
+    if not (jobs or hosts or changes.forgotten):
+        return
+    if ctx.stream.subscribers:
+        # Job environments stay in the journal; the event stream does not carry them.
+        ctx.stream.emit(S.Event(seq=0, epoch=ctx.stream.epoch, time=now, jobs=[public(j) for j in jobs],
+                                hosts=hosts, forget=changes.forgotten), out)
+    else:
+        ctx.stream.seq += 1  # nobody listens: skip the encoding, keep the sequence honest
+    if leading:
+        for job in jobs:
+            orders(ctx, job, now, out)  # the real job: its environment goes to the worker
+
+
+def leadership(ctx: Context, now: float, out: Outbox) -> None:
+    """On becoming leader: a new epoch, the ledger rebuilt, a grace period, the configured queues."""
+    leader = ctx.raft.is_leader()
+    if leader and not ctx.was_leader:
+        log.info("became leader (term %d)", ctx.raft.term())
+        ctx.stream.epoch = ctx.new_epoch()
+        st, cfg = ctx.state, ctx.cfg
+        ctx.live.rebuild(st.jobs.values(), now)
+        # A grace period of one more timeout: workers find the new leader and re-register.
+        grace = ctx.kill_wait + 5.0
+        for name in st.hosts:
+            ctx.live.last_seen[name] = now + grace
+        queues = [Queue(name=n, priority=q.priority, rerunnable=q.rerunnable, description=q.description)
+                  for n, q in cfg.queues.items()]
+        if (sorted(st.queues.values(), key=lambda q: q.name) != sorted(queues, key=lambda q: q.name)
+                or st.default_queue != cfg.default_queue()):
+            out.commit(SetQueues(time=now, queues=queues, default_queue=cfg.default_queue()))
+        ctx.book.forget_leadership()
+    ctx.was_leader = leader
+
+
+def publish_soft(ctx: Context, now: float, out: Outbox, force: bool = False) -> None:
+    """Soft news (heartbeats, samples, reasons) goes out at most every SOFT_PERIOD.
+
+    A loop turn often handles one heartbeat; an event per turn would cost an encode
+    and a send per heartbeat.  50 ms is far inside the console's 1 s budget.
+    """
+    stream = ctx.stream
+    if not force and now < stream.next_soft:
+        return
+    stream.next_soft = now + SOFT_PERIOD
+    p = stream.news
+    if not (p["live"] or p["samples"] or p["reasons"]):
+        return
+    news = stream.take_news()
+    stream.emit(S.Event(seq=0, epoch=stream.epoch, time=now, live=news["live"],
+                        host_samples=news["samples"], reasons=news["reasons"]), out)

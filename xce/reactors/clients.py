@@ -1,0 +1,235 @@
+"""Reactors of the client door: submit, read, kill, modify, administer (CLI, REST, scripts, console).
+
+Each is ``on_x(ctx, req, body, out)``: it reads ``ctx`` and records its answer, or the
+command to commit with the continuation that answers, in ``out``.  A refusal is an
+XceError raised here; ``serve`` turns it into ``out.error``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from xce.core.errors import Infeasible, InvalidRequest, NotFound, XceError
+from xce.core.limits import KILL_REASON, check_text
+from xce.core.model import ACTIVE, TERMINAL, Job, check_mem_limit, check_spec
+from xce.core.placement import demand_of, host_caps, never_fits
+from xce.core.result import Ok, Result
+from xce.core.state import Kill, Modify, SetHostAdmin, Submit
+from xce.proto import schema as S
+from xce.reactors.access import key_owner
+from xce.reactors.after_apply import on_applied, publish_soft, public
+from xce.reactors.context import Context
+from xce.reactors.orders import dispatch
+from xce.reactors.outbox import Outbox, Request, Then
+
+ROLES = {0: "follower", 1: "candidate", 2: "leader"}
+
+
+def replier(req: Request, build: Any) -> Then:
+    """The continuation that answers ``req`` once its command committed (or failed to).
+
+    The request's log entry goes with it, so the log records the answer the client got,
+    not that the command was handed to Raft.
+    """
+    def then(result: Result, out: Outbox) -> None:
+        if isinstance(result, Ok):
+            try:
+                body = build(result.value)
+            except XceError as e:
+                out.error(req, e)
+                return
+            out.reply(req, body)
+        else:
+            out.error(req, result.error)
+    return then
+
+
+def on_ping(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:
+    out.reply(req, S.Empty())
+
+
+def on_submit(ctx: Context, req: Request, body: S.SubmitRequest, out: Outbox) -> None:
+    if not body.jobs:
+        raise InvalidRequest("submit: no jobs given")
+    st = ctx.state
+    queues, default = st.queues, st.default_queue
+    caps = host_caps(st.hosts.values(), ctx.live.ledger, {})
+    specs, reqs = [], []
+    verdicts: dict[tuple[int, str], tuple[Any, str | None]] = {}  # a batch repeats itself
+    for i, spec in enumerate(body.jobs):
+        where = f"job {i}: " if len(body.jobs) > 1 else ""
+        try:
+            check_spec(spec)
+        except InvalidRequest as e:
+            raise InvalidRequest(where + e.message) from None
+        q = spec.queue or default
+        if q not in queues:
+            raise InvalidRequest(f"{where}queue {q!r} does not exist (queues: {', '.join(sorted(queues))})")
+        key = (spec.slots, spec.resreq)
+        if key not in verdicts:
+            try:
+                parsed = ctx.parse(spec.resreq)
+            except XceError as e:
+                raise type(e)(where + e.message) from None
+            d = demand_of(spec.slots, parsed, ctx.cluster_totals)
+            verdicts[key] = (parsed, never_fits(d, caps.values()) if caps else None)
+        parsed, never = verdicts[key]
+        if never:
+            raise Infeasible(f"{where}{never}")
+        specs.append(msgspec.structs.replace(spec, queue=q) if spec.queue != q else spec)
+        reqs.append(parsed)
+    if body.dry_run:
+        out.reply(req, S.SubmitReply(ids=[], queues=[s.queue for s in specs]))
+        return
+    out.commit(Submit(time=req.now, specs=specs, reqs=reqs, key=body.key, by=key_owner(req)),
+               replier(req, lambda ids: S.SubmitReply(ids=ids, queues=[s.queue for s in specs])))
+
+
+def _selected(jobs: dict[int, Job], body: S.JobsRequest) -> Any:
+    if not body.ids:
+        return (j for j in jobs.values() if j.id > body.after)
+    missing = [i for i in body.ids if i not in jobs]
+    if missing and len(body.ids) == 1:
+        raise NotFound(f"job {missing[0]} is not known")
+    return [jobs[i] for i in body.ids if i in jobs]
+
+
+def on_jobs(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -> None:
+    found = []
+    states = set(body.states)
+    for job in _selected(ctx.state.jobs, body):
+        if body.user and job.spec.user != body.user:
+            continue
+        if body.queue and job.spec.queue != body.queue:
+            continue
+        if states and job.state.value not in states:
+            continue
+        if not body.ids and not body.all and not states and job.state in TERMINAL:
+            continue
+        found.append(ctx.live.job_view(job))
+        if body.limit and len(found) >= body.limit:
+            break
+    more = body.limit and len(found) >= body.limit
+    out.reply(req, S.JobsReply(jobs=found, next_after=found[-1].id if more else None, stale=staleness(ctx)))
+
+
+def on_hosts(ctx: Context, req: Request, body: S.HostsRequest, out: Outbox) -> None:
+    hosts = ctx.state.hosts
+    for n in body.names:
+        if n not in hosts:
+            raise NotFound(f"host {n} is not known")
+    names = body.names or sorted(hosts)
+    out.reply(req, S.HostsReply(hosts=[ctx.live.host_view(hosts[n]) for n in names], stale=staleness(ctx)))
+
+
+def staleness(ctx: Context) -> S.Staleness | None:
+    """None on the leader (fresh); on a follower, how far behind its answer may be."""
+    if ctx.raft.is_leader():
+        return None
+    st = ctx.raft.status()
+    lag = max(0, int(st.get("leader_commit_idx") or 0) - int(st.get("last_applied", 0)))
+    return S.Staleness(served_by=ctx.cfg.controller.address, role=ROLES.get(st.get("state", 0), "unknown"),
+                       as_of=ctx.state.last_time, lag_entries=lag)
+
+
+def on_queues(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:
+    st = ctx.state
+    counts: dict[str, dict[str, int]] = {q: {} for q in st.queues}
+    for job in st.jobs.values():
+        c = counts.setdefault(job.spec.queue, {})
+        c[job.state.value] = c.get(job.state.value, 0) + 1
+    out.reply(req, S.QueuesReply(queues=sorted(st.queues.values(), key=lambda q: -q.priority),
+                                 default=st.default_queue, counts=counts))
+
+
+def on_kill(ctx: Context, req: Request, body: S.KillRequest, out: Outbox) -> None:
+    if not body.ids:
+        raise InvalidRequest("kill: no job ids given")
+    too_long = check_text(KILL_REASON, body.reason)
+    if too_long is not None:
+        raise InvalidRequest(too_long)
+    out.commit(Kill(time=req.now, job_ids=body.ids, reason=body.reason or "killed by user",
+                    key=body.key, by=key_owner(req)),
+               replier(req, lambda res: S.KillReply(results=res)))
+
+
+def on_modify(ctx: Context, req: Request, body: S.ModifyRequest, out: Outbox) -> None:
+    check_mem_limit(body.mem_limit)
+    reply = replier(req, lambda r: S.Ack(True, r))
+
+    def modified(result: Result, out: Outbox) -> None:
+        if isinstance(result, Ok):  # running: the workers enforce the new limit from now on
+            job = ctx.state.jobs.get(body.id)
+            if job is not None and job.state in ACTIVE:
+                for host in job.hosts:
+                    if host not in job.finished_hosts:
+                        dispatch(ctx, job, host, req.now, out)
+        reply(result, out)
+
+    out.commit(Modify(time=req.now, job_id=body.id, mem_limit=body.mem_limit, key=body.key,
+                      by=key_owner(req)), modified)
+
+
+def on_host_admin(ctx: Context, req: Request, body: S.HostAdminRequest, out: Outbox) -> None:
+    if body.action not in ("open", "close"):
+        raise InvalidRequest(f"host action must be 'open' or 'close', got {body.action!r}")
+    out.commit(SetHostAdmin(time=req.now, names=body.names, closed=body.action == "close",
+                            key=body.key, by=key_owner(req)),
+               replier(req, lambda r: S.Ack(True, r)))
+
+
+def on_status(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:
+    c, raft = ctx.cfg.controller, ctx.raft
+    st = raft.status()
+    me = S.ControllerInfo(address=c.address, role=ROLES.get(st.get("state", 0), "unknown"), term=raft.term(),
+                          commit_index=int(st.get("commit_idx", 0)),
+                          applied_index=int(st.get("last_applied", 0)), leader=raft.leader(), pid=ctx.pid)
+    others = [S.ControllerInfo(address=a, role="peer", term=0, commit_index=0) for a in c.peer_addresses]
+    hosts: dict[str, int] = {}
+    mem = {"capacity": 0, "reserved": 0, "actual": 0, "slack": 0, "overage": 0}
+    for h in ctx.state.hosts.values():
+        v = ctx.live.host_view(h)
+        hosts[v.state] = hosts.get(v.state, 0) + 1
+        mem["capacity"] += v.mem_total
+        mem["reserved"] += v.mem_reserved
+        mem["actual"] += v.mem_actual
+        mem["slack"] += v.mem_slack
+        mem["overage"] += v.mem_overage
+    jobs: dict[str, int] = {}
+    for j in ctx.state.jobs.values():
+        jobs[j.state.value] = jobs.get(j.state.value, 0) + 1
+    out.reply(req, S.StatusReply(
+        cluster=ctx.cfg.cluster.name, controllers=[me, *others], leader=raft.leader(), term=raft.term(),
+        hosts_by_state=hosts, jobs_by_state=jobs,
+        endpoints={"controller": c.address, "events": c.pub_address},
+        rest_url=ctx.cfg.rest_url or None, mem=mem, last_round_ms=ctx.last_round_ms))
+
+
+def on_snapshot(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:
+    publish_soft(ctx, req.now, out, force=True)
+    if ctx.raft.pending_changes():  # applied-but-unpublished changes go out before the snapshot claims their seq
+        on_applied(ctx, req.now, out)
+    st, live = ctx.state, ctx.live
+    out.reply(req, S.Snapshot(
+        seq=ctx.stream.seq, epoch=ctx.stream.epoch, time=req.now, jobs=[public(j) for j in st.jobs.values()],
+        hosts=list(st.hosts.values()), queues=list(st.queues.values()), default_queue=st.default_queue,
+        live=live.lives(), samples=live.samples(), reasons=dict(live.reasons), leader=ctx.raft.leader(),
+        term=ctx.raft.term()))
+
+
+def on_audit(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:
+    from xce.replica.audit import Dispatch, audit  # only `xce admin audit` needs it
+
+    book = ctx.book
+    dispatched = Dispatch(started=book.confirmed, registered=book.registered_at, now=req.now,
+                          grace=ctx.cfg.worker.heartbeat)
+    problems, checked = audit(ctx.state, ctx.live, ctx.cluster_totals, dispatched)
+    out.reply(req, S.AuditReply(problems=problems, checked=checked))
+
+
+def on_request_log(ctx: Context, req: Request, body: S.RequestLogQuery, out: Outbox) -> None:
+    records = ctx.requests.query(user=body.user, since=body.since, after=body.after,
+                                 limit=max(0, min(body.limit, 10_000))) if ctx.requests else []
+    out.reply(req, S.RequestLogReply(records=records))

@@ -1,0 +1,133 @@
+"""What a reactor may read: the hard state, the soft state, the configuration and a view of Raft.
+
+``Context`` is built once by the shell and lives as long as it: no request allocates one.
+The hard state (``ctx.state``, the replicated ClusterState) is read-only here: it changes
+only through commands a reactor commits (``Outbox.commit``).  The soft state is the
+reactors' own memory, changed in place: ``live`` (usage, OS-available memory, last
+heartbeats, pending reasons), ``book`` (which worker runs what, orders not yet
+confirmed) and ``stream`` (the event stream's sequence number, epoch and pending soft news).
+Keeping it outside the outbox is deliberate: a heartbeat's usage lands in the Ledger on the
+hot path (thousands a second), and tests read it back directly.
+
+The shell holds the Raft lock while a reactor runs, so the hard state cannot move under it.
+``RaftView`` and ``RequestLog`` are narrow ports: the shell passes the real pysyncobj
+adapter and the log file, tests small fakes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from xce.core.resreq import ResReq
+from xce.core.state import Changes, ClusterState
+from xce.proto import schema as S
+from xce.proto.opcodes import Op
+from xce.replica.live import Live
+from xce.security.auth import TokenService
+from xce.security.policy import Policy
+from xce.site.config import Config
+
+
+class RaftView(Protocol):
+    """What reactors see of Raft (xce/daemons/raft.py's ReplicatedState, through the shell)."""
+
+    @property
+    def state(self) -> ClusterState: ...
+    def is_leader(self) -> bool: ...
+    def term(self) -> int: ...
+    def leader(self) -> str | None:  # the leader's ROUTER address, not its Raft address
+        ...
+    def status(self) -> dict[str, Any]: ...
+    def take_changes(self) -> Changes: ...
+    def pending_changes(self) -> bool: ...
+
+
+class RequestLog(Protocol):
+    def query(self, user: str | None = None, since: float = 0.0, after: int = 0,
+              limit: int = 1000) -> list[Any]: ...
+
+
+@dataclass
+class Book:
+    """The leader's dispatch bookkeeping (soft): which worker is where, and what it confirmed.
+
+    Only the unconfirmed orders are rescanned for re-sending (timers.redispatch).
+    """
+
+    workers: dict[str, bytes] = field(default_factory=dict)  # host -> its worker's ROUTER identity
+    worker_keys: dict[str, str] = field(default_factory=dict)  # host -> the allowed key it registered with
+    unconfirmed: dict[tuple[int, str], tuple[int, float]] = field(default_factory=dict)  # -> (attempt, sent)
+    confirmed: dict[tuple[int, str], int] = field(default_factory=dict)  # (job, host) -> attempt
+    # Kills of shares no worker confirmed started: (job, host) -> (first sent, last sent).
+    unstarted_kills: dict[tuple[int, str], tuple[float, float]] = field(default_factory=dict)
+    # host -> when its worker registered with this leader listing every task it runs: from then
+    # on ``confirmed`` is complete for that host (the audit and chase_kills rely on it).
+    registered_at: dict[str, float] = field(default_factory=dict)
+    lost_sent: set[str] = field(default_factory=set)  # hosts whose HostLost is in flight
+    daemon_grants: dict[tuple[str, Op], float] = field(default_factory=dict)  # (token, op) -> until (monotonic)
+
+    def forget_leadership(self) -> None:
+        """A new leader starts with no orders in flight: workers re-register and tell."""
+        self.unconfirmed.clear()
+        self.confirmed.clear()
+        self.unstarted_kills.clear()
+        self.registered_at.clear()
+
+
+def _no_news() -> dict[str, Any]:
+    return {"live": [], "samples": [], "reasons": {}}
+
+
+@dataclass
+class Stream:
+    """The event stream's counters and the soft news waiting for its next soft event."""
+
+    epoch: str
+    seq: int = 0
+    subscribers: int = 0  # counted by the shell from the XPUB's (un)subscriptions
+    news: dict[str, Any] = field(default_factory=_no_news)  # HostLive, HostSamples, reasons
+    next_soft: float = 0.0
+
+    def emit(self, ev: S.Event, out: Any) -> None:
+        """Number the event and record it; with nobody listening skip it, keeping the count honest."""
+        self.seq += 1
+        if self.subscribers:
+            ev.seq = self.seq
+            out.event(ev)
+
+    def take_news(self) -> dict[str, Any]:
+        news, self.news = self.news, _no_news()
+        return news
+
+
+@dataclass
+class Context:
+    cfg: Config
+    raft: RaftView
+    live: Live
+    book: Book
+    stream: Stream
+    policy: Policy
+    parse: Callable[[str], ResReq]   # cached `-R` parser against the site's resources
+    new_epoch: Callable[[], str]     # a fresh event-stream epoch (random: the shell's)
+    tokens: TokenService | None = None  # None: access control off
+    curve: bool = False              # the daemon key allow-list is on
+    requests: RequestLog | None = None
+    pid: int = 0
+    known_state: ClusterState | None = None  # the state object last seen (a snapshot install swaps it)
+    was_leader: bool = False
+    last_round_ms: float | None = None
+    next_check: float = 0.0
+    next_prune: float = 0.0
+    cluster_totals: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def state(self) -> ClusterState:
+        return self.raft.state
+
+    @property
+    def kill_wait(self) -> float:
+        """How long a silent host takes to go unavail: an unconfirmed killed share ends after it."""
+        return self.cfg.controller.heartbeat_misses * self.cfg.worker.heartbeat

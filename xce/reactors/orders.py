@@ -1,0 +1,97 @@
+"""Orders to workers: RUN_JOB for each share of a placed job, KILL_JOB for a killed one, and their follow-up.
+
+Dispatch is keyed by (job, attempt) and re-sent until the worker confirms
+(``Book.unconfirmed``); a kill of a share no worker confirmed started is chased, then the
+share ended (``chase_kills``), so a job no worker runs cannot stay RUN.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from xce.core.limits import body_limit
+from xce.core.model import HostUsage, Job, JobState
+from xce.core.state import Finish
+from xce.proto import schema as S
+from xce.proto.codec import encode
+from xce.proto.opcodes import Op
+from xce.reactors.context import Context
+from xce.reactors.outbox import Outbox
+from xce.replica.live import mem_decay
+
+log = logging.getLogger("xce.controller")
+RESEND_AFTER = 2.0  # seconds an order may go unconfirmed before it is sent again
+
+
+def orders(ctx: Context, job: Job, now: float, out: Outbox) -> None:
+    """What a changed job needs its workers to do: start its shares, or kill them."""
+    if job.state != JobState.RUN:
+        return
+    if job.kill_requested:
+        for host in job.hosts:
+            if host not in job.finished_hosts:
+                order_kill(ctx, job, host, now, out)
+        return
+    book = ctx.book
+    for a in job.allocs:
+        key = (job.id, a.host)
+        u = book.unconfirmed.get(key)
+        if book.confirmed.get(key) != job.attempt and (u is None or u[0] != job.attempt):
+            dispatch(ctx, job, a.host, now, out)
+
+
+def dispatch(ctx: Context, job: Job, host: str, now: float, out: Outbox) -> None:
+    """RUN_JOB for the job's share on ``host``; an order over its size limit ends that share."""
+    if job.kill_requested:
+        return  # a killed job is never started: the kill's orders end it (order_kill)
+    alloc = next(a for a in job.allocs if a.host == host)
+    duration, decay = mem_decay(job)
+    ctx.book.unconfirmed[(job.id, host)] = (job.attempt, now)
+    if host not in ctx.book.workers:
+        return  # re-sent once its worker registers
+    order = S.RunJob(job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
+                     mem_duration_s=duration, mem_decay=decay)
+    data = encode(Op.RUN_JOB, 0, order, term=ctx.raft.term())
+    limit = body_limit(Op.RUN_JOB.name)
+    if len(data) > limit:  # a worker would refuse it: end the share now, not re-send it forever
+        end_share(ctx, job, host, now, f"cannot dispatch to {host}: its RUN_JOB order is {len(data):,} "
+                                       f"bytes, over the limit of {limit:,} bytes", out)
+        return
+    out.order(host, Op.RUN_JOB, order, data)
+
+
+def order_kill(ctx: Context, job: Job, host: str, now: float, out: Outbox) -> None:
+    book = ctx.book
+    if host in book.workers:
+        out.order(host, Op.KILL_JOB, S.KillJob(job_id=job.id, attempt=job.attempt,
+                                               reason=job.reason or "killed by user"))
+    if host in book.registered_at and book.confirmed.get((job.id, host)) != job.attempt:
+        # Its worker listed its tasks to this leader and never confirmed this one: chase_kills
+        # re-sends, then ends the share.  (An unregistered host's worker tells at registration.)
+        first, _ = book.unstarted_kills.get((job.id, host), (now, now))
+        book.unstarted_kills[(job.id, host)] = (first, now)
+
+
+def chase_kills(ctx: Context, now: float, out: Outbox) -> None:
+    """Kills of shares no worker confirmed started: re-sent every 2 s, and after ``kill_wait``
+    the share is ended (the worker, which gets the kill after any order for the same job,
+    reports a task it never started as ended)."""
+    book, jobs = ctx.book, ctx.state.jobs
+    for key, (first, sent) in list(book.unstarted_kills.items()):
+        job = jobs.get(key[0])
+        if job is None or job.state != JobState.RUN or key[1] in job.finished_hosts \
+                or book.confirmed.get(key) == job.attempt:
+            del book.unstarted_kills[key]
+        elif now - first > ctx.kill_wait:
+            end_share(ctx, job, key[1], now, f"killed before it started: {key[1]} never confirmed it", out)
+        elif now - sent > RESEND_AFTER:
+            order_kill(ctx, job, key[1], now, out)
+
+
+def end_share(ctx: Context, job: Job, host: str, now: float, reason: str, out: Outbox) -> None:
+    """Commit the end of the job's share on ``host``, which no worker runs."""
+    log.warning("job %d on %s: %s", job.id, host, reason)
+    ctx.book.unstarted_kills.pop((job.id, host), None)
+    reserved = next((a.mem for a in job.allocs if a.host == host), 0)
+    out.commit(Finish(time=now, job_id=job.id, attempt=job.attempt, host=host, reason=reason,
+                      usage=HostUsage(host=host, reserved=reserved)))

@@ -1,0 +1,86 @@
+"""The leader's periodic work: hosts lost, orders re-sent, kills chased, old records cleaned up.
+
+``on_tick`` runs every loop turn and does its work at most every CHECK_PERIOD; the shell
+only calls it (and keeps the GC upkeep and the allow-list file reads to itself).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+from xce.core.model import ACTIVE, JobState
+from xce.core.state import Cleanup, HostLost
+from xce.reactors.context import Context
+from xce.reactors.orders import RESEND_AFTER, chase_kills, dispatch
+from xce.reactors.outbox import Outbox
+
+CHECK_PERIOD = 0.25   # seconds between passes
+PRUNE_PERIOD = 60.0   # seconds between prunes of confirmations
+REDISPATCH_SCAN = 20_000  # unconfirmed orders looked at per pass...
+REDISPATCH_MAX = 2_000    # ...and re-sent at most: a burst of silent workers cannot starve the loop
+log = logging.getLogger("xce.controller")
+CLEANUP_SLACK = 1000  # finished jobs past keep_finished before a Cleanup is worth a command
+
+
+def on_tick(ctx: Context, now: float, out: Outbox) -> None:
+    if now < ctx.next_check or not ctx.raft.is_leader():
+        return
+    ctx.next_check = now + CHECK_PERIOD
+    hosts_lost(ctx, now, out)
+    ctx.live.refresh_decay(ctx.state.jobs, now)
+    redispatch(ctx, now, out)
+    chase_kills(ctx, now, out)
+    if now >= ctx.next_prune:
+        ctx.next_prune = now + PRUNE_PERIOD
+        prune_confirmed(ctx)
+    keep = ctx.cfg.controller.keep_finished
+    if len(ctx.state.finished_order) > keep + CLEANUP_SLACK:
+        out.commit(Cleanup(time=now, keep_finished=keep))
+
+
+def hosts_lost(ctx: Context, now: float, out: Outbox) -> None:
+    """A host silent for ``heartbeat_misses`` heartbeats is lost (once: until its HostLost commits)."""
+    limit = ctx.kill_wait
+    lost_sent, last_seen = ctx.book.lost_sent, ctx.live.last_seen
+    for name, host in ctx.state.hosts.items():
+        if not host.unavail and now - last_seen.get(name, now) > limit + 0.1 and name not in lost_sent:
+            lost_sent.add(name)
+            out.commit(HostLost(time=now, name=name), lambda r, o, n=name: lost_sent.discard(n))
+
+
+def redispatch(ctx: Context, now: float, out: Outbox) -> None:
+    """Re-send orders nobody confirmed; drop those of jobs that ended or were killed (chase_kills
+    follows a kill up)."""
+    book, jobs = ctx.book, ctx.state.jobs
+    redo = [k for k, (_, sent) in itertools.islice(book.unconfirmed.items(), REDISPATCH_SCAN)
+            if now - sent > RESEND_AFTER][:REDISPATCH_MAX]
+    for jid, host in redo:
+        job = jobs.get(jid)
+        if job is not None and job.state == JobState.RUN and host not in job.finished_hosts \
+                and not job.kill_requested:
+            dispatch(ctx, job, host, now, out)
+        else:
+            del book.unconfirmed[(jid, host)]
+
+
+def prune_confirmed(ctx: Context) -> None:
+    """Drop confirmations of jobs that ended another way."""
+    jobs = ctx.state.jobs
+    ctx.book.confirmed = {k: a for k, a in ctx.book.confirmed.items()
+                          if (j := jobs.get(k[0])) is not None and j.state in ACTIVE and j.attempt == a}
+
+
+def on_keys_changed(ctx: Context, names: set[str]) -> None:
+    """The allow-list changed: a worker whose key was revoked is cut off.
+
+    No more orders to it; its next heartbeat is refused, so the host goes unavail after the
+    usual misses and its jobs follow queue policy.
+    """
+    book = ctx.book
+    for host, key in list(book.worker_keys.items()):
+        if key not in names:
+            log.warning("key %r of host %s was revoked: the worker is cut off", key, host)
+            del book.worker_keys[host]
+            book.workers.pop(host, None)
+            book.registered_at.pop(host, None)

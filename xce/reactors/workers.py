@@ -1,0 +1,165 @@
+"""Reactors of the daemon door: the scheduler's placements, workers' registrations, heartbeats and ends.
+
+Who may send these (a daemon key, the scheduler's for PLACE) is checked before they run
+(xce/reactors/access.py).
+"""
+
+from __future__ import annotations
+
+from xce.core.errors import InvalidRequest
+from xce.core.limits import HOST_NAME, check_text
+from xce.core.model import ACTIVE, TERMINAL, Host, JobState
+from xce.core.placement import build_allocs, check_placement, demand_of, host_caps
+from xce.core.resources import WIRE_NAMES
+from xce.core.result import Err, Result
+from xce.core.state import Finish, Place, RegisterHost
+from xce.proto import schema as S
+from xce.reactors.clients import replier
+from xce.reactors.context import Context
+from xce.reactors.orders import dispatch, end_share, orders
+from xce.reactors.outbox import Outbox, Request
+from xce.replica.live import host_mem
+
+# The usage column that carries `mem`: named through the one wire-name table.
+MEM_WIRE = next(w for w, r in WIRE_NAMES.items() if r == "mem")
+assert MEM_WIRE in S.UsageColumns.__struct_fields__, "UsageColumns lacks the worker's mem column"
+STALE_PLACEMENT = "job is no longer pending at that attempt"
+
+
+def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int, str]) -> list[Place]:
+    """The placements that still fit the leader's own Ledger, checked with the scheduler's rule."""
+    st = ctx.state
+    caps = host_caps(st.hosts.values(), ctx.live.ledger, ctx.live.os_available)
+    cmds: list[Place] = []
+    for p in body.placements:
+        job = st.jobs.get(p.job_id)
+        if job is None or job.state != JobState.PEND or job.attempt != p.attempt:
+            rejected[p.job_id] = STALE_PLACEMENT
+            continue
+        d = demand_of(job.spec.slots, job.req, ctx.cluster_totals)
+        why = check_placement(d, p.allocs, caps)
+        if why is not None:
+            rejected[p.job_id] = why
+            continue
+        # Built from the job's own request, never taken as sent (they are equal once checked).
+        allocs = build_allocs(d, [(a.host, a.slots) for a in p.allocs])
+        for a in allocs:
+            caps[a.host].charge(a.slots, a.mem, a.virtual.items())
+        cmds.append(Place(time=now, job_id=p.job_id, attempt=p.attempt, allocs=allocs))
+    return cmds
+
+
+def on_place(ctx: Context, req: Request, body: S.PlaceRequest, out: Outbox) -> None:
+    rejected: dict[int, str] = {}
+    cmds = _checked(ctx, body, req.now, rejected)
+    reasons = ctx.live.reasons
+    ctx.stream.news["reasons"].update({j: r for j, r in body.reasons.items() if reasons.get(j) != r})
+    reasons.update(body.reasons)
+    ctx.last_round_ms = body.round_ms
+    if not cmds:
+        out.reply(req, S.PlaceReply(accepted=[], rejected=rejected))
+        return
+    accepted: list[int] = []
+    last = cmds[-1]
+    for cmd in cmds:
+        def placed(result: Result, out: Outbox, cmd: Place = cmd) -> None:
+            if isinstance(result, Err):
+                rejected[cmd.job_id] = result.error.message
+            else:
+                accepted.append(cmd.job_id)
+            if cmd is last:  # one batch: the last command's answer comes last
+                out.reply(req, S.PlaceReply(accepted=accepted, rejected=rejected))
+        out.commit(cmd, placed)
+
+
+def on_register(ctx: Context, req: Request, body: S.RegisterRequest, out: Outbox) -> None:
+    why = check_text(HOST_NAME, body.host)
+    if why is not None:
+        raise InvalidRequest(why)
+    now, book, live = req.now, ctx.book, ctx.live
+    book.workers[body.host] = req.peer
+    live.os_available[body.host] = body.os_available
+    live.last_seen[body.host] = now
+    book.lost_sent.discard(body.host)
+    host = Host(name=body.host, slots_total=body.slots, mem_total=body.mem_total, ncpus=body.ncpus,
+                registered_time=now, version=body.version,
+                attrs={**body.attrs, "measure": body.measure}, virtual=body.virtual)
+
+    def registered(result: Result, out: Outbox) -> None:
+        kill = reconcile(ctx, body, now, out)
+        out.reply(req, S.RegisterReply(heartbeat_interval=ctx.cfg.worker.heartbeat, term=ctx.raft.term(),
+                                       kill=kill))
+    out.commit(RegisterHost(time=now, host=host), registered)
+    ctx.stream.news["live"].append(S.HostLive(body.host, body.os_available, now))
+
+
+def reconcile(ctx: Context, body: S.RegisterRequest, now: float, out: Outbox) -> list[S.RunningTask]:
+    """The worker's list of tasks against the hard state: what it must kill, what it lost,
+    what it must still start.  Returns the tasks to kill."""
+    book, jobs, name = ctx.book, ctx.state.jobs, body.host
+    kill: list[S.RunningTask] = []
+    for t in body.running:
+        job = jobs.get(t.job_id)
+        if job is None or job.attempt != t.attempt or job.state in TERMINAL \
+                or job.state == JobState.PEND or name not in job.hosts:
+            kill.append(t)
+        else:
+            book.unconfirmed.pop((t.job_id, name), None)
+            book.confirmed[(t.job_id, name)] = t.attempt
+    book.registered_at[name] = now
+    known = {(t.job_id, t.attempt) for t in body.running}
+    for job in jobs.values():
+        if job.state not in ACTIVE or name not in job.hosts:
+            continue
+        if name not in job.finished_hosts and (job.id, job.attempt) not in known:
+            if book.confirmed.get((job.id, name)) == job.attempt:  # it was started there and is gone
+                out.commit(Finish(time=now, job_id=job.id, attempt=job.attempt, host=name,
+                                  reason="lost: the worker no longer has the job"))
+            elif job.kill_requested:  # killed, and the worker (which lists all it runs) never started it
+                end_share(ctx, job, name, now, f"killed before it started on {name}", out)
+            else:
+                dispatch(ctx, job, name, now, out)
+        elif job.kill_requested:
+            orders(ctx, job, now, out)
+    return kill
+
+
+def on_heartbeat(ctx: Context, req: Request, body: S.Heartbeat, out: Outbox) -> None:
+    now, book, live = req.now, ctx.book, ctx.live
+    host = ctx.state.hosts.get(body.host)
+    if host is None or host.unavail or book.workers.get(body.host) is None:
+        out.reply(req, S.HeartbeatReply(known=False))
+        return
+    book.workers[body.host] = req.peer
+    live.os_available[body.host] = body.os_available
+    live.last_seen[body.host] = now
+    news = ctx.stream.news
+    u = body.usage
+    if u.job_id:  # reconciled as one batch (Ledger.observe_host); the samples that moved are published
+        moved = live.ledger.observe_host(body.host, u.job_id, u.attempt, getattr(u, MEM_WIRE), u.memory_peak,
+                                         u.cpu_time)
+        if moved is not None:
+            news["samples"].append(S.HostSamples(body.host, *moved))
+    news["live"].append(S.HostLive(body.host, body.os_available, now, host_mem(live.ledger.host_totals(body.host))))
+    if body.ack:  # workers ask now and then, to know the controller still listens
+        out.reply(req, S.HeartbeatReply(known=True))
+
+
+def on_job_started(ctx: Context, req: Request, body: S.JobStarted, out: Outbox) -> None:
+    book = ctx.book
+    key = (body.job_id, body.host)
+    u = book.unconfirmed.get(key)
+    if u is not None and u[0] == body.attempt:
+        del book.unconfirmed[key]
+        book.confirmed[key] = body.attempt
+    out.reply(req, S.Ack())
+
+
+def on_job_finished(ctx: Context, req: Request, body: S.JobFinished, out: Outbox) -> None:
+    # ``confirmed`` keeps the entry (the periodic prune drops it): the share is known to have
+    # run until its Finish commits, so the audit does not call it "RUN with no task" meanwhile.
+    ctx.book.unconfirmed.pop((body.job_id, body.host), None)
+    ctx.book.unstarted_kills.pop((body.job_id, body.host), None)
+    out.commit(Finish(time=body.time, job_id=body.job_id, attempt=body.attempt, host=body.host,
+                      exit_code=body.exit_code, signal=body.signal, reason=body.reason, usage=body.usage),
+               replier(req, lambda r: S.Ack(True, str(r))))
