@@ -1,0 +1,193 @@
+"""The daemon door's reactors and the orders to workers, with a recording Outbox."""
+
+from __future__ import annotations
+
+from builders import T0, alloc, host
+from reactor_kit import kit
+
+from xce.core.errors import InvalidRequest
+from xce.core.model import HostUsage, JobState
+from xce.core.state import Finish, Kill, Place, RegisterHost
+from xce.proto import schema as S
+from xce.proto.opcodes import Op
+
+G = 1 << 30
+
+
+def register(name: str = "node1", running: list[S.RunningTask] | None = None, **kw) -> S.RegisterRequest:
+    kw.setdefault("mem_total", 8 * G)
+    return S.RegisterRequest(host=name, slots=4, ncpus=4, os_available=kw.pop("os_available", 7 * G),
+                             version="t", running=running or [], **kw)
+
+
+def placement(jid: int, host: str = "node1", slots: int = 1, attempt: int = 0, mem: str = "1G") -> S.Placement:
+    return S.Placement(jid, attempt, [alloc(host, slots, mem)])
+
+
+# ---- PLACE -----------------------------------------------------------------------------------
+
+def test_place_re_checks_commits_what_fits_and_answers_once_all_committed() -> None:
+    k = kit(host("node1", mem="8G"))
+    a, b = k.pend_job(mem="6G"), k.pend_job(mem="6G")   # both fit alone, not together
+    out = k.call(Op.PLACE, S.PlaceRequest(placements=[placement(a.id, mem="6G"), placement(b.id, mem="6G")],
+                                          reasons={7: "waiting"}, round_ms=12.5))
+    ((cmd, _),) = out.commits
+    assert isinstance(cmd, Place) and cmd.job_id == a.id and cmd.allocs[0].mem == 6 * G
+    assert not out.replies  # the answer waits for the commit
+    assert k.ctx.last_round_ms == 12.5 and k.ctx.live.reasons == {7: "waiting"}
+    assert k.ctx.stream.news["reasons"] == {7: "waiting"}
+    reply = k.commit_all(out).replies[0][1]
+    assert reply.accepted == [a.id] and "mem" in reply.rejected[b.id]
+
+
+def test_place_rejects_a_stale_attempt_an_unknown_job_and_a_running_one() -> None:
+    k = kit()
+    job = k.pend_job()
+    running = k.run_job("node1")
+    out = k.call(Op.PLACE, S.PlaceRequest(placements=[placement(job.id, attempt=5), placement(99),
+                                                      placement(running.id)]))
+    assert not out.commits
+    ((_, reply),) = out.replies
+    assert reply.rejected == {job.id: "job is no longer pending at that attempt",
+                              99: "job is no longer pending at that attempt",
+                              running.id: "job is no longer pending at that attempt"}
+
+
+def test_place_rejects_an_allocation_that_is_not_the_jobs_request() -> None:
+    k = kit()
+    job = k.pend_job(mem="1G")
+    out = k.call(Op.PLACE, S.PlaceRequest(placements=[S.Placement(job.id, 0, [alloc("node1", 1, "4G")])]))
+    assert not out.commits
+    assert out.replies[0][1].rejected == {job.id: "allocation on node1: mem 4.0G, the job's request gives 1.0G"}
+
+
+def test_place_on_an_unknown_host_is_rejected() -> None:
+    k = kit()
+    job = k.pend_job(mem="1G")
+    out = k.call(Op.PLACE, S.PlaceRequest(placements=[placement(job.id, host="nx")]))
+    assert not out.commits and "nx" in out.replies[0][1].rejected[job.id]
+
+
+def test_a_placement_the_state_machine_refuses_is_rejected_with_its_reason() -> None:
+    k = kit()
+    job = k.pend_job()
+    out = k.call(Op.PLACE, S.PlaceRequest(placements=[placement(job.id)]))
+    k.state.apply(Place(time=T0, job_id=job.id, attempt=0, allocs=[alloc("node1")]))  # placed meanwhile
+    reply = k.commit_all(out).replies[0][1]
+    assert reply.accepted == [] and "attempt 0, job is at 1" in reply.rejected[job.id]
+
+
+# ---- REGISTER --------------------------------------------------------------------------------
+
+def test_register_commits_the_host_and_answers_with_the_heartbeat_and_term() -> None:
+    k = kit()
+    out = k.call(Op.REGISTER, register("node2", os_available=5 * G, attrs={"rack": "r1"}), peer=b"w2")
+    ((cmd, _),) = out.commits
+    assert isinstance(cmd, RegisterHost) and cmd.host.name == "node2"
+    assert cmd.host.attrs == {"rack": "r1", "measure": "proc"}
+    assert k.ctx.book.workers["node2"] == b"w2" and k.ctx.live.os_available["node2"] == 5 * G
+    assert k.ctx.stream.news["live"][0].host == "node2"
+    reply = k.commit_all(out).replies[0][1]
+    assert reply == S.RegisterReply(heartbeat_interval=1.0, term=3, kill=[])
+    assert k.ctx.book.registered_at["node2"] == k.now
+
+
+def test_register_refuses_an_oversized_host_name() -> None:
+    out = kit().call(Op.REGISTER, register("h" * 300))
+    ((_, e),) = out.errors
+    assert isinstance(e, InvalidRequest) and "host name" in e.message and not out.commits
+
+
+def test_register_reconciles_the_workers_tasks_with_the_hard_state() -> None:
+    k = kit(host("node1"), host("node2"))
+    mine = k.run_job("node1")          # the worker still runs it: confirmed
+    gone = k.run_job("node1")          # confirmed before, and the worker no longer has it: lost
+    unstarted = k.run_job("node1")     # never confirmed: dispatched again
+    killed = k.run_job("node1")        # killed before any worker confirmed it: its share ends
+    k.state.apply(Kill(time=T0, job_ids=[killed.id]))
+    k.ctx.book.confirmed[(gone.id, "node1")] = gone.attempt
+    stale = S.RunningTask(job_id=999, attempt=1, pid=5)              # unknown: kill it
+    old = S.RunningTask(job_id=mine.id, attempt=mine.attempt - 1, pid=6)  # an older attempt: kill it
+    out = k.call(Op.REGISTER, register("node1", running=[S.RunningTask(mine.id, mine.attempt, 4), stale, old]))
+    after = k.commit_all(out)
+    reply = after.replies[0][1]
+    assert reply.kill == [stale, old]
+    assert k.ctx.book.confirmed[(mine.id, "node1")] == mine.attempt
+    finishes = {c.job_id: c for c, _ in after.commits if isinstance(c, Finish)}
+    assert finishes[gone.id].reason == "lost: the worker no longer has the job"
+    assert "killed before it started" in finishes[killed.id].reason
+    assert [(o.host, o.op, o.body.job_id) for o in after.orders] == [("node1", Op.RUN_JOB, unstarted.id)]
+
+
+# ---- HEARTBEAT -------------------------------------------------------------------------------
+
+def test_a_heartbeat_from_an_unknown_or_unregistered_host_says_register_again() -> None:
+    k = kit()
+    body = S.Heartbeat(host="nx", time=T0, os_available=G)
+    assert kit().call(Op.HEARTBEAT, body).replies[0][1] == S.HeartbeatReply(known=False)
+    body = S.Heartbeat(host="node1", time=T0, os_available=G)   # known host, no worker registered here
+    assert k.call(Op.HEARTBEAT, body).replies[0][1] == S.HeartbeatReply(known=False)
+    k.worker("node1")
+    k.state.hosts["node1"].unavail = True
+    assert k.call(Op.HEARTBEAT, body).replies[0][1] == S.HeartbeatReply(known=False)
+
+
+def test_a_heartbeat_lands_usage_in_the_ledger_and_queues_its_news() -> None:
+    k = kit()
+    k.worker("node1", seen=T0)
+    job = k.run_job("node1", mem="1G")
+    usage = S.UsageColumns(job_id=[job.id], attempt=[job.attempt], memory_rss=[3 * G], memory_peak=[3 * G],
+                           cpu_time=[1.5])
+    out = k.call(Op.HEARTBEAT, S.Heartbeat(host="node1", time=k.now, os_available=4 * G, usage=usage,
+                                           ack=False), peer=b"new-ident")
+    assert not out  # no ack asked: nothing to send now
+    acc = k.ctx.live.ledger.accounts[(job.id, "node1")]
+    assert acc.actual == 3 * G
+    assert k.ctx.live.last_seen["node1"] == k.now and k.ctx.book.workers["node1"] == b"new-ident"
+    (samples,) = k.ctx.stream.news["samples"]
+    (live,) = k.ctx.stream.news["live"]
+    assert samples.job_id == [job.id] and live.mem.mem_overage == 2 * G
+    acked = k.call(Op.HEARTBEAT, S.Heartbeat(host="node1", time=k.now, os_available=4 * G))
+    assert acked.replies[0][1] == S.HeartbeatReply(known=True)
+
+
+# ---- JOB_STARTED, JOB_FINISHED ---------------------------------------------------------------
+
+def test_job_started_confirms_only_the_attempt_that_was_ordered() -> None:
+    k = kit()
+    k.ctx.book.unconfirmed[(1, "node1")] = (2, T0)
+    k.call(Op.JOB_STARTED, S.JobStarted(host="node1", job_id=1, attempt=1, pid=3, time=T0))
+    assert (1, "node1") in k.ctx.book.unconfirmed and not k.ctx.book.confirmed   # stale attempt
+    out = k.call(Op.JOB_STARTED, S.JobStarted(host="node1", job_id=1, attempt=2, pid=3, time=T0))
+    assert out.replies[0][1] == S.Ack() and k.ctx.book.confirmed == {(1, "node1"): 2}
+    assert not k.ctx.book.unconfirmed
+
+
+def test_job_finished_commits_the_finish_and_acknowledges_after_commit() -> None:
+    k = kit()
+    job = k.run_job("node1")
+    k.ctx.book.unconfirmed[(job.id, "node1")] = (job.attempt, T0)
+    body = S.JobFinished(host="node1", job_id=job.id, attempt=job.attempt, time=T0 + 5, exit_code=0,
+                         signal=None, reason="", usage=HostUsage(host="node1", reserved=G))
+    out = k.call(Op.JOB_FINISHED, body)
+    ((cmd, _),) = out.commits
+    assert isinstance(cmd, Finish) and cmd.time == T0 + 5 and not k.ctx.book.unconfirmed
+    assert k.commit_all(out).replies[0][1] == S.Ack(True, "ok")
+    assert k.state.jobs[job.id].state == JobState.DONE
+
+
+def test_a_stale_finish_is_acknowledged_as_stale() -> None:
+    k = kit()
+    job = k.run_job("node1")
+    body = S.JobFinished(host="node1", job_id=job.id, attempt=job.attempt - 1, time=T0, exit_code=0,
+                         signal=None, reason="", usage=HostUsage(host="node1"))
+    assert k.commit_all(k.call(Op.JOB_FINISHED, body)).replies[0][1] == S.Ack(True, "stale")
+
+
+def test_a_finish_of_an_unknown_job_is_refused_after_commit() -> None:
+    k = kit()
+    body = S.JobFinished(host="node1", job_id=42, attempt=1, time=T0, exit_code=0, signal=None, reason="",
+                         usage=HostUsage(host="node1"))
+    (( _, e),) = k.commit_all(k.call(Op.JOB_FINISHED, body)).errors
+    assert e.code == "not_found"
+
