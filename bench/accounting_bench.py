@@ -94,7 +94,7 @@ def controller_cpu(hosts: int, per_host: int, seconds: float, bare: bool) -> Non
                    # One socket plays 5,000 workers with one key, so the key cannot be bound to a host.
                    f'bind_hosts = false\n')
     admin = daemon = ""
-    worker_keys = client = None
+    worker_keys = sched_keys = client = None
     if not bare:
         from xce.security.auth import ensure_daemon_token, ensure_local_admin
         from xce.security.curve import ClientKeys, KeyStore, ephemeral
@@ -102,14 +102,16 @@ def controller_cpu(hosts: int, per_host: int, seconds: float, bare: bool) -> Non
         store = KeyStore(sd / "keys")
         server = store.init()
         worker_keys = ClientKeys(server, store.new_daemon("bench"), store.daemon("bench")[1])
+        # PLACE is the scheduler key's alone, and that key speaks for no host.
+        sched_keys = ClientKeys(server, store.new_daemon("scheduler"), store.daemon("scheduler")[1])
         client = ephemeral(server)
         admin, daemon = ensure_local_admin(sd), ensure_daemon_token(sd)
     proc = subprocess.Popen([sys.executable, "-m", "xce.daemons.controller", "--config", str(cfg),  # noqa: S603
                              "--state-dir", str(sd), "--log-level", "WARNING"])
     stop = threading.Event()
     try:
-        # It plays the scheduler (PLACE), so it holds the allowed daemon key.
-        conn = Connection([router], token=admin, timeout=60, curve=worker_keys)
+        # It plays the scheduler (PLACE), so it holds the scheduler's daemon key.
+        conn = Connection([router], token=admin, timeout=60, curve=sched_keys)
         deadline = time.monotonic() + 30
         while True:
             try:

@@ -19,7 +19,7 @@ from xce.core.errors import Unauthenticated
 from xce.core.model import Host, Job, Queue
 from xce.core.resources import catalog
 from xce.core.resreq import parse_resreq
-from xce.core.state import Changes, ClusterState, Place, RegisterHost, Submit
+from xce.core.state import Changes, ClusterState, Place, Submit
 from xce.proto.opcodes import Op
 from xce.reactors.after_apply import on_applied
 from xce.reactors.context import Book, Context, Stream
@@ -162,6 +162,3 @@ def kit(*hosts: Host, queues: tuple[Queue, ...] = (), default: str = "normal", t
                   cluster_totals=cfg.cluster_totals())
     return Kit(ctx, raft)
 
-
-def register_cmd(name: str = "node1", mem: int = 8 << 30) -> RegisterHost:
-    return RegisterHost(time=T0, host=Host(name=name, slots_total=4, mem_total=mem))

@@ -27,7 +27,6 @@ import signal
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ import zmq
 from xce.core.errors import NotLeader, ProtocolError, XceError
 from xce.core.resources import catalog
 from xce.core.resreq import parse_resreq
-from xce.core.result import Err, Result
+from xce.core.result import Err
 from xce.core.state import Changes, ClusterState, encode_batch
 from xce.daemons.heap import HeapUpkeep
 from xce.daemons.raft import ReplicatedState, fsync_journal, make_conf
