@@ -75,8 +75,9 @@ def leadership(ctx: Context, now: float, out: Outbox) -> None:
         grace = ctx.kill_wait + 5.0
         for name in st.hosts:
             ctx.live.last_seen[name] = now + grace
-        queues = [Queue(name=n, priority=q.priority, rerunnable=q.rerunnable, description=q.description)
-                  for n, q in cfg.queues.items()]
+        queues = [Queue(name=n, priority=q.priority, rerunnable=q.rerunnable, description=q.description,
+                        run_limit_default=q.run_limit_default or None, run_limit_max=q.run_limit or None,
+                        dep_never=q.dep_never) for n, q in cfg.queues.items()]
         if (sorted(st.queues.values(), key=lambda q: q.name) != sorted(queues, key=lambda q: q.name)
                 or st.default_queue != cfg.default_queue()):
             out.commit(SetQueues(time=now, queues=queues, default_queue=cfg.default_queue()))

@@ -21,6 +21,7 @@ from xce.proto import schema as S
 from xce.reactors.access import key_owner
 from xce.reactors.after_apply import on_applied, publish_soft, public
 from xce.reactors.context import Context
+from xce.reactors.jobrun import on_signal
 from xce.reactors.orders import dispatch
 from xce.reactors.outbox import Outbox, Request, Then
 
@@ -150,6 +151,9 @@ def on_kill(ctx: Context, req: Request, body: S.KillRequest, out: Outbox) -> Non
     too_long = check_text(KILL_REASON, body.reason)
     if too_long is not None:
         raise InvalidRequest(too_long)
+    if body.signal is not None:
+        on_signal(ctx, req, body, out)
+        return
     out.commit(Kill(time=req.now, job_ids=body.ids, reason=body.reason or "killed by user",
                     key=body.key, by=key_owner(req)),
                replier(req, lambda res: S.KillReply(results=res)))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from xce.core.resreq import ResReq
 from xce.core.state import Changes, ClusterState
@@ -49,6 +49,15 @@ class RequestLog(Protocol):
               limit: int = 1000) -> list[Any]: ...
 
 
+class Peek(NamedTuple):
+    """A client's peek, forwarded to the job's first host and waiting for its answer."""
+
+    client: Any  # the client's Request (xce.reactors.outbox), answered when JOB_OUTPUT comes
+    job_id: int
+    state: str
+    sent: float
+
+
 @dataclass
 class Book:
     """The leader's dispatch bookkeeping (soft): which worker is where, and what it confirmed.
@@ -67,6 +76,13 @@ class Book:
     registered_at: dict[str, float] = field(default_factory=dict)
     lost_sent: set[str] = field(default_factory=set)  # hosts whose HostLost is in flight
     daemon_grants: dict[tuple[str, Op], float] = field(default_factory=dict)  # (token, op) -> until (monotonic)
+    suspended: dict[tuple[int, str], bool] = field(default_factory=dict)  # (job, host) -> its worker's last word
+    peeks: dict[int, Peek] = field(default_factory=dict)  # ticket -> the client waiting for a JOB_OUTPUT
+    last_ticket: int = 0
+
+    def ticket(self) -> int:
+        self.last_ticket += 1
+        return self.last_ticket
 
     def forget_leadership(self) -> None:
         """A new leader starts with no orders in flight: workers re-register and tell."""

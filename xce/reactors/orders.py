@@ -16,6 +16,7 @@ from xce.proto import schema as S
 from xce.proto.codec import encode
 from xce.proto.opcodes import Op
 from xce.reactors.context import Context
+from xce.reactors.jobrun import release_order
 from xce.reactors.outbox import Outbox
 from xce.replica.live import mem_decay
 
@@ -27,7 +28,8 @@ def orders(ctx: Context, job: Job, now: float, out: Outbox) -> None:
     """What a changed job needs its workers to do: start its shares, or kill them."""
     if job.state != JobState.RUN:
         return
-    if job.kill_requested:
+    if job.kill_requested or release_order(job):
+        # Killed, or its command ended on its first host: the other shares end too.
         for host in job.hosts:
             if host not in job.finished_hosts:
                 order_kill(ctx, job, host, now, out)
@@ -50,7 +52,7 @@ def dispatch(ctx: Context, job: Job, host: str, now: float, out: Outbox) -> None
     if host not in ctx.book.workers:
         return  # re-sent once its worker registers
     order = S.RunJob(job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
-                     mem_duration_s=duration, mem_decay=decay)
+                     mem_duration_s=duration, mem_decay=decay, slots=[a.slots for a in job.allocs])
     data = encode(Op.RUN_JOB, 0, order, term=ctx.raft.term())
     limit = body_limit(Op.RUN_JOB.name)
     if len(data) > limit:  # a worker would refuse it: end the share now, not re-send it forever
@@ -62,9 +64,10 @@ def dispatch(ctx: Context, job: Job, host: str, now: float, out: Outbox) -> None
 
 def order_kill(ctx: Context, job: Job, host: str, now: float, out: Outbox) -> None:
     book = ctx.book
+    reason = job.reason or ("killed by user" if job.kill_requested
+                            else f"the job's command ended on {job.hosts[0]}")
     if host in book.workers:
-        out.order(host, Op.KILL_JOB, S.KillJob(job_id=job.id, attempt=job.attempt,
-                                               reason=job.reason or "killed by user"))
+        out.order(host, Op.KILL_JOB, S.KillJob(job_id=job.id, attempt=job.attempt, reason=reason))
     if host in book.registered_at and book.confirmed.get((job.id, host)) != job.attempt:
         # Its worker listed its tasks to this leader and never confirmed this one: chase_kills
         # re-sends, then ends the share.  (An unregistered host's worker tells at registration.)

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from xce.core.errors import NotLeader, ProtocolError, XceError
 from xce.proto.opcodes import Op
-from xce.reactors import clients, workers
+from xce.reactors import clients, jobrun, workers
 from xce.reactors.access import DAEMON_OPS, audit_entry, authorize, check_daemon_key
 from xce.reactors.context import Context
 from xce.reactors.outbox import Outbox, Request
@@ -45,6 +45,9 @@ ROUTES: dict[Op, Route] = {
     Op.HEARTBEAT: Route(workers.on_heartbeat),
     Op.JOB_STARTED: Route(workers.on_job_started),
     Op.JOB_FINISHED: Route(workers.on_job_finished),
+    Op.PEEK: Route(jobrun.on_peek),
+    Op.JOB_SIGNALLED: Route(jobrun.on_job_signalled),
+    Op.JOB_OUTPUT: Route(jobrun.on_job_output),
 }
 AUDITED_OPS = frozenset(op for op, r in ROUTES.items() if r.audited)
 STALE_READS = frozenset({Op.JOBS, Op.HOSTS})  # a follower serves these when the request says stale_ok

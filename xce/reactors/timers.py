@@ -12,6 +12,7 @@ import logging
 from xce.core.model import ACTIVE, JobState
 from xce.core.state import Cleanup, HostLost
 from xce.reactors.context import Context
+from xce.reactors.jobrun import expire_peeks, release_order
 from xce.reactors.orders import RESEND_AFTER, chase_kills, dispatch
 from xce.reactors.outbox import Outbox
 
@@ -34,6 +35,7 @@ def on_tick(ctx: Context, now: float, out: Outbox) -> None:
     if now >= ctx.next_prune:
         ctx.next_prune = now + PRUNE_PERIOD
         prune_confirmed(ctx)
+    expire_peeks(ctx, now, out)
     keep = ctx.cfg.controller.keep_finished
     if len(ctx.state.finished_order) > keep + CLEANUP_SLACK:
         out.commit(Cleanup(time=now, keep_finished=keep))
@@ -58,7 +60,7 @@ def redispatch(ctx: Context, now: float, out: Outbox) -> None:
     for jid, host in redo:
         job = jobs.get(jid)
         if job is not None and job.state == JobState.RUN and host not in job.finished_hosts \
-                and not job.kill_requested:
+                and not job.kill_requested and not release_order(job):
             dispatch(ctx, job, host, now, out)
         else:
             del book.unconfirmed[(jid, host)]
@@ -67,8 +69,10 @@ def redispatch(ctx: Context, now: float, out: Outbox) -> None:
 def prune_confirmed(ctx: Context) -> None:
     """Drop confirmations of jobs that ended another way."""
     jobs = ctx.state.jobs
-    ctx.book.confirmed = {k: a for k, a in ctx.book.confirmed.items()
-                          if (j := jobs.get(k[0])) is not None and j.state in ACTIVE and j.attempt == a}
+    book = ctx.book
+    book.confirmed = {k: a for k, a in book.confirmed.items()
+                      if (j := jobs.get(k[0])) is not None and j.state in ACTIVE and j.attempt == a}
+    book.suspended = {k: v for k, v in book.suspended.items() if k in book.confirmed}
 
 
 def on_keys_changed(ctx: Context, names: set[str]) -> None:

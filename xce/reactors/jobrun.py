@@ -1,0 +1,119 @@
+"""Running jobs beyond start and end: signals to a job's processes (``xce kill -s``), what
+workers observed of them (suspended or not), and peek (bpeek).
+
+None of these changes replicated state: a signal is an order to the workers of a running
+job, and the suspensions they report are soft state (``Book.suspended``), kept for the job
+control of issue 14 to confirm USUSP/SSUSP.  A peek is forwarded to the job's first host
+(where its command runs) under a ticket, and answered when that worker's JOB_OUTPUT comes
+back, or with an error after PEEK_WAIT seconds (``expire_peeks``, from the timer).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from xce.core.errors import InvalidRequest, NotFound, Unavailable
+from xce.core.model import ACTIVE, TERMINAL, Job, JobState
+from xce.proto import schema as S
+from xce.proto.opcodes import Op
+from xce.reactors.context import Context, Peek
+from xce.reactors.outbox import Outbox, Request
+
+log = logging.getLogger("xce.controller")
+PEEK_WAIT = 5.0        # seconds a client waits for the worker's answer to its peek
+PEEK_MAX = 1 << 20     # bytes of each file a peek may ask for
+
+
+def release_order(job: Job) -> bool:
+    """Whether the job's other shares are to be ended: its command ran on its first host
+    (LSF's parallel job ends when that does), and some other share still runs."""
+    return bool(job.hosts) and job.hosts[0] in job.finished_hosts \
+        and any(h not in job.finished_hosts for h in job.hosts)
+
+
+def signal_results(jobs: dict[int, Job], ids: list[int], sig: int) -> tuple[dict[int, str], list[Job]]:
+    """Per id what ``kill -s`` does, and the jobs to send the signal to."""
+    out: dict[int, str] = {}
+    send: list[Job] = []
+    for jid in ids:
+        job = jobs.get(jid)
+        if job is None:
+            out[jid] = "not found"
+        elif job.state not in ACTIVE:
+            out[jid] = f"not running: {job.state.value}"
+        else:
+            out[jid] = f"signal {sig} sent"
+            send.append(job)
+    return out, send
+
+
+def on_signal(ctx: Context, req: Request, body: S.KillRequest, out: Outbox) -> None:
+    """``xce kill -s SIGNAL``: the signal to every running share; nothing is committed."""
+    assert body.signal is not None
+    if not 0 < body.signal < 65:
+        raise InvalidRequest(f"signal must be 1-64, got {body.signal}")
+    results, jobs = signal_results(ctx.state.jobs, body.ids, body.signal)
+    for job in jobs:
+        for host in job.hosts:
+            if host not in job.finished_hosts and host in ctx.book.workers:
+                out.order(host, Op.SIGNAL_JOB, S.SignalJob(job_id=job.id, attempt=job.attempt, signal=body.signal))
+    out.reply(req, S.KillReply(results=results))
+
+
+def on_job_signalled(ctx: Context, req: Request, body: S.JobSignalled, out: Outbox) -> None:
+    if body.detail:
+        log.info("signal %d to job %d on %s: %s", body.signal, body.job_id, body.host, body.detail)
+    ctx.book.suspended[(body.job_id, body.host)] = body.suspended
+    out.reply(req, S.Ack())
+
+
+def on_peek(ctx: Context, req: Request, body: S.PeekRequest, out: Outbox) -> None:
+    if not 0 < body.max_bytes <= PEEK_MAX:
+        raise InvalidRequest(f"peek: max_bytes must be 1-{PEEK_MAX}, got {body.max_bytes}")
+    expire_peeks(ctx, req.now, out)
+    job = ctx.state.jobs.get(body.id)
+    if job is None:
+        raise NotFound(f"job {body.id} not found")
+    if job.state not in ACTIVE or not job.hosts:
+        out.reply(req, unpeekable(job))
+        return
+    host = job.hosts[0]
+    if host not in ctx.book.workers:
+        raise Unavailable(f"job {body.id}: its host {host} is not connected")
+    ticket = ctx.book.ticket()
+    ctx.book.peeks[ticket] = Peek(req, body.id, job.state.value, req.now)
+    out.order(host, Op.PEEK_JOB, S.PeekJob(job_id=body.id, attempt=job.attempt, ticket=ticket,
+                                           max_bytes=body.max_bytes))
+
+
+def on_job_output(ctx: Context, req: Request, body: S.JobOutput, out: Outbox) -> None:
+    out.reply(req, S.Ack())
+    waiting = ctx.book.peeks.pop(body.ticket, None)
+    if waiting is None or waiting.job_id != body.job_id:
+        return  # expired, or not ours
+    if body.error:
+        out.error(waiting.client, Unavailable(f"peek: {body.error}"))
+        return
+    out.reply(waiting.client, S.PeekReply(job_id=waiting.job_id, state=waiting.state, host=body.host,
+                                          stdout_path=body.stdout_path, stderr_path=body.stderr_path,
+                                          stdout=body.stdout, stderr=body.stderr))
+
+
+def expire_peeks(ctx: Context, now: float, out: Outbox) -> None:
+    for ticket, p in list(ctx.book.peeks.items()):
+        if now - p.sent > PEEK_WAIT:
+            del ctx.book.peeks[ticket]
+            out.error(p.client, Unavailable(f"peek: job {p.job_id}'s host did not answer within {PEEK_WAIT:g} s"))
+
+
+def unpeekable(job: Job) -> S.PeekReply:
+    """The answer for a job that runs nowhere: pending, or ended (its output is in its files)."""
+    if job.state == JobState.PEND:
+        note = f"job {job.id} is PEND: it has no output yet"
+    elif job.state in TERMINAL:
+        where = job.spec.stdout or "the worker's output directory (<state_dir>/worker-<host>/output)"
+        note = f"job {job.id} is {job.state.value}: its output is in {where}"
+    else:
+        note = f"job {job.id} is {job.state.value}"
+    return S.PeekReply(job_id=job.id, state=job.state.value, stdout_path=job.spec.stdout or "",
+                       stderr_path=job.spec.stderr or "", note=note)
