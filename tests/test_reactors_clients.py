@@ -234,7 +234,7 @@ def test_host_admin_commits_and_refuses_a_bad_action_or_unknown_host() -> None:
     assert isinstance(cmd, SetHostAdmin) and cmd.closed
     assert only_reply(k.commit_all(out)) == S.Ack(True, "ok") and k.state.hosts["node1"].closed
     e = only_error(k.call(Op.HOST_ADMIN, S.HostAdminRequest(names=["node1"], action="drain", key=key())))
-    assert isinstance(e, InvalidRequest) and "'open' or 'close', got 'drain'" in e.message
+    assert isinstance(e, InvalidRequest) and "'open', 'close' or 'remove', got 'drain'" in e.message
     out = k.call(Op.HOST_ADMIN, S.HostAdminRequest(names=["nx"], action="open", key=key()))
     assert isinstance(only_error(k.commit_all(out)), NotFound)
 

@@ -10,6 +10,7 @@ file (import-linter's contracts in pyproject.toml and tests/test_reactors_layer.
     access.py       daemon keys, the token policy, the request-log entry
     clients.py      PING SUBMIT JOBS HOSTS QUEUES KILL MODIFY HOST_ADMIN STATUS SNAPSHOT AUDIT REQUEST_LOG
     workers.py      PLACE REGISTER HEARTBEAT JOB_STARTED JOB_FINISHED
+    control.py      STOP RESUME REQUEUE SWITCH MOVE MODIFY_SPEC HIST (job control)
     jobrun.py       KILL with a signal, JOB_SIGNALLED, PEEK, JOB_OUTPUT (peeks wait under a ticket)
     orders.py       RUN_JOB / KILL_JOB to workers, re-sent until confirmed; kills chased
     after_apply.py  after Raft applied: leadership, ledger sync, events, orders (``on_applied``)

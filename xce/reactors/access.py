@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from xce.core.errors import PermissionDenied, Unauthenticated
 from xce.proto.opcodes import Op
 from xce.reactors.context import Context
@@ -97,4 +99,13 @@ def describe(op: Op, body: Any) -> str:
         return f"job {body.id} mem_limit {body.mem_limit}"
     if op == Op.HOST_ADMIN:
         return f"hosts {' '.join(body.names)} {body.action}"
+    if op in (Op.STOP, Op.RESUME, Op.REQUEUE):
+        return "jobs " + " ".join(map(str, body.ids))
+    if op == Op.SWITCH:
+        return "jobs " + " ".join(map(str, body.ids)) + f" to queue {body.queue}"
+    if op == Op.MOVE:
+        return f"job {body.id} to the {body.to}"
+    if op == Op.MODIFY_SPEC:
+        fields = [f for f in body.__struct_fields__ if f not in ("id", "key") and getattr(body, f) is not msgspec.UNSET]
+        return f"job {body.id} " + " ".join(fields)
     return ""

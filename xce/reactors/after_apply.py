@@ -49,8 +49,10 @@ def on_applied(ctx: Context, now: float, out: Outbox) -> None:
             ctx.live.sync_job(job, now)
     for jid in changes.forgotten:
         ctx.live.forget_job(jid)
+    if changes.removed_hosts:
+        forget_hosts(ctx, changes.removed_hosts)
     hosts = [st.hosts[n] for n in changes.hosts if n in st.hosts]
-    if not (jobs or hosts or changes.forgotten):
+    if not (jobs or hosts or changes.forgotten or changes.removed_hosts):
         return
     if ctx.stream.subscribers:
         # Job environments stay in the journal; the event stream does not carry them.
@@ -61,6 +63,20 @@ def on_applied(ctx: Context, now: float, out: Outbox) -> None:
     if leading:
         for job in jobs:
             orders(ctx, job, now, out)  # the real job: its environment goes to the worker
+
+
+def forget_hosts(ctx: Context, names: list[str]) -> None:
+    """Removed hosts: drop their soft state, and start a new event epoch.
+
+    Events carry whole entities but no host removal, so every follower of the stream
+    (scheduler, console, REST) re-snapshots, as after a failover; removals are rare.
+    """
+    for name in names:
+        ctx.live.os_available.pop(name, None)
+        ctx.live.last_seen.pop(name, None)
+        ctx.book.workers.pop(name, None)
+        ctx.book.lost_sent.discard(name)
+    ctx.stream.epoch = ctx.new_epoch()
 
 
 def leadership(ctx: Context, now: float, out: Outbox) -> None:

@@ -16,7 +16,7 @@ from xce.core.limits import KILL_REASON, check_text
 from xce.core.model import ACTIVE, TERMINAL, Job, check_mem_limit, check_spec
 from xce.core.placement import demand_of, host_caps, never_fits
 from xce.core.result import Ok, Result
-from xce.core.state import Kill, Modify, SetHostAdmin, Submit
+from xce.core.state import Kill, Modify, RemoveHosts, SetHostAdmin, Submit
 from xce.proto import schema as S
 from xce.reactors.access import key_owner
 from xce.reactors.after_apply import on_applied, publish_soft, public
@@ -177,11 +177,14 @@ def on_modify(ctx: Context, req: Request, body: S.ModifyRequest, out: Outbox) ->
 
 
 def on_host_admin(ctx: Context, req: Request, body: S.HostAdminRequest, out: Outbox) -> None:
-    if body.action not in ("open", "close"):
-        raise InvalidRequest(f"host action must be 'open' or 'close', got {body.action!r}")
-    out.commit(SetHostAdmin(time=req.now, names=body.names, closed=body.action == "close",
-                            key=body.key, by=key_owner(req)),
-               replier(req, lambda r: S.Ack(True, r)))
+    if body.action not in ("open", "close", "remove"):
+        raise InvalidRequest(f"host action must be 'open', 'close' or 'remove', got {body.action!r}")
+    if not body.names:
+        raise InvalidRequest(f"host {body.action}: no host names given")
+    by = key_owner(req)
+    cmd = RemoveHosts(time=req.now, names=body.names, key=body.key, by=by) if body.action == "remove" else \
+        SetHostAdmin(time=req.now, names=body.names, closed=body.action == "close", key=body.key, by=by)
+    out.commit(cmd, replier(req, lambda r: S.Ack(True, r)))
 
 
 def on_status(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:
@@ -196,6 +199,8 @@ def on_status(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:
     for h in ctx.state.hosts.values():
         v = ctx.live.host_view(h)
         hosts[v.state] = hosts.get(v.state, 0) + 1
+        if h.unavail:
+            continue  # its memory is not there to use; the host still counts as unavail
         mem["capacity"] += v.mem_total
         mem["reserved"] += v.mem_reserved
         mem["actual"] += v.mem_actual

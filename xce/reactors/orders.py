@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from xce.core.limits import body_limit
-from xce.core.model import HostUsage, Job, JobState
+from xce.core.model import ACTIVE, HostUsage, Job, JobState
 from xce.core.state import Finish
 from xce.proto import schema as S
 from xce.proto.codec import encode
@@ -26,13 +26,14 @@ RESEND_AFTER = 2.0  # seconds an order may go unconfirmed before it is sent agai
 
 def orders(ctx: Context, job: Job, now: float, out: Outbox) -> None:
     """What a changed job needs its workers to do: start its shares, or kill them."""
-    if job.state != JobState.RUN:
-        return
-    if job.kill_requested or release_order(job):
-        # Killed, or its command ended on its first host: the other shares end too.
+    if job.state in ACTIVE and (job.kill_requested or release_order(job)):
+        # Killed or requeued (also when suspended), or its command ended on its first host:
+        # the other shares end too.
         for host in job.hosts:
             if host not in job.finished_hosts:
                 order_kill(ctx, job, host, now, out)
+        return
+    if job.state != JobState.RUN:
         return
     book = ctx.book
     for a in job.allocs:

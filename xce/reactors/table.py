@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from xce.core.errors import NotLeader, ProtocolError, XceError
 from xce.proto.opcodes import Op
-from xce.reactors import clients, jobrun, workers
+from xce.reactors import clients, control, jobrun, workers
 from xce.reactors.access import DAEMON_OPS, audit_entry, authorize, check_daemon_key
 from xce.reactors.context import Context
 from xce.reactors.outbox import Outbox, Request
@@ -46,6 +46,13 @@ ROUTES: dict[Op, Route] = {
     Op.JOB_STARTED: Route(workers.on_job_started),
     Op.JOB_FINISHED: Route(workers.on_job_finished),
     Op.PEEK: Route(jobrun.on_peek),
+    Op.STOP: Route(control.on_stop, audited=True),
+    Op.RESUME: Route(control.on_resume, audited=True),
+    Op.REQUEUE: Route(control.on_requeue, audited=True),
+    Op.SWITCH: Route(control.on_switch, audited=True),
+    Op.MOVE: Route(control.on_move, audited=True),
+    Op.MODIFY_SPEC: Route(control.on_modify_spec, audited=True),
+    Op.HIST: Route(control.on_hist),
     Op.JOB_SIGNALLED: Route(jobrun.on_job_signalled),
     Op.JOB_OUTPUT: Route(jobrun.on_job_output),
 }

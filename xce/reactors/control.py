@@ -1,0 +1,98 @@
+"""Reactors of job control: STOP, RESUME, REQUEUE, SWITCH, MOVE, MODIFY_SPEC, HIST.
+
+The transitions are xce/core/state.py's; these only check what the door can, commit the
+command and answer.  STOP and RESUME also signal the running shares once committed
+(SIGSTOP for a job now USUSP, SIGCONT for one back to RUN) as SIGNAL_JOB orders.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import msgspec
+
+from xce.core.errors import InvalidRequest, NotFound
+from xce.core.jobspec.depend import parse_depend
+from xce.core.limits import KILL_REASON, check_text
+from xce.core.model import ACTIVE
+from xce.core.result import Ok, Result
+from xce.core.state import Cmd, ModifySpec, Move, Requeue, Resume, SpecPatch, Stop, Switch
+from xce.proto import schema as S
+from xce.proto.opcodes import Op
+from xce.reactors.access import key_owner
+from xce.reactors.clients import replier
+from xce.reactors.context import Context
+from xce.reactors.outbox import Outbox, Request
+
+
+def _ids(ids: list[int], action: str) -> list[int]:
+    if not ids:
+        raise InvalidRequest(f"{action}: no job ids given")
+    return ids
+
+
+def on_stop(ctx: Context, req: Request, body: S.ControlRequest, out: Outbox) -> None:
+    _control(ctx, req, Stop(time=req.now, job_ids=_ids(body.ids, "stop"), key=body.key, by=key_owner(req)),
+             out, signal_when={"USUSP": signal.SIGSTOP})
+
+
+def on_resume(ctx: Context, req: Request, body: S.ControlRequest, out: Outbox) -> None:
+    _control(ctx, req, Resume(time=req.now, job_ids=_ids(body.ids, "resume"), key=body.key, by=key_owner(req)),
+             out, signal_when={"RUN": signal.SIGCONT})
+
+
+def on_requeue(ctx: Context, req: Request, body: S.ControlRequest, out: Outbox) -> None:
+    too_long = check_text(KILL_REASON, body.reason)
+    if too_long is not None:
+        raise InvalidRequest(too_long)
+    _control(ctx, req, Requeue(time=req.now, job_ids=_ids(body.ids, "requeue"), reason=body.reason,
+                               key=body.key, by=key_owner(req)), out)
+
+
+def on_switch(ctx: Context, req: Request, body: S.SwitchRequest, out: Outbox) -> None:
+    _control(ctx, req, Switch(time=req.now, job_ids=_ids(body.ids, "switch"), queue=body.queue, key=body.key,
+                              by=key_owner(req)), out)
+
+
+def _control(ctx: Context, req: Request, cmd: Cmd, out: Outbox, signal_when: dict[str, int] | None = None) -> None:
+    """Commit ``cmd``; then, for each job whose new state is in ``signal_when``, that signal goes
+    to its running shares as a SIGNAL_JOB order."""
+    reply = replier(req, lambda res: S.ControlReply(results=res))
+
+    def done(result: Result, out: Outbox) -> None:
+        if isinstance(result, Ok) and signal_when:
+            for jid, state in result.value.items():
+                job = ctx.state.jobs.get(jid)
+                if state in signal_when and job is not None and job.state in ACTIVE:
+                    for host in job.hosts:
+                        if host not in job.finished_hosts and host in ctx.book.workers:
+                            out.order(host, Op.SIGNAL_JOB, S.SignalJob(job_id=jid, attempt=job.attempt,
+                                                                       signal=signal_when[state]))
+        reply(result, out)
+
+    out.commit(cmd, done)
+
+
+def on_move(ctx: Context, req: Request, body: S.MoveRequest, out: Outbox) -> None:
+    if body.to not in ("top", "bottom"):
+        raise InvalidRequest(f"move: 'to' must be 'top' or 'bottom', got {body.to!r}")
+    out.commit(Move(time=req.now, job_id=body.id, to=body.to, key=body.key, by=key_owner(req)),
+               replier(req, lambda prio: S.Ack(True, f"priority {prio}")))
+
+
+def on_modify_spec(ctx: Context, req: Request, body: S.ModifySpecRequest, out: Outbox) -> None:
+    changes: dict[str, Any] = {f: getattr(body, f) for f in SpecPatch.__struct_fields__
+                               if getattr(body, f) is not msgspec.UNSET}
+    parsed = ctx.parse(changes["resreq"]) if "resreq" in changes else None
+    if "depend" in changes:  # parsed once, here; the state keeps the tree
+        changes["depend"] = parse_depend(changes["depend"]) if changes["depend"].strip() else None
+    out.commit(ModifySpec(time=req.now, job_id=body.id, patch=SpecPatch(**changes), req=parsed, key=body.key,
+                          by=key_owner(req)),
+               replier(req, lambda r: S.Ack(True, r)))
+
+
+def on_hist(ctx: Context, req: Request, body: S.HistRequest, out: Outbox) -> None:
+    if body.id not in ctx.state.jobs:
+        raise NotFound(f"job {body.id} is not known")
+    out.reply(req, S.HistReply(id=body.id, events=list(ctx.state.history.get(body.id, ()))))
