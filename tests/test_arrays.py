@@ -98,7 +98,7 @@ def test_each_element_has_its_own_state_and_record_and_the_array_counts_them() -
 
 
 def test_dispatch_carries_the_element_index_step_and_end() -> None:
-    from xce.daemons.ctl_workers import array_element
+    from xce.reactors.orders import array_element
 
     st = cluster()
     aid = submit_array(st, "e[1-9:4,20]")
@@ -200,7 +200,7 @@ def test_array_counts_stay_consistent(actions) -> None:
 def test_a_user_with_own_grants_cannot_control_another_users_array() -> None:
     """The controller's ownership check knows arrays (an array's id is not in ``jobs``)."""
     from xce.core.errors import PermissionDenied
-    from xce.daemons.ctl_access import job_owner
+    from xce.reactors.access import job_owner
     from xce.proto import writes
     from xce.proto.opcodes import Op
     from xce.security.policy import DEFAULT_FILE, Principal, authorize, load_policy

@@ -64,13 +64,22 @@ def authorize(ctx: Context, req: Request, body: Any, mono: float) -> Any:
     if op in DAEMON_OPS and grants.get(grant, 0.0) > mono:
         return body
     principal = req.principal = ctx.tokens.verify(req.token)
-    jobs = ctx.state.jobs
-    body = policy_authorize(ctx.policy, principal, op, body, lambda j: jobs[j].spec.user if j in jobs else None)
+    st = ctx.state
+    body = policy_authorize(ctx.policy, principal, op, body, lambda j: job_owner(st, j))
     if op in DAEMON_OPS:
         if len(grants) > 10_000:
             grants.clear()
         grants[grant] = mono + DAEMON_GRANT_TTL
     return body
+
+
+def job_owner(state: Any, job_id: int) -> str | None:
+    """The user of a job, array element or whole array; None if unknown (the reactor says so)."""
+    job = state.jobs.get(job_id)
+    if job is not None:
+        return job.spec.user
+    arr = state.arrays.get(job_id)
+    return None if arr is None else arr.spec.user
 
 
 def key_owner(req: Request) -> str:

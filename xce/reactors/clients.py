@@ -11,12 +11,14 @@ from typing import Any
 
 import msgspec
 
+from xce.core.arrays import SHIFT
 from xce.core.errors import Infeasible, InvalidRequest, NotFound, XceError
 from xce.core.limits import KILL_REASON, check_text
 from xce.core.model import ACTIVE, TERMINAL, Job, check_mem_limit, check_spec
 from xce.core.placement import demand_of, host_caps, never_fits
 from xce.core.result import Ok, Result
 from xce.core.state import Kill, Modify, RemoveHosts, SetHostAdmin, Submit
+from xce.core.views import array_view
 from xce.proto import schema as S
 from xce.reactors.access import key_owner
 from xce.reactors.after_apply import on_applied, publish_soft, public
@@ -88,19 +90,22 @@ def on_submit(ctx: Context, req: Request, body: S.SubmitRequest, out: Outbox) ->
                replier(req, lambda ids: S.SubmitReply(ids=ids, queues=[s.queue for s in specs])))
 
 
-def _selected(jobs: dict[int, Job], body: S.JobsRequest) -> Any:
+def _selected(jobs: dict[int, Job], arrays: dict[int, Any], body: S.JobsRequest) -> Any:
     if not body.ids:
         return (j for j in jobs.values() if j.id > body.after)
-    missing = [i for i in body.ids if i not in jobs]
+    missing = [i for i in body.ids if i not in jobs and i not in arrays]
     if missing and len(body.ids) == 1:
         raise NotFound(f"job {missing[0]} is not known")
-    return [jobs[i] for i in body.ids if i in jobs]
+    return [j for i in body.ids for j in ([jobs[i]] if i in jobs else
+                                          [e for e in jobs.values() if e.id >> SHIFT == i]
+                                          if i in arrays else [])]  # an array: its elements
 
 
 def on_jobs(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -> None:
     found = []
     states = set(body.states)
-    for job in _selected(ctx.state.jobs, body):
+    st = ctx.state
+    for job in _selected(st.jobs, st.arrays, body):
         if body.user and job.spec.user != body.user:
             continue
         if body.queue and job.spec.queue != body.queue:
@@ -113,7 +118,11 @@ def on_jobs(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -> Non
         if body.limit and len(found) >= body.limit:
             break
     more = body.limit and len(found) >= body.limit
-    out.reply(req, S.JobsReply(jobs=found, next_after=found[-1].id if more else None, stale=staleness(ctx)))
+    summaries = [array_view(a) for a in st.arrays.values()
+                 if (not body.ids or a.id in body.ids) and (not body.user or a.spec.user == body.user)
+                 and (not body.queue or a.spec.queue == body.queue)] if body.arrays else []
+    out.reply(req, S.JobsReply(jobs=found, next_after=found[-1].id if more else None, stale=staleness(ctx),
+                               arrays=summaries))
 
 
 def on_hosts(ctx: Context, req: Request, body: S.HostsRequest, out: Outbox) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from xce.core.arrays import split_id
 from xce.core.limits import body_limit
 from xce.core.model import ACTIVE, HostUsage, Job, JobState
 from xce.core.state import Finish
@@ -53,7 +54,8 @@ def dispatch(ctx: Context, job: Job, host: str, now: float, out: Outbox) -> None
     if host not in ctx.book.workers:
         return  # re-sent once its worker registers
     order = S.RunJob(job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
-                     mem_duration_s=duration, mem_decay=decay, slots=[a.slots for a in job.allocs])
+                     mem_duration_s=duration, mem_decay=decay, slots=[a.slots for a in job.allocs],
+                     element=array_element(job))
     data = encode(Op.RUN_JOB, 0, order, term=ctx.raft.term())
     limit = body_limit(Op.RUN_JOB.name)
     if len(data) > limit:  # a worker would refuse it: end the share now, not re-send it forever
@@ -61,6 +63,15 @@ def dispatch(ctx: Context, job: Job, host: str, now: float, out: Outbox) -> None
                                        f"bytes, over the limit of {limit:,} bytes", out)
         return
     out.order(host, Op.RUN_JOB, order, data)
+
+
+def array_element(job: Job) -> S.ArrayElement | None:
+    """Where an array element sits (LSB_JOBINDEX, _STEP, _END), from its id and spec."""
+    array_id, index = split_id(job.id)
+    if index is None or job.spec.array is None:
+        return None
+    return S.ArrayElement(array_id=array_id, index=index, step=job.spec.array.step_of(index),
+                          end=job.spec.array.end)
 
 
 def order_kill(ctx: Context, job: Job, host: str, now: float, out: Outbox) -> None:
