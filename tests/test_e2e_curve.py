@@ -113,7 +113,8 @@ def test_a_worker_with_an_unknown_key_is_refused_until_allowed_and_cut_off_when_
         assert "not in the allow-list" in log.read_text()
         assert "rogue" not in [h.name for h in cluster.client.hosts()]
 
-        cluster.xce("keys", "add", "rogue", "--public-key", public.decode())
+        # "=": a Z85 key may start with "-", which argparse would take for an option
+        cluster.xce("keys", "add", "rogue", f"--public-key={public.decode()}")
         wait_for(lambda: any(h.name == "rogue" and h.state == "ok" for h in cluster.client.hosts()),
                  20, "the allowed worker to register")
 

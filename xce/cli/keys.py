@@ -69,7 +69,8 @@ def register(sub: Any) -> None:
     ks.add_parser("init", help="make the controllers' server key pair").add_argument("--force", action="store_true")
     c = ks.add_parser("add", help="allow a daemon: a new key pair for NAME, or its public key")
     c.add_argument("name")
-    c.add_argument("--public-key", help="the daemon's public key (40 Z85 characters)")
+    c.add_argument("--public-key", help="the daemon's public key (40 Z85 characters; write --public-key=KEY, "
+                   "since a key may start with '-')")
     c.add_argument("--from", dest="from_file", help="a certificate file holding its public key")
     ks.add_parser("revoke", help="take NAME off the allow-list").add_argument("name")
     ks.add_parser("list", help="the server key and the allowed keys").add_argument("--json", action="store_true")
