@@ -6,6 +6,8 @@ the client's answer as it is).  The transitions and their refusals are xce/core/
 a refusal comes back as an error naming the job and its state, mapped once in
 xce/cli/main.py.  ``xce modify``'s options are bsub's, parsed by xce/core/jobspec (one
 parser for every door).
+
+Lazy imports: the job-control commands load the wire and the formatters only when run, so `xce` starts fast.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ Jobs are short (30 s) and ordered so that even a laptop whose one host has two
 slots shows overage, an EXIT, low use and a crossing within the first minute
 (the rest wait PEND with their reason).  Each round is submitted again when the
 previous one has ended.
+
+Lazy imports: the demo's client and job programs load only for `xce demo`.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Registered into `xce` through xce.cli.main.EXTENSIONS.  The keys directory is the
 cluster's ``security.keys_dir`` (default ``<state_dir>/keys``) unless ``--dir`` names one.
+
+Lazy imports: CURVE and the cluster config load only for `xce keys` (an extension every `xce` run registers).
 """
 
 from __future__ import annotations

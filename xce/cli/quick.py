@@ -12,6 +12,8 @@ script given as FILE or on stdin, an array name, any bsub option but -q -n -R -M
 ``--dry-run``/``--json``, ``XCE_CONTROLLER``, a token only xce.security.auth can mint, a
 leader without a door, or any reply it did not expect.  Once a request has left,
 the fallback carries the same idempotency key, so the job is never submitted twice.
+
+Lazy imports: this is `xce submit`'s stdlib-only fast path; anything more loads only when it must fall back.
 """
 
 from __future__ import annotations

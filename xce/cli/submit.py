@@ -9,6 +9,8 @@ The words are split here into XCE's own long options (``--cwd``, ``--rerunnable`
 and bsub's, which go through xce/core/jobspec's one parser; the script's ``#BSUB`` lines
 and the options become a JobSpec in xce/core/jobspec/build.py, the builder the ``bsub``
 front-end uses too.  Reading the FILE or stdin is the only I/O here.
+
+Lazy imports: the full submit path loads the client and job grammars only once the fast path has declined.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ the workers as child processes with their logs under ``<state_dir>/logs``, and
 restarts any of them that dies.  ``<state_dir>/up.json`` records the
 supervisor's and the daemons' PIDs; `down` stops the supervisor by that PID and
 the supervisor stops its children.
+
+Lazy imports: the supervisor's heavier parts load only for the commands that need them.
 """
 
 from __future__ import annotations

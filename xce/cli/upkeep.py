@@ -7,6 +7,8 @@ earlier layout (``xce hosts remove``), each once no job runs there any more.
 
 Both talk to the controller through xce.client with the local admin's token; neither
 touches a process or a file of the cluster.
+
+Lazy imports: the client loads only when `xce up`/`down` talk to the cluster.
 """
 
 from __future__ import annotations

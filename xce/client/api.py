@@ -23,12 +23,16 @@ from typing import Any
 
 import msgspec
 
-from xce.core.errors import XceError
-from xce.core.model import HistEvent, JobSpec, check_spec
+from xce.client.follow import EventFollower
+from xce.core.errors import InvalidRequest
+from xce.core.jobspec.build import STDIN_NAME
+from xce.core.model import TERMINAL, HistEvent, JobSpec, check_spec
+from xce.core.units import parse_mem
 from xce.core.views import ArrayView, HostView, JobView
 from xce.proto import schema as S
 from xce.proto import writes
 from xce.proto.opcodes import Op
+from xce.security.curve import client_keys
 from xce.site.config import cluster_config, default_state_dir, endpoints_of
 from xce.site.local import CLUSTER_FILE, stored_token_if_fresh, unix_user
 from xce.transport.connection import Connection
@@ -55,7 +59,6 @@ class Client:
 
                 token = cli_token(sd)
         tok = token
-        from xce.security.curve import client_keys
 
         self.curve = client_keys(self.cfg)  # None when the cluster runs without CURVE
         self.conn = Connection(endpoints, tok, timeout, curve=self.curve)
@@ -81,7 +84,6 @@ class Client:
     def submit_script(self, script: str, args: Sequence[str] = (), **fields: Any) -> int:
         """A job script, kept as submitted and run under its ``#!`` line or /bin/sh with ``args``
         (its ``#BSUB`` lines are not read here: ``fields`` are the job's; `xce submit` reads them)."""
-        from xce.core.jobspec.build import STDIN_NAME
 
         return self.submit([STDIN_NAME, *args], script=script, **fields)
 
@@ -157,8 +159,6 @@ class Client:
         which covers events missed while the subscription was connecting or the leader
         changed.  ``timeout`` is the total time allowed.
         """
-        from xce.client.follow import EventFollower
-        from xce.core.model import TERMINAL
 
         deadline = None if timeout is None else time.monotonic() + timeout
         left = set(ids)
@@ -221,7 +221,6 @@ class Client:
     def events(self, timeout: float | None = None) -> Iterator[S.Event]:
         """Live events from the leader's stream (no snapshot; see xce.client.follow), until
         ``timeout`` seconds have passed in all (None: for as long as the caller reads)."""
-        from xce.client.follow import EventFollower
 
         deadline = None if timeout is None else time.monotonic() + timeout
         with EventFollower(self.conn, self.events_endpoint) as follower:
@@ -241,13 +240,11 @@ def make_spec(command: Sequence[str] | str, **fields: Any) -> JobSpec:
         fields["cwd"] = os.getcwd()
     fields.setdefault("submit_host", socket.gethostname())  # LSB_SUB_HOST
     if isinstance(fields.get("mem_limit"), str):
-        from xce.core.units import parse_mem
 
         fields["mem_limit"] = parse_mem(fields["mem_limit"])
     try:
         spec = msgspec.convert({"command": list(command), **fields}, JobSpec)
     except msgspec.ValidationError as e:
-        from xce.core.errors import InvalidRequest
 
         raise InvalidRequest(f"bad job field: {e}") from None
     check_spec(spec)  # refused here as the controller would refuse it

@@ -34,9 +34,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 import zmq
 
 from xce.core.errors import XceError
-from xce.proto.codec import decode_event
+from xce.proto.codec import decode_event, encode_body
 from xce.proto.opcodes import Op
 from xce.proto.schema import Empty, Event, Snapshot
+from xce.transport.sockets import subscriber
 
 if TYPE_CHECKING:
     from xce.transport.connection import Connection
@@ -200,7 +201,6 @@ class EventFollower:
     # ---- the shell --------------------------------------------------------------------------
 
     def _subscribe(self, endpoint: str) -> None:
-        from xce.transport.sockets import subscriber
 
         self.close()
         self.sub = subscriber(self.conn.ctx, endpoint, self.conn.curve)
@@ -274,7 +274,6 @@ class EventFollower:
                 self.sync.failed()
                 return
         if self.on_message is not None:
-            from xce.proto.codec import encode_body
 
             self.on_message("snapshot", t, encode_body(snap), snap.term)
         self.sync.on_snapshot(snap, t)

@@ -3,6 +3,8 @@
 Registered into `xce` through xce.cli.main.EXTENSIONS.  ``path`` writes the command
 directory (and, for lsf, LSF_ENVDIR) if needed and prints the directory; ``env``
 prints the shell lines that put it on PATH; ``commands`` lists the commands.
+
+Lazy imports: `xce compat` loads the front-ends only when asked.
 """
 
 from __future__ import annotations

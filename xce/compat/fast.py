@@ -9,6 +9,8 @@ path), or returns None when the full path must serve: ``XCE_QUICK=0``, ``XCE_CON
 no cluster file or door, a token only xce.security.auth can mint, anything unexpected.
 The caller then submits with the same idempotency key, so a job is never submitted twice.
 The controller checks the spec as for any door (model.check_spec).
+
+Lazy imports: bsub/sbatch try the local door with the stdlib only; the rest loads on fallback.
 """
 
 from __future__ import annotations

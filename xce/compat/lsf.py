@@ -5,6 +5,8 @@ options and ``#BSUB`` lines go through xce/core/jobspec (options.py, directives.
 bsub.py): one parser for every door.  What the job model does not have yet is
 refused by name (mapping.LSF_REFUSED).  Exit codes as LSF's: 0, or 255 for bad
 input and for a job that is not found.
+
+Lazy imports: each LSF command (one process per call from workflow tools) loads only what it uses.
 """
 
 from __future__ import annotations

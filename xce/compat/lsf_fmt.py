@@ -7,6 +7,7 @@ Missing values print ``-`` in columns and ``""`` in JSON, as LSF's do.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -146,7 +147,6 @@ def default_listing(views: Sequence[Any], wide: bool, header: bool) -> str:
 
 def to_json(records: Sequence[dict[str, str]]) -> str:
     """LSF's ``-json``: two-space indents, ``"KEY":"value"`` with no space, string values."""
-    import json
 
     def rec(r: dict[str, str]) -> str:
         inner = ",\n".join(f"      {json.dumps(k)}:{json.dumps(val)}" for k, val in r.items())

@@ -24,6 +24,8 @@ Slurm in its own ``K M G`` suffixes, ``--mem`` bare numbers in MB too.
 
 Names.  A Slurm partition is an XCE queue; a Slurm account is an XCE project
 (JobSpec.project, LSF's ``-P``); Slurm's ``--wckey`` is ignored (accounting only).
+
+Lazy imports: the mapping tables load without the wire; parsers join only when used.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@ Slurm's.
 CLEAN_PERIOD: finished jobs older than ``[compat] clean_period`` seconds are no longer
 listed (``visible``), as LSF forgets them; younger ones are, whatever was asked,
 because tools poll a job until they see its end.
+
+Lazy imports: the client and its wire stack load only when a command reaches the cluster.
 """
 
 from __future__ import annotations

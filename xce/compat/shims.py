@@ -13,6 +13,8 @@ directory only when it is unset, so the commands reach the cluster `xce` reaches
 from the cluster's configuration, because workflow tools read them.  Both are
 rewritten whenever they are asked for (a dozen small files), so they follow the
 interpreter and the configuration.
+
+Lazy imports: writing the command scripts needs the config only when asked.
 """
 
 from __future__ import annotations

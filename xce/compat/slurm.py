@@ -5,6 +5,8 @@ options and ``#SBATCH`` lines go through xce/core/jobspec/slurm.py and directive
 this module maps the parsed options onto JobSpec fields (``sbatch_spec``), and the
 rest of XCE never sees a Slurm word.  Exit codes: 0, or 1 for any failure, as
 Slurm's commands.
+
+Lazy imports: each Slurm command (one process per call from workflow tools) loads only what it uses.
 """
 
 from __future__ import annotations

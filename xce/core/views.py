@@ -14,6 +14,7 @@ import msgspec
 
 from xce.core import accounting
 from xce.core.accounting import Account, HostTotals, Ledger
+from xce.core.arrays import unmaterialised
 from xce.core.jobspec.depend import format_expr
 from xce.core.model import ACTIVE, ArrayJob, Host, HostState, Job
 from xce.core.placement import job_demand, total_mem
@@ -46,7 +47,6 @@ class ArrayView(msgspec.Struct, kw_only=True):
 
 
 def array_view(arr: ArrayJob) -> ArrayView:
-    from xce.core.arrays import unmaterialised
 
     spec = arr.spec.array
     assert spec is not None

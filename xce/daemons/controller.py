@@ -51,9 +51,16 @@ from xce.reactors.timers import on_keys_changed, on_tick
 from xce.replica.live import Live
 from xce.security.auditlog import AuditLog
 from xce.security.auth import KEYS_FILE, TokenService, auth_dir
-from xce.security.curve import AllowList, KeyStore, keys_root, server_keys, start_authenticator
+from xce.security.curve import (
+    AllowList,
+    KeyStore,
+    keys_root,
+    server_keys,
+    start_authenticator,
+)
 from xce.security.policy import load_policy
 from xce.site.config import Config, load
+from xce.transport.sockets import bind_local_door, close_local_door, router, serve_curve
 
 log = logging.getLogger("xce.controller")
 REQUEST_LOG_FILE = "requests.jsonl"  # in the controller's state directory (see AuditLog)
@@ -124,7 +131,6 @@ class Controller:
         self.rc = self._context(cfg, RaftPort(self.raft, router_by_raft))
 
     def _bind(self, cfg: Config) -> None:
-        from xce.transport.sockets import bind_local_door, router, serve_curve
 
         c = cfg.controller
         # CURVE: the ZAP handler must be up before the first handshake, so before any bind.
@@ -270,7 +276,6 @@ class Controller:
         if self.authenticator is not None:
             self.authenticator.stop()
         self.ctx.destroy(linger=0)
-        from xce.transport.sockets import close_local_door
 
         close_local_door(self.door)
 

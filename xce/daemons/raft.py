@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pysyncobj import SyncObj, SyncObjConf, replicated
+from pysyncobj.journal import dumps
 
 from xce.core.result import Result
 from xce.core.state import Changes, ClusterState, decode_batch
@@ -143,7 +144,6 @@ def store_meta_durably(path: str, meta: dict) -> None:
     shows them leaves; pysyncobj only flushes Python's buffer, so after a power cut a
     node could vote twice in one term.
     """
-    from pysyncobj.journal import dumps
 
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:

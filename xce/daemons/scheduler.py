@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import time
@@ -19,6 +20,7 @@ from typing import Any
 
 import zmq
 
+from xce.client import Connection, endpoints_of
 from xce.client.follow import EventFollower, Sync
 from xce.core.errors import XceError
 from xce.core.model import Alloc, JobState
@@ -28,6 +30,8 @@ from xce.daemons.heap import HeapUpkeep
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
 from xce.replica.mirror import Mirror
+from xce.security.auth import DAEMON_TOKEN, auth_dir
+from xce.security.curve import SCHEDULER_KEY, daemon_keys
 from xce.site.config import Config, load
 
 log = logging.getLogger("xce.scheduler")
@@ -35,9 +39,7 @@ log = logging.getLogger("xce.scheduler")
 
 def daemon_token(cfg: Config) -> str:
     """The daemon-role token of this cluster (``<state>/auth/daemon.token``), if it has one."""
-    import os
 
-    from xce.security.auth import DAEMON_TOKEN, auth_dir
 
     env = os.environ.get("XCE_DAEMON_TOKEN")
     if env:
@@ -57,11 +59,9 @@ def round_caps(m: Mirror) -> dict[str, HostCap]:
 
 class Scheduler:
     def __init__(self, cfg: Config) -> None:
-        from xce.client import Connection, endpoints_of
 
         self.cfg = cfg
         self.ctx = zmq.Context()
-        from xce.security.curve import SCHEDULER_KEY, daemon_keys
 
         self.keys = daemon_keys(cfg, SCHEDULER_KEY)
         self.conn = Connection(endpoints_of(cfg), token=daemon_token(cfg), timeout=5.0, ctx=self.ctx,

@@ -30,9 +30,10 @@ from typing import Any
 import zmq
 
 from xce import __version__
-from xce.core.errors import ProtocolError, XceError
+from xce.core.errors import NotLeader, ProtocolError, XceError
 from xce.core.model import HostUsage
 from xce.core.units import parse_mem
+from xce.daemons.scheduler import daemon_token
 from xce.proto import schema as S
 from xce.proto.codec import (
     decode_envelope,
@@ -44,9 +45,10 @@ from xce.proto.codec import (
     order_key,
 )
 from xce.proto.opcodes import Op
-from xce.site.config import Config, load
-from xce.worker import measure
-from xce.worker import jobenv
+from xce.security.curve import daemon_keys
+from xce.site.config import Config, endpoints_of, load
+from xce.transport.sockets import dealer
+from xce.worker import jobenv, measure
 from xce.worker.runner import EnvOf, Runner, Task, share_outcome
 
 log = logging.getLogger("xce.worker")
@@ -87,7 +89,6 @@ def register_delay(failures: int, draw: float) -> float:
 
 class Worker:
     def __init__(self, cfg: Config, state_dir: Path) -> None:
-        from xce.site.config import endpoints_of
 
         w = cfg.worker
         self.cfg = cfg
@@ -97,10 +98,8 @@ class Worker:
         self.slots = w.slots or os.cpu_count() or 1
         self.floor = parse_mem(w.mem_floor) if w.mem_floor else None
         self.endpoints = endpoints_of(cfg)
-        from xce.daemons.scheduler import daemon_token
 
         self.token = daemon_token(cfg)
-        from xce.security.curve import daemon_keys
 
         self.keys = daemon_keys(cfg, self.name)  # its key on the controller's CURVE allow-list
         self.refused = ""
@@ -130,7 +129,6 @@ class Worker:
     # ---- socket ----
 
     def connect(self) -> None:
-        from xce.transport.sockets import dealer
 
         if self.sock is not None:
             self.sock.disable_monitor()
@@ -300,7 +298,6 @@ class Worker:
             if env.rid == self.register_rid or err.code == "not_leader":
                 self.registered = False
                 self.register_failures = 0  # answered (an election, say): the controller keeps up
-                from xce.core.errors import NotLeader
 
                 if isinstance(err, NotLeader) and err.leader:
                     if err.leader not in self.endpoints:

@@ -6,6 +6,8 @@ ring (``init`` creates it, ``add`` rotates in a new signing key, ``revoke``
 removes one: tokens it signed stop verifying), `login` asks the REST server for a
 token and stores it (login.token, 0600) for the CLI, `token` prints the token the
 CLI would send or, with ``--issue``, mints one from the local key ring.
+
+Lazy imports: these `xce` extensions (login, users) load JWT, Falcon's users and urllib only when run.
 """
 
 from __future__ import annotations

@@ -83,6 +83,7 @@ async def prometheus(svc: Services, req: Any) -> Reply:
 @route("GET", "/v1/openapi.json", PUBLIC, summary="This API's OpenAPI 3.1 document", tag="ops",
        reply=dict, backend=False)
 async def openapi_doc(svc: Services, req: Any) -> Reply:
+    # the document reads every route module's table: built on first request, after they loaded
     from xce.rest.openapi import document
 
     return Reply(document(svc.endpoints, svc.conf.url), content_type="application/json")

@@ -17,7 +17,11 @@ import os
 import sys
 from pathlib import Path
 
+import uvicorn
+
 from xce.core.errors import XceError
+from xce.rest.app import create_app, services
+from xce.rest.config import check, load_rest_conf
 from xce.site.config import default_state_dir
 
 
@@ -32,10 +36,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import uvicorn
 
-    from xce.rest.app import create_app, services
-    from xce.rest.config import check, load_rest_conf
 
     a = parse(argv)
     logging.basicConfig(level=a.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")

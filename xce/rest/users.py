@@ -134,6 +134,7 @@ class Authenticator:
         return None
 
     def _pam(self, name: str, password: str) -> bool:
+        # python-pam is optional: only a users file with PAM entries needs it
         import pam
 
         return bool(pam.pam().authenticate(name, password, service=self.pam_service))

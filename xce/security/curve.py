@@ -204,6 +204,7 @@ class AllowList:
 
 
 def _keypair() -> tuple[bytes, bytes]:
+    # zmq only here: the pure reactors import this module's key checks without it
     import zmq
 
     return zmq.curve_keypair()
@@ -260,8 +261,9 @@ def start_authenticator(ctx: Any) -> Any:
     reads each daemon message's ``User-Id`` (the Z85 public key) and checks it against
     the allow-list instead.  That also makes a revocation bite at the next message.
     """
+    # zmq only here: the pure reactors import this module's key checks without it
     import zmq.auth
-    from zmq.auth.thread import ThreadAuthenticator
+    from zmq.auth.thread import ThreadAuthenticator  # (the same reason)
 
     auth = ThreadAuthenticator(ctx)
     auth.start()

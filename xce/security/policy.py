@@ -23,6 +23,7 @@ import msgspec
 
 from xce.core.errors import ConfigError, PermissionDenied
 from xce.proto.opcodes import Op
+from xce.site.config import read_toml
 
 Scope = Literal["any", "own"]
 
@@ -184,7 +185,6 @@ def load_policy(path: str | Path | None = None) -> Policy:
     p = Path(path or os.environ.get("XCE_RBAC") or DEFAULT_FILE)
     if path is None and not p.exists():
         return Policy({r: parse_grants(r, g, "<builtin>") for r, g in BUILTIN.items()}, "<builtin>")
-    from xce.site.config import read_toml
 
     data = read_toml(p)
     roles = data.get("roles")

@@ -78,10 +78,11 @@ def describe(meta: dict[str, Any]) -> str:
 
 def _pyplot() -> Any:
     try:
+        # matplotlib is the optional 'sim' extra: only --report draws
         import matplotlib
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # after use("Agg"): no display here
     except ImportError:
         raise InvalidRequest("--report needs matplotlib: pip install 'xce[sim]'") from None
     return plt

@@ -11,6 +11,8 @@ the fast path, the full path and the ``bsub`` front-end decide it alike.
 The door of a controller lives at ``<cluster state_dir>/doors/<its address>.sock``
 (directory 0700, socket 0600): only the cluster's owner can connect, and the
 token in the envelope is still checked as on any other endpoint.
+
+Lazy imports: `xce submit`'s fast path reads this module; each helper loads its stdlib parts only when used.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import zmq
 from xce.core.errors import NotLeader, Unavailable, XceError
 from xce.proto.codec import decode_envelope, decode_reply, encode
 from xce.proto.opcodes import Op
+from xce.transport.sockets import dealer
 
 if TYPE_CHECKING:
     from xce.security.curve import ClientKeys
@@ -40,7 +41,6 @@ class Connection:
 
     def _socket(self) -> zmq.Socket:
         if self.sock is None:
-            from xce.transport.sockets import dealer
 
             self.sock = dealer(self.ctx, self.endpoints[self.current], curve=self.curve)
         return self.sock

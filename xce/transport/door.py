@@ -6,6 +6,8 @@ speaks ZMTP over the ``ipc://`` door of xce/site/local.py.  ``ask`` follows one 
 leader" redirect and returns either the answer (OK, or an error other than not_leader) or,
 as a string, why the caller's full path must serve instead (nothing was decided then: the
 caller retries with the same idempotency key).
+
+Lazy imports: the stdlib-only local door; the codec's error classes load only when an answer is an error.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
+from xce.client import Client
 from xce.core.errors import PermissionDenied, Unavailable, XceError
 
 
@@ -23,7 +24,6 @@ class Actions(Protocol):
 
 class ClientActions:
     def __init__(self, state_dir: str | Path | None = None, endpoint: str | list[str] | None = None) -> None:
-        from xce.client import Client
 
         self.client = Client(endpoint, state_dir=state_dir, timeout=5.0)
         self.lock = threading.Lock()

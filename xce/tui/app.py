@@ -21,12 +21,13 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.screen import Screen
 
-from xce.tui.actions import Actions, ReplayActions, kill_outcome
+from xce.tui.actions import Actions, ClientActions, ReplayActions, kill_outcome
 from xce.tui.dialogs import ConfirmKill, HelpScreen
 from xce.tui.header import header_text
 from xce.tui.live import LiveFeed
 from xce.tui.main_screen import MainScreen, TableScreen
 from xce.tui.model import Changes, ConsoleModel
+from xce.tui.record import Recorder, read
 from xce.tui.replay import Player
 
 
@@ -124,6 +125,7 @@ class XceTop(App[int]):
         return next(s for s in self.screen_stack if isinstance(s, MainScreen))
 
     def open_detail(self, kind: str, key: Any) -> None:
+        # a cycle: the detail screens import this module's App
         from xce.tui.detail import HostDetailScreen, JobDetailScreen
 
         screen = HostDetailScreen(key) if kind == "hosts" else JobDetailScreen(key)
@@ -201,6 +203,7 @@ class XceTop(App[int]):
                 s.show_status()
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        # a cycle: the command palette's provider imports this module's App
         from xce.tui.commands import console_commands
 
         yield from super().get_system_commands(screen)
@@ -238,14 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     tune_gc()
     model = ConsoleModel()
     if a.replay:
-        from xce.tui.record import read
 
         player = Player(read(a.replay), model)
         player.speed = a.speed
         app = XceTop(model, player=player, fps=a.fps, view=a.view)
     else:
-        from xce.tui.actions import ClientActions
-        from xce.tui.record import Recorder
 
         recorder = Recorder(a.record) if a.record else None
         endpoint = a.endpoint.split(",") if a.endpoint else None

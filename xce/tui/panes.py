@@ -14,7 +14,7 @@ from typing import Any
 from rich.style import Style
 
 from xce.tui import fmt
-from xce.tui.columns import Cell
+from xce.tui.columns import HOST_COLUMNS, JOB_COLUMNS, Cell
 from xce.tui.model import Changes, ConsoleModel
 from xce.tui.table import RowTable
 
@@ -22,7 +22,6 @@ Now = Callable[[], float]
 
 
 def job_renderer(model: ConsoleModel, now: Now) -> Callable[[Any], tuple[list[Cell], Style | None] | None]:
-    from xce.tui.columns import JOB_COLUMNS
 
     def render(jid: int) -> tuple[list[Cell], Style | None] | None:
         with model.lock:  # rows render during painting, outside the frame's lock
@@ -35,7 +34,6 @@ def job_renderer(model: ConsoleModel, now: Now) -> Callable[[Any], tuple[list[Ce
 
 
 def host_renderer(model: ConsoleModel, now: Now) -> Callable[[Any], tuple[list[Cell], Style | None] | None]:
-    from xce.tui.columns import HOST_COLUMNS
 
     def render(name: str) -> tuple[list[Cell], Style | None] | None:
         with model.lock:

@@ -21,8 +21,7 @@ from typing import Protocol
 
 from xce.core import accounting
 from xce.core.model import Alloc, Job
-from xce.core.units import fmt_bytes
-
+from xce.core.units import fmt_bytes, parse_mem
 
 
 class LimitConf(Protocol):
@@ -61,7 +60,6 @@ def principal(job: Job, per: str) -> str:
 
 def limits_of(confs: Iterable[LimitConf]) -> tuple[Limit, ...]:
     """Limits from config (xce.site.config.LimitConf, already validated)."""
-    from xce.core.units import parse_mem
 
     out = []
     for c in confs:
