@@ -191,3 +191,23 @@ def test_a_finish_of_an_unknown_job_is_refused_after_commit() -> None:
     (( _, e),) = k.commit_all(k.call(Op.JOB_FINISHED, body)).errors
     assert e.code == "not_found"
 
+
+
+def test_place_re_checks_cluster_wide_resources_as_the_scheduler_does() -> None:
+    """Two jobs each asking the cluster's only license: the leader commits one, refuses the other."""
+    from xce.core.state import Submit
+    from xce.site.config import Config, ControllerConf, ResourceConf
+
+    cfg = Config(controller=ControllerConf(peers=["127.0.0.1:7712"], peer_addresses=["tcp://127.0.0.1:7710"]),
+                 resources={"lic": ResourceConf(kind="virtual", scope="cluster", total=1)})
+    k = kit(host("node1", mem="8G"), config=cfg)
+    req = k.ctx.parse("rusage[lic=1]")
+    s = k.pend_job().spec
+    ids = k.state.apply(Submit(time=T0, specs=[s, s], reqs=[req, req]))
+    out = k.call(Op.PLACE, S.PlaceRequest(placements=[S.Placement(j, 0, [alloc("node1", 1, "0")]) for j in ids]))
+    assert [c.job_id for c, _ in out.commits] == [ids[0]]
+    reply = k.commit_all(out).replies[0][1]
+    assert reply.accepted == [ids[0]] and reply.rejected == {ids[1]: "lic: needs 1; the cluster has 0 free"}
+    # and once the first holds it, a later round's placement of the other is refused too
+    out = k.call(Op.PLACE, S.PlaceRequest(placements=[S.Placement(ids[1], 0, [alloc("node1", 1, "0")])]))
+    assert not out.commits and out.replies[0][1].rejected == {ids[1]: "lic: needs 1; the cluster has 0 free"}

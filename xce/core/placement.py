@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from xce.core import accounting
 from xce.core.accounting import Ledger
-from xce.core.model import Alloc, Host, Job
+from xce.core.model import Alloc, Host, Job, JobState
 from xce.core.resreq import ResReq, select_matches
 from xce.core.sched.backfill import Backfill, BackfillRules, Release, Reservation
 from xce.core.sched.fairshare import Fairshare
@@ -396,7 +396,7 @@ class _Round:
                 self.no_room[(slots, self.free_slots)] = why
             return self.hold(job, None, why, plan)
         d = self.demand(job)
-        short = _cluster_short(d, self.cfree) if d.cluster else None
+        short = cluster_short(d, self.cfree) if d.cluster else None
         short = short or (self.limits.job_reason(job, slots, total_mem(d, 1)) if self.limits else None)
         if short:
             plan.reasons[job.id] = short
@@ -470,7 +470,20 @@ def _no_candidate(d: Demand, hosts: Iterable[HostCap]) -> str:
     return "no host is open" + (f" ({', '.join(states)})" if states else "")
 
 
-def _cluster_short(d: Demand, cfree: Mapping[str, int]) -> str | None:
+def cluster_free(jobs: Iterable[Job], totals: Mapping[str, int]) -> dict[str, int]:
+    """What is left of each cluster-wide resource after the running jobs' requests: the
+    scheduler's round and the leader's re-check both start from it."""
+    used: dict[str, int] = {}
+    for job in jobs:
+        if job.state == JobState.RUN:
+            for item in job.req.rusage:
+                if item.name in totals:
+                    used[item.name] = used.get(item.name, 0) + item.amount
+    return {n: t - used.get(n, 0) for n, t in totals.items()}
+
+
+def cluster_short(d: Demand, cfree: Mapping[str, int]) -> str | None:
+    """Why the cluster-wide resources left cannot take the demand, or None."""
     for name, n in d.cluster:
         have = cfree.get(name, 0)
         if have < n:

@@ -24,7 +24,7 @@ from xce.client import Connection, endpoints_of
 from xce.client.follow import EventFollower, Sync
 from xce.core.errors import XceError
 from xce.core.model import Alloc, JobState
-from xce.core.placement import HostCap, host_caps, schedule
+from xce.core.placement import HostCap, cluster_free, host_caps, schedule
 from xce.core.sched.site import PolicyState, SitePolicy
 from xce.daemons.heap import HeapUpkeep
 from xce.proto import schema as S
@@ -126,8 +126,8 @@ class Scheduler:
         pending = [j for j in got.ordering.order(m.pending.values()) if self.in_flight.get(j.id) != j.attempt]
         if not pending:
             return
-        cluster_free = self._cluster_free()
-        plan = schedule(caps, pending, now, cluster_free, self.cluster_totals, backfill=self.policy.policy.backfill,
+        cfree = cluster_free(self.mirror.running.values(), self.cluster_totals)
+        plan = schedule(caps, pending, now, cfree, self.cluster_totals, backfill=self.policy.policy.backfill,
                         releases=got.releases, limits=got.limits)
         ms = (time.perf_counter() - t0) * 1000
         # The plan charged its placements to ``caps``: full now means full once they run.
@@ -159,15 +159,6 @@ class Scheduler:
         self.in_flight_allocs = {j: al for j, al in self.in_flight_allocs.items() if j in self.in_flight}
         if reply.rejected:
             self.dirty = True
-
-    def _cluster_free(self) -> dict[str, int]:
-        used: dict[str, int] = {}
-        for job in self.mirror.running.values():
-            if job.state == JobState.RUN:
-                for item in job.req.rusage:
-                    if item.name in self.cluster_totals:
-                        used[item.name] = used.get(item.name, 0) + item.amount
-        return {n: t - used.get(n, 0) for n, t in self.cluster_totals.items()}
 
     def run(self) -> None:
         interval = self.cfg.scheduler.interval

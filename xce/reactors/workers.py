@@ -9,7 +9,7 @@ from __future__ import annotations
 from xce.core.errors import InvalidRequest
 from xce.core.limits import HOST_NAME, check_text
 from xce.core.model import ACTIVE, TERMINAL, Host, JobState
-from xce.core.placement import build_allocs, check_placement, demand_of, host_caps
+from xce.core.placement import build_allocs, check_placement, cluster_free, cluster_short, demand_of, host_caps
 from xce.core.resources import WIRE_NAMES
 from xce.core.result import Err, Result
 from xce.core.state import Finish, Place, RegisterHost
@@ -30,6 +30,7 @@ def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int,
     """The placements that still fit the leader's own Ledger, checked with the scheduler's rule."""
     st = ctx.state
     caps = host_caps(st.hosts.values(), ctx.live.ledger, ctx.live.os_available)
+    cfree = cluster_free(st.jobs.values(), ctx.cluster_totals) if ctx.cluster_totals else {}
     cmds: list[Place] = []
     for p in body.placements:
         job = st.jobs.get(p.job_id)
@@ -37,7 +38,7 @@ def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int,
             rejected[p.job_id] = STALE_PLACEMENT
             continue
         d = demand_of(job.spec.slots, job.req, ctx.cluster_totals)
-        why = check_placement(d, p.allocs, caps)
+        why = check_placement(d, p.allocs, caps) or (cluster_short(d, cfree) if d.cluster else None)
         if why is not None:
             rejected[p.job_id] = why
             continue
@@ -45,6 +46,8 @@ def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int,
         allocs = build_allocs(d, [(a.host, a.slots) for a in p.allocs])
         for a in allocs:
             caps[a.host].charge(a.slots, a.mem, a.virtual.items())
+        for name, n in d.cluster:
+            cfree[name] -= n
         cmds.append(Place(time=now, job_id=p.job_id, attempt=p.attempt, allocs=allocs))
     return cmds
 
