@@ -28,8 +28,11 @@ from xce.core.placement import (
     never_fits,
     pending_order,
     rank_key,
+    UNEXPLAINED,
     schedule,
 )
+from xce.core.sched.backfill import BackfillRules, Release
+from xce.core.sched.limits import Limit, LimitBook
 from xce.core.resreq import parse_resreq
 
 G, M = b("1G"), b("1M")
@@ -460,3 +463,63 @@ def test_fits_is_fit_reason_without_the_words(raw_caps, spec, slots, first, slac
     for h in build_caps(raw_caps).values():
         h.slack = max(0, slack_gb) * G
         assert fits(d, h, slots, first) == (fit_reason(d, h, slots, first) is None)
+
+
+# ---- explain=False: the simulator's round places exactly as the daemons' -------------------
+
+PLAIN = st.tuples(
+    st.integers(1, 12),                                             # slots (wider than most hosts)
+    st.sampled_from(["", "100M/task", "1G/task", "2G/task", "3G/task", "1G/host"]),  # mem (per task: plain)
+    st.sampled_from(["", "", "", "span[hosts=1]", "order[-slots]", "select[ncpus>=2]", "span[ptile=2]"]),
+    st.sampled_from([None, 60, 600, 6000]),                        # run limit (backfill's figure)
+    st.sampled_from(["alice", "bob"]),
+)
+
+
+def _bf_releases(raw_caps, ends) -> list[Release]:
+    return [Release(T0 + e, f"n{i}", 1, 0, G) for i, e in zip(range(len(raw_caps)), ends) if e]
+
+
+def _round_of(raw_caps, specs, ends, rules, limit, explain: bool):
+    jobs = [job(i + 1, mem=None, slots=s, resreq=f"rusage[mem={m}] {r}" if m else r, run_limit=t, user=u)
+            for i, (s, m, r, t, u) in enumerate(specs)]
+    book = LimitBook.build((Limit("two_jobs", "user", jobs=2),), ()) if limit else None
+    plan = schedule(build_caps(raw_caps), jobs, T0, backfill=rules, releases=_bf_releases(raw_caps, ends),
+                    limits=book, explain=explain)
+    return plan.placements, [(r.job_id, r.start, r.allocs) for r in plan.reservations], set(plan.reasons)
+
+
+@settings(max_examples=400, deadline=None)
+@given(CAPS, st.lists(PLAIN, min_size=1, max_size=12), st.lists(st.sampled_from([0, 30, 300, 3000]), max_size=4),
+       st.sampled_from([BackfillRules(mode="off"), BackfillRules(), BackfillRules(mode="conservative", depth=3)]),
+       st.booleans())
+def test_explain_false_places_and_reserves_exactly_as_the_daemons_round(raw_caps, specs, ends, rules, limit) -> None:
+    # The short cuts explain=False takes (no words, a failed plain demand rules out every
+    # wider and hungrier one) never change a placement, a reservation or who is held.
+    assert _round_of(raw_caps, specs, ends, rules, limit, False) == _round_of(raw_caps, specs, ends, rules, limit, True)
+
+
+def test_a_failed_demand_rules_out_wider_hungrier_ones_without_a_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    from xce.core import placement
+    walked: list[int] = []
+    real = placement._place_one
+    monkeypatch.setattr(placement, "_place_one", lambda d, *a: walked.append(d.slots) or real(d, *a))
+    two = lambda: caps(cap("n1", slots=4, mem="4G"), cap("n2", slots=4, mem="4G"))  # noqa: E731
+    # (5 x 2G) fails: each host holds 2 such slots.  (6 x 3G) is wider and hungrier: held unwalked;
+    # (2 x 1G) and (5 x 1G) are not (less memory per slot) and place.
+    jobs = [job(1, mem="2G/task", slots=5), job(2, mem="3G/task", slots=6), job(3, mem="1G/task", slots=2),
+            job(4, mem="1G/task", slots=5)]
+    plan = schedule(two(), jobs, T0, explain=False)
+    assert [jid for jid, _ in plan.placements] == [3, 4] and walked == [5, 2, 5]
+    assert plan.reasons == {1: UNEXPLAINED, 2: UNEXPLAINED}
+    # the daemons' round, with reasons, walks it, decides the same and says why
+    walked.clear()
+    plan = schedule(two(), jobs, T0)
+    assert [jid for jid, _ in plan.placements] == [3, 4] and walked == [5, 6, 2, 5]
+    assert plan.reasons[2] == "slots: needs 6, n1 has 4 free of 4"
+
+
+def test_a_job_wider_than_every_host_keeps_the_reason_of_the_one_host_walk() -> None:
+    cs = caps(cap("n1", slots=2, mem="8G", slack="7G"), cap("n2", slots=2, mem="8G", slack="7G"))
+    plan = schedule(cs, [job(1, mem="1G/task", slots=3)], T0)
+    assert plan.reasons == {1: "slots: needs 3, n1 has 2 free of 2"}

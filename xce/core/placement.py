@@ -18,7 +18,9 @@ again before committing a placement (one fit rule, used twice).
 
 Jobs with identical demands form a class; within one round resources only
 shrink, so a class that failed once fails again with the same reason and its
-ranked candidate list is only ever walked forward.
+ranked candidate list is only ever walked forward.  ``schedule(explain=False)`` (the
+simulator's, which discards reasons) places the same without building the words of a
+misfit, and lets a failed plain demand rule out every wider, hungrier one (``_Beaten``).
 """
 
 from __future__ import annotations
@@ -317,6 +319,40 @@ class _Class:
     # (end, why): a job of the class ending that late failed on a veto, so any ending as late
     # or later fails too (a later end overlaps more reservations; resources only shrink).
     vetoed_from: tuple[float, str] | None = None
+    widest: int = 1 << 62  # the most slots any candidate has: a wider job never fits one host
+
+
+UNEXPLAINED = "not placed"  # a misfit's reason under explain=False (truthy: a class's failed mark)
+
+
+class _Beaten:
+    """Failed plain demands of a round, as (slots, mem per task) by (select, order, span[hosts]).
+
+    A plain demand (memory per task only, no per-host or per-job memory, no virtual or
+    cluster resources, no ptile) places iff the hosts' capacities for it, min(slots free,
+    memory available // mem per task), sum to its slots (or, with span[hosts=1], one host's
+    does); each capacity only falls as the memory per task rises, and resources only shrink
+    within a round.  So once (s, m) failed on capacity alone (no veto said no), any demand
+    with the same key, >= s slots and >= m per task fails too, vetoes or not.
+    """
+
+    def __init__(self) -> None:
+        self.front: dict[tuple, list[tuple[int, int]]] = {}
+
+    @staticmethod
+    def key(d: Demand) -> tuple | None:
+        if d.mem_host or d.mem_job or d.virtual or d.cluster or d.ptile is not None:
+            return None
+        return (d.select, d.order, d.span_hosts)
+
+    def beats(self, d: Demand) -> bool:
+        k = self.key(d)
+        return k is not None and any(d.slots >= s and d.mem_task >= m for s, m in self.front.get(k, ()))
+
+    def failed(self, d: Demand) -> None:
+        k = self.key(d)
+        if k is not None:
+            self.front.setdefault(k, []).append((d.slots, d.mem_task))
 
 
 Veto = Callable[[Demand, HostCap, int, bool], str | None]
@@ -332,15 +368,18 @@ def pending_order(jobs: Iterable[Job], queue_priority: Mapping[str, int],
 def schedule(caps: Mapping[str, HostCap], pending: list[Job], now: float,
              cluster_free: Mapping[str, int] | None = None,
              cluster_names: Iterable[str] = (), *, backfill: BackfillRules = EASY,
-             releases: Iterable[Release] = (), limits: LimitBook | None = None) -> Plan:
+             releases: Iterable[Release] = (), limits: LimitBook | None = None,
+             explain: bool = True) -> Plan:
     """Place ``pending`` (already in priority order) onto ``caps`` (mutated as an overlay).
 
     ``backfill`` gives blocked jobs reservations that lower jobs may not delay (``releases``
     say when running jobs give back what they hold; without them they hold it for good);
-    ``limits`` (mutated too) holds jobs that would pass a limit.
+    ``limits`` (mutated too) holds jobs that would pass a limit.  ``explain=False``: the
+    same placements and reservations, but a held job's reason is only ``UNEXPLAINED`` (or a
+    limit's words), which lets the round skip building words and walks whose only product is words.
     """
     plan = Plan()
-    rnd = _Round(caps, now, cluster_free, cluster_names, backfill, releases, limits)
+    rnd = _Round(caps, now, cluster_free, cluster_names, backfill, releases, limits, explain)
     for job in pending:
         rnd.place(job, plan)
     plan.reservations = rnd.bf.reservations
@@ -352,10 +391,13 @@ class _Round:
 
     def __init__(self, caps: Mapping[str, HostCap], now: float, cluster_free: Mapping[str, int] | None,
                  cluster_names: Iterable[str], backfill: BackfillRules, releases: Iterable[Release],
-                 limits: LimitBook | None) -> None:
+                 limits: LimitBook | None, explain: bool = True) -> None:
         self.caps = caps
+        self.explain = explain
+        self.beaten = _Beaten() if not explain else None
         self.classes: dict[Demand, _Class] = {}
         self.demands: dict[tuple[int, ResReq], Demand] = {}
+        self.by_key: dict[tuple[int, ResReq], _Class] = {}  # klass() by the job's own key: hashing a Demand is dearer
         self.ranked: dict[tuple, list[HostCap]] = {}  # classes differing only in size share one ranking
         self.cfree = dict(cluster_free or {})
         self.cnames = {n: 0 for n in cluster_names}
@@ -372,6 +414,15 @@ class _Round:
             d = self.demands[dk] = demand_of(job.spec.slots, job.req, self.cnames)
         return d
 
+    def job_class(self, job: Job, d: Demand) -> _Class:
+        """``klass(d)``, looked up by the job's (slots, request).  Made no earlier than before:
+        a class's ranking is taken from the hosts as they are when it is first asked for."""
+        dk = (job.spec.slots, job.req)
+        cls = self.by_key.get(dk)
+        if cls is None:
+            cls = self.by_key[dk] = self.klass(d)
+        return cls
+
     def klass(self, d: Demand) -> _Class:
         cls = self.classes.get(d)
         if cls is None:
@@ -382,6 +433,7 @@ class _Round:
                 cands.sort(key=rank_key(d))
                 self.ranked[rk] = cands
             cls = self.classes[d] = _Class(self.ranked[rk])
+            cls.widest = max((h.slots_total for h in cls.candidates), default=0)
             if not cls.candidates:
                 cls.failed = (never_fits(d, self.caps.values()) or _no_candidate(d, self.caps.values()))
                 cls.reservable = False
@@ -390,7 +442,7 @@ class _Round:
     def place(self, job: Job, plan: Plan) -> None:
         slots = job.spec.slots  # a demand's slots are the job's: checked before the (dearer) demand
         if self.free_slots < slots:
-            why = self.no_room.get((slots, self.free_slots))
+            why = self.no_room.get((slots, self.free_slots)) if self.explain else UNEXPLAINED
             if why is None:
                 why = f"slots: needs {slots}; the cluster has {self.free_slots} free"
                 self.no_room[(slots, self.free_slots)] = why
@@ -401,17 +453,21 @@ class _Round:
         if short:
             plan.reasons[job.id] = short
             return
-        cls = self.klass(d)
+        cls = self.job_class(job, d)
         if cls.failed:
             return self.hold(job, d, cls.failed, plan)
+        if self.beaten is not None and self.beaten.beats(d):
+            return self.hold(job, d, UNEXPLAINED, plan)
         veto = self.veto(job)
         end = self.bf.end_of(job) if veto else 0.0
         if veto and cls.vetoed_from and end >= cls.vetoed_from[0]:
             return self.hold(job, d, cls.vetoed_from[1], plan)
-        allocs, why, vetoed = _place_one(d, cls, veto)
+        allocs, why, vetoed = _place_one(d, cls, veto, self.explain)
         if allocs is None:
             if not vetoed:
                 cls.failed = why
+                if self.beaten is not None:
+                    self.beaten.failed(d)
             elif cls.vetoed_from is None or end < cls.vetoed_from[0]:
                 cls.vetoed_from = (end, why)
             return self.hold(job, d, why, plan)
@@ -452,12 +508,12 @@ class _Round:
         """A job that cannot start now: the first blocked ones get a reservation."""
         if self.sweeps > 0 and self.bf.wants:
             d = d or self.demand(job)
-            cls = self.klass(d)
+            cls = self.job_class(job, d)
             if cls.reservable:
                 self.sweeps -= 1
                 r = self.bf.reserve(job, d, cls.candidates, _single(d))
                 cls.reservable = r is not None
-                if r is not None:
+                if r is not None and self.explain:
                     why = f"{why}; {r.says()}"
                     self.sweeps *= self.bf.wants  # none left to hold: no more sweeps
         plan.reasons[job.id] = why
@@ -500,18 +556,25 @@ def _place_fresh(d: Demand, hosts: list[HostCap]) -> list[Alloc] | None:
     return _place_one(d, _Class(hosts))[0]
 
 
-def _place_one(d: Demand, cls: _Class, veto: Veto | None = None) -> tuple[list[Alloc] | None, str, bool]:
+def _place_one(d: Demand, cls: _Class, veto: Veto | None = None,
+               explain: bool = True) -> tuple[list[Alloc] | None, str, bool]:
     """Walk the class's ranked candidates forward; (allocs or None, why not, whether a veto said no).
 
     Resources only shrink within a round, so a host that cannot take this class
     now never will: both pointers skip such hosts for good, which keeps a round
     linear in hosts plus jobs instead of their product.  A host a veto turns away is set
-    aside (``cls.vetoed``) and tried again by each later job of the class.
+    aside (``cls.vetoed``) and tried again by each later job of the class.  Without
+    ``explain`` the reason is only ``UNEXPLAINED`` (or a veto's).
     """
     cands = cls.candidates
     single = _single(d)
     best_reason = vetoed = ""
-    if single or d.ptile is None:
+    if not single and d.ptile is None and d.slots > cls.widest:
+        # No host holds every slot: the one-host walk would fail on each host (and so never
+        # ask a veto or set one aside), moving the pointer to the end.  Its reason is never the
+        # one given either: _best_reason's host cannot hold every slot, so it has its own.
+        cls.pos = len(cands)
+    elif single or d.ptile is None:
         # Prefer one host with room for every slot.
         i = cls.pos
         while i < len(cands):
@@ -525,7 +588,7 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None) -> tuple[list[A
                 vetoed = vetoed or no
                 cls.vetoed.append(h)
                 cls.vetoed_names.add(h.name)
-            elif not set_aside and not best_reason:
+            elif not set_aside and not best_reason and explain:
                 best_reason = fit_reason(d, h, d.slots, True) or ""
             if i == cls.pos:
                 cls.pos += 1
@@ -537,7 +600,7 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None) -> tuple[list[A
                     return [_alloc(d, h, d.slots, True)], "", False
                 vetoed = vetoed or no
         if single:
-            return None, vetoed or _best_reason(d, cands, best_reason), bool(vetoed)
+            return None, vetoed or (_best_reason(d, cands, best_reason) if explain else UNEXPLAINED), bool(vetoed)
     chunk = d.ptile or 0
     least = (d.slots % chunk or chunk) if chunk else 1  # the smallest share any host may take
     allocs: list[Alloc] = []
@@ -545,7 +608,8 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None) -> tuple[list[A
     i = cls.spread_pos
     while i < len(cands):
         h = cands[i]
-        if not fits(d, h, least, False) and not fits(d, h, least, True):
+        # (first=True differs from False only by the per-job memory)
+        if not fits(d, h, least, False) and (not d.mem_job or not fits(d, h, least, True)):
             if i == cls.spread_pos:
                 cls.spread_pos += 1
             i += 1
@@ -571,8 +635,9 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None) -> tuple[list[A
             remaining -= take
             if remaining == 0:
                 return allocs, "", False
-    why = vetoed or _best_reason(d, cands, best_reason or f"slots: needs {d.slots} across hosts")
-    return None, why, bool(vetoed)
+    if vetoed or not explain:
+        return None, vetoed or UNEXPLAINED, bool(vetoed)
+    return None, _best_reason(d, cands, best_reason or f"slots: needs {d.slots} across hosts"), False
 
 
 def _alloc(d: Demand, h: HostCap, slots: int, first: bool) -> Alloc:

@@ -294,7 +294,7 @@ class Engine:
         """One round of the daemons' placement over the current host views (an overlay)."""
         rules = self.policy.backfill
         rel = releases(self.running.values(), rules, self.now, self.live.ledger) if rules.reservations else ()
-        return schedule(self.caps, ordered, self.now, backfill=rules, releases=rel)
+        return schedule(self.caps, ordered, self.now, backfill=rules, releases=rel, explain=False)
 
     def _place(self, job: Job, allocs: list[Alloc]) -> None:
         now = self.now
