@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from xce.core import accounting
 from xce.core.accounting import Ledger
@@ -63,6 +64,11 @@ def job_demand(job: Job, cluster_resources: Mapping[str, int] | None = None) -> 
 
 
 def demand_of(slots: int, req: ResReq, cluster_resources: Mapping[str, int]) -> Demand:
+    return _demand(slots, req, frozenset(cluster_resources) if cluster_resources else frozenset())
+
+
+@lru_cache(maxsize=4096)  # pure, of immutable arguments: a round asks it per (slots, request), rounds repeat them
+def _demand(slots: int, req: ResReq, cluster_resources: frozenset[str]) -> Demand:
     mem = {"task": 0, "host": 0, "job": 0}
     virtual: dict[str, int] = {}
     cluster: dict[str, int] = {}
@@ -320,6 +326,7 @@ class _Class:
     # or later fails too (a later end overlaps more reservations; resources only shrink).
     vetoed_from: tuple[float, str] | None = None
     widest: int = 1 << 62  # the most slots any candidate has: a wider job never fits one host
+    plain: tuple | None = None  # _Beaten.key of the class's demand
 
 
 UNEXPLAINED = "not placed"  # a misfit's reason under explain=False (truthy: a class's failed mark)
@@ -345,12 +352,12 @@ class _Beaten:
             return None
         return (d.select, d.order, d.span_hosts)
 
-    def beats(self, d: Demand) -> bool:
-        k = self.key(d)
-        return k is not None and any(d.slots >= s and d.mem_task >= m for s, m in self.front.get(k, ()))
+    def beats(self, d: Demand, k: tuple | None) -> bool:
+        """Whether ``d`` (of key ``k``) is as wide and as hungry as a failed demand of its key."""
+        front = self.front.get(k) if k is not None else None
+        return front is not None and any(d.slots >= s and d.mem_task >= m for s, m in front)
 
-    def failed(self, d: Demand) -> None:
-        k = self.key(d)
+    def failed(self, d: Demand, k: tuple | None) -> None:
         if k is not None:
             self.front.setdefault(k, []).append((d.slots, d.mem_task))
 
@@ -396,9 +403,10 @@ class _Round:
         self.explain = explain
         self.beaten = _Beaten() if not explain else None
         self.classes: dict[Demand, _Class] = {}
-        self.demands: dict[tuple[int, ResReq], Demand] = {}
-        self.by_key: dict[tuple[int, ResReq], _Class] = {}  # klass() by the job's own key: hashing a Demand is dearer
-        self.ranked: dict[tuple, list[HostCap]] = {}  # classes differing only in size share one ranking
+        # by the job's (slots, request): its demand, and its class once asked for (hashing a Demand is dearer)
+        self.keyed: dict[tuple[int, ResReq], list] = {}
+        self.ranked: dict[tuple, tuple[list[HostCap], int]] = {}  # classes differing only in size share
+        # one ranking (and its widest host)
         self.cfree = dict(cluster_free or {})
         self.cnames = {n: 0 for n in cluster_names}
         self.free_slots = sum(max(0, h.slots_free) for h in caps.values() if h.schedulable is None)
@@ -407,20 +415,20 @@ class _Round:
         self.limits = limits
         self.sweeps = 16 if self.bf.most else 0  # reservation sweeps a round may try (each sorts the releases)
 
-    def demand(self, job: Job) -> Demand:
+    def demand(self, job: Job) -> list:
+        """[demand, class or None] of the job: ``job_class`` fills the class in."""
         dk = (job.spec.slots, job.req)
-        d = self.demands.get(dk)
-        if d is None:
-            d = self.demands[dk] = demand_of(job.spec.slots, job.req, self.cnames)
-        return d
+        dc = self.keyed.get(dk)
+        if dc is None:
+            dc = self.keyed[dk] = [demand_of(job.spec.slots, job.req, self.cnames), None]
+        return dc
 
-    def job_class(self, job: Job, d: Demand) -> _Class:
-        """``klass(d)``, looked up by the job's (slots, request).  Made no earlier than before:
-        a class's ranking is taken from the hosts as they are when it is first asked for."""
-        dk = (job.spec.slots, job.req)
-        cls = self.by_key.get(dk)
+    def job_class(self, dc: list) -> _Class:
+        """``klass`` of a ``demand`` entry, made no earlier than it is asked for: a class's
+        ranking is taken from the hosts as they are when it is first needed."""
+        cls = dc[1]
         if cls is None:
-            cls = self.by_key[dk] = self.klass(d)
+            cls = dc[1] = self.klass(dc[0])
         return cls
 
     def klass(self, d: Demand) -> _Class:
@@ -431,9 +439,9 @@ class _Round:
                 cands = [h for h in self.caps.values() if h.schedulable is None
                          and f_select(d, h, 0, True) is None]
                 cands.sort(key=rank_key(d))
-                self.ranked[rk] = cands
-            cls = self.classes[d] = _Class(self.ranked[rk])
-            cls.widest = max((h.slots_total for h in cls.candidates), default=0)
+                self.ranked[rk] = cands, max((h.slots_total for h in cands), default=0)
+            cands, widest = self.ranked[rk]
+            cls = self.classes[d] = _Class(cands, widest=widest, plain=_Beaten.key(d))
             if not cls.candidates:
                 cls.failed = (never_fits(d, self.caps.values()) or _no_candidate(d, self.caps.values()))
                 cls.reservable = False
@@ -447,16 +455,17 @@ class _Round:
                 why = f"slots: needs {slots}; the cluster has {self.free_slots} free"
                 self.no_room[(slots, self.free_slots)] = why
             return self.hold(job, None, why, plan)
-        d = self.demand(job)
+        dc = self.demand(job)
+        d = dc[0]
         short = cluster_short(d, self.cfree) if d.cluster else None
         short = short or (self.limits.job_reason(job, slots, total_mem(d, 1)) if self.limits else None)
         if short:
             plan.reasons[job.id] = short
             return
-        cls = self.job_class(job, d)
+        cls = self.job_class(dc)
         if cls.failed:
             return self.hold(job, d, cls.failed, plan)
-        if self.beaten is not None and self.beaten.beats(d):
+        if self.beaten is not None and self.beaten.beats(d, cls.plain):
             return self.hold(job, d, UNEXPLAINED, plan)
         veto = self.veto(job)
         end = self.bf.end_of(job) if veto else 0.0
@@ -467,7 +476,7 @@ class _Round:
             if not vetoed:
                 cls.failed = why
                 if self.beaten is not None:
-                    self.beaten.failed(d)
+                    self.beaten.failed(d, cls.plain)
             elif cls.vetoed_from is None or end < cls.vetoed_from[0]:
                 cls.vetoed_from = (end, why)
             return self.hold(job, d, why, plan)
@@ -507,8 +516,8 @@ class _Round:
     def hold(self, job: Job, d: Demand | None, why: str, plan: Plan) -> None:
         """A job that cannot start now: the first blocked ones get a reservation."""
         if self.sweeps > 0 and self.bf.wants:
-            d = d or self.demand(job)
-            cls = self.job_class(job, d)
+            dc = self.demand(job)
+            d, cls = dc[0], self.job_class(dc)
             if cls.reservable:
                 self.sweeps -= 1
                 r = self.bf.reserve(job, d, cls.candidates, _single(d))
