@@ -584,24 +584,27 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None,
         # one given either: _best_reason's host cannot hold every slot, so it has its own.
         cls.pos = len(cands)
     elif single or d.ptile is None:
-        # Prefer one host with room for every slot.
-        i = cls.pos
-        while i < len(cands):
+        # Prefer one host with room for every slot.  Every host walked past is one the class
+        # cannot use whole any more (it did not fit, or is set aside): the pointer follows ``i``.
+        slots, names = d.slots, cls.vetoed_names
+        i, n = cls.pos, len(cands)
+        while i < n:
             h = cands[i]
-            set_aside = h.name in cls.vetoed_names
-            ok = not set_aside and fits(d, h, d.slots, True)
-            if ok:
-                no = veto(d, h, d.slots, True) if veto else None
+            if names and h.name in names:
+                i += 1
+                continue
+            if fits(d, h, slots, True):
+                no = veto(d, h, slots, True) if veto else None
                 if no is None:
-                    return [_alloc(d, h, d.slots, True)], "", False
+                    cls.pos = i
+                    return [_alloc(d, h, slots, True)], "", False
                 vetoed = vetoed or no
                 cls.vetoed.append(h)
-                cls.vetoed_names.add(h.name)
-            elif not set_aside and not best_reason and explain:
-                best_reason = fit_reason(d, h, d.slots, True) or ""
-            if i == cls.pos:
-                cls.pos += 1
+                names.add(h.name)
+            elif explain and not best_reason:
+                best_reason = fit_reason(d, h, slots, True) or ""
             i += 1
+        cls.pos = i
         for h in cls.vetoed:
             if fits(d, h, d.slots, True):
                 no = veto(d, h, d.slots, True) if veto else None
@@ -614,13 +617,14 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None,
     least = (d.slots % chunk or chunk) if chunk else 1  # the smallest share any host may take
     allocs: list[Alloc] = []
     remaining = d.slots
-    i = cls.spread_pos
-    while i < len(cands):
+    i = sp = cls.spread_pos
+    n, mem_job = len(cands), d.mem_job
+    while i < n:
         h = cands[i]
         # (first=True differs from False only by the per-job memory)
-        if not fits(d, h, least, False) and (not d.mem_job or not fits(d, h, least, True)):
-            if i == cls.spread_pos:
-                cls.spread_pos += 1
+        if not fits(d, h, least, False) and (not mem_job or not fits(d, h, least, True)):
+            if i == sp:
+                sp += 1
             i += 1
             continue
         i += 1
@@ -643,7 +647,9 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None,
             allocs.append(_alloc(d, h, take, not allocs))
             remaining -= take
             if remaining == 0:
+                cls.spread_pos = sp
                 return allocs, "", False
+    cls.spread_pos = sp
     if vetoed or not explain:
         return None, vetoed or UNEXPLAINED, bool(vetoed)
     return None, _best_reason(d, cands, best_reason or f"slots: needs {d.slots} across hosts"), False

@@ -224,23 +224,23 @@ class Engine:
 
     # ---- the ledger, with the cluster's sums kept by the differences it makes ------------
 
-    def _host_figures(self, host: str) -> tuple[int, int, int]:
-        t = self.live.ledger.host_totals(host)
-        return t.mem_reserved, t.mem_actual, t.mem_slack
-
     def _changing(self, hosts: list[str], change: Callable[[], None]) -> None:
-        before = [self._host_figures(h) for h in hosts]
+        totals = self.live.ledger.totals  # the ledger's own delta-kept host totals, read only
+        before = [(t.mem_reserved, t.mem_actual, t.mem_slack) if (t := totals.get(h)) else (0, 0, 0)
+                  for h in hosts]
         change()
-        tot = self.tot
-        for h, old in zip(hosts, before):
-            new = self._host_figures(h)
-            for k in range(3):
-                tot[k] += new[k] - old[k]
-            if new[1] > self.m.mem:
-                self.over.add(h)
+        tot, cap, over = self.tot, self.m.mem, self.over
+        for h, (r0, a0, s0) in zip(hosts, before):
+            t = totals.get(h)
+            r1, a1, s1 = (t.mem_reserved, t.mem_actual, t.mem_slack) if t else (0, 0, 0)
+            tot[0] += r1 - r0
+            tot[1] += a1 - a0
+            tot[2] += s1 - s0
+            if a1 > cap:
+                over.add(h)
             else:
-                self.over.discard(h)
-            self.touched.add(h)
+                over.discard(h)
+        self.touched.update(hosts)
 
     # ---- job life -----------------------------------------------------------------------
 
@@ -318,22 +318,21 @@ class Engine:
         self.last_use[job.id] = (self.now, total)
 
     def _report(self, job: Job, k: int) -> None:
-        per_slot = self.reports[job.id][k][1]
-        ledger = self.live.ledger
-        lower = False
+        reports = self.reports[job.id]
+        per_slot = reports[k][1]
+        observe = self.live.ledger.observe_host
 
         def change() -> None:
-            nonlocal lower
-            for a in job.allocs:
-                acc = ledger.accounts[(job.id, a.host)]
+            for a in job.allocs:  # one report per host: actual = peak, no CPU time in the model
                 actual = per_slot * a.slots
-                lower = lower or (acc.actual or 0) > actual
-                ledger.observe(acc, actual, actual)
+                observe(a.host, [job.id], None, [actual], [actual], [0.0])
 
-        self._changing(job.hosts, change)
+        hosts = job.hosts
+        self._changing(hosts, change)
         self._use(job, per_slot * job.spec.slots)
-        self.freed = self.freed or lower
-        for h in job.hosts:
+        # Less memory than the job's previous report (they arrive in order) may let a job start.
+        self.freed = self.freed or (k > 0 and reports[k - 1][1] > per_slot)
+        for h in hosts:
             self._pressure(h)
 
     def _pressure(self, host: str) -> None:
