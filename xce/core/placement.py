@@ -329,7 +329,7 @@ class _Class:
     plain: tuple | None = None  # _Beaten.key of the class's demand
 
 
-UNEXPLAINED = "not placed"  # a misfit's reason under explain=False (truthy: a class's failed mark)
+UNEXPLAINED = "not placed"  # a misfit's reason under explain=False (truthy: a class's failed mark), never shown
 
 
 class _Beaten:
@@ -382,11 +382,15 @@ def schedule(caps: Mapping[str, HostCap], pending: list[Job], now: float,
     ``backfill`` gives blocked jobs reservations that lower jobs may not delay (``releases``
     say when running jobs give back what they hold; without them they hold it for good);
     ``limits`` (mutated too) holds jobs that would pass a limit.  ``explain=False``: the
-    same placements and reservations, but a held job's reason is only ``UNEXPLAINED`` (or a
-    limit's words), which lets the round skip building words and walks whose only product is words.
+    same placements and reservations and no reasons, which lets the round skip building
+    words, walks whose only product is words, and jobs it could only hold.
     """
     plan = Plan()
     rnd = _Round(caps, now, cluster_free, cluster_names, backfill, releases, limits, explain)
+    if not explain and not rnd.sweeps:
+        # place() holds a job wider than the free slots at once (they only fall in a round);
+        # with no reason to give and no reservation to sweep for, holding it does nothing.
+        pending = [j for j in pending if j.spec.slots <= rnd.free_slots]
     for job in pending:
         rnd.place(job, plan)
     plan.reservations = rnd.bf.reservations
@@ -437,7 +441,7 @@ class _Round:
             rk = (d.select, d.order)
             if rk not in self.ranked:
                 cands = [h for h in self.caps.values() if h.schedulable is None
-                         and f_select(d, h, 0, True) is None]
+                         and (d.select is None or f_select(d, h, 0, True) is None)]
                 cands.sort(key=rank_key(d))
                 self.ranked[rk] = cands, max((h.slots_total for h in cands), default=0)
             cands, widest = self.ranked[rk]
@@ -460,7 +464,8 @@ class _Round:
         short = cluster_short(d, self.cfree) if d.cluster else None
         short = short or (self.limits.job_reason(job, slots, total_mem(d, 1)) if self.limits else None)
         if short:
-            plan.reasons[job.id] = short
+            if self.explain:
+                plan.reasons[job.id] = short
             return
         cls = self.job_class(dc)
         if cls.failed:
@@ -483,7 +488,8 @@ class _Round:
         if self.limits:  # the exact charge, now that the hosts (and so the per-host memory) are known
             over = self.limits.job_reason(job, slots, sum(a.mem for a in allocs))
             if over:
-                plan.reasons[job.id] = over
+                if self.explain:
+                    plan.reasons[job.id] = over
                 return
         self.commit(job, d, allocs, plan)
 
@@ -525,7 +531,8 @@ class _Round:
                 if r is not None and self.explain:
                     why = f"{why}; {r.says()}"
                     self.sweeps *= self.bf.wants  # none left to hold: no more sweeps
-        plan.reasons[job.id] = why
+        if self.explain:
+            plan.reasons[job.id] = why
 
 
 def _no_candidate(d: Demand, hosts: Iterable[HostCap]) -> str:

@@ -112,6 +112,7 @@ class Engine:
         self.over: set[str] = set()
         self.caps: dict[str, HostCap] = {}
         self.reqs: dict[int, ResReq] = {}
+        self.never: dict[tuple[int, int], str | None] = {}  # (slots, bytes per slot) -> never_fits' answer
         self.slots_used = 0
         self.tot = [0, 0, 0]  # cluster Σ reserved, Σ actual, Σ slack
         self.acc = Integrals()
@@ -259,7 +260,10 @@ class Engine:
         job = self.cs.jobs[jid]
         self.sim[jid] = sj
         rec = self.records[jid] = JobRecord(sj.submit, None, None, sj.run, sj.slots, sj.user)
-        why = never_fits(job_demand(job), self.empty.values())
+        key = (sj.slots, sj.reserve_slot)
+        if key not in self.never:  # pure, on the fixed empty hosts: once per shape
+            self.never[key] = never_fits(job_demand(job), self.empty.values())
+        why = self.never[key]
         if why is not None:  # the controller refuses such a job at submit
             rec.rejected = why
             self.ended += 1
