@@ -105,7 +105,10 @@ def local_cluster(tmp_path: Path, *args: str) -> Iterator[Cluster]:
             info = c.up_info()
         if info:
             pids += list(info["daemons"].values())
-        xce(sd, "down", check=False)
+        # --kill-jobs: a test's jobs must not outlive it as orphans (plain `down` leaves them
+        # for the next `up` to re-attach); if that cannot finish, plain down still stops the daemons.
+        if xce(sd, "down", "--kill-jobs", check=False, timeout=60).returncode != 0:
+            xce(sd, "down", check=False)
         wait_for(lambda: not any(pid_alive(p) for p in pids), 20, "every daemon to exit")
 
 
