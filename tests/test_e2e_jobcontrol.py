@@ -45,6 +45,7 @@ def test_top_switch_and_modify_of_pending_jobs(cluster2: Cluster, tmp_path: Path
     gate = tmp_path / "go"
     first = c.submit(["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done"], resreq="rusage[mem=10M]")
     held = c.submit(["true"], resreq="rusage[mem=10M]", depend=parse_depend(f"done({first})"))  # never placed early
+    wait_for(lambda: c.job(first).state == "RUN", what="the first job running: no other job pending")
     assert c.stop([held]) == {held: "PSUSP"}
     c.modify_spec(held, name="renamed", priority=7, run_limit=120.0)
     assert c.move(held, "top") == "priority 8"  # the only pending job of its queue: its own priority + 1

@@ -293,6 +293,16 @@ def test_top_and_bottom_move_a_job_among_its_queues_pending_jobs() -> None:
     assert order() == [1, 2, 3] and st.jobs[3].spec.priority == -1
 
 
+def test_top_and_bottom_never_move_a_job_the_wrong_way() -> None:
+    """btop of a job already above every other pending job keeps its priority (it never drops to
+    one above theirs); likewise bbot."""
+    st = cluster()
+    submit(st, spec(priority=7), spec(), spec(priority=-5))
+    assert st.apply(Move(time=T0 + 1, job_id=1, to="top")) == 7
+    assert st.apply(Move(time=T0 + 2, job_id=3, to="bottom")) == -5
+    assert st.apply(Move(time=T0 + 3, job_id=2, to="top")) == 8
+
+
 def test_modify_of_a_pending_job_revalidates() -> None:
     st = cluster(queue(run_limit_max=600.0), queue("other"))
     submit(st, spec())

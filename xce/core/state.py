@@ -734,12 +734,15 @@ class ClusterState:
         return out
 
     def move(self, cmd: Move, ch: Changes) -> int:
-        """The job's new priority: one above (top) or below (bottom) every other pending job of its queue."""
+        """The job's new priority: one above (top) or below (bottom) every other pending job of its
+        queue; a job already above (below) them all keeps its own, so a move never goes the wrong way."""
         job = self._targets(ch, [cmd.job_id], f"move to the {cmd.to}", PENDING)[0]
         others = [j.spec.priority for j in self.jobs.values()
                   if j.state in PENDING and j.spec.queue == job.spec.queue and j.id != job.id]
-        prio = (max(others, default=job.spec.priority) + 1 if cmd.to == "top"
-                else min(others, default=job.spec.priority) - 1)
+        own = job.spec.priority
+        prio = (max(max(others, default=own) + 1, own) if others and cmd.to == "top"
+                else min(min(others, default=own) - 1, own) if others
+                else own + 1 if cmd.to == "top" else own - 1)
         job.spec = msgspec.structs.replace(job.spec, priority=prio)
         ch.jobs.add(job.id)
         self._hist(job.id, cmd.time, f"moved to {cmd.to}", cmd.by, f"priority {prio}")
