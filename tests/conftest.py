@@ -47,6 +47,25 @@ def xce(state_dir: Path, *args: str, check: bool = True, timeout: float = 60, **
     return r
 
 
+def proc_state(pid: int | Path) -> str:
+    """A process's state letter from /proc ("?" if it is gone); ``pid`` may be a file holding it.
+
+    "T" also for a shell that is stopped in all but name: a shell that had just vforked a
+    command when SIGSTOP reached its group waits in the kernel ("D") for a child that is
+    itself stopped before its exec, and stays so until SIGCONT.
+    """
+    try:
+        n = int(pid.read_text()) if isinstance(pid, Path) else pid
+        state = Path(f"/proc/{n}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if state == "D":
+            kids = Path(f"/proc/{n}/task/{n}/children").read_text().split()
+            if kids and all(proc_state(int(k)) == "T" for k in kids):
+                return "T"
+        return state
+    except (OSError, ValueError, IndexError):
+        return "?"
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

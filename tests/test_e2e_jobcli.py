@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Cluster, local_cluster, wait_for
+from conftest import Cluster, local_cluster, proc_state, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -22,14 +22,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def submit(c: Cluster, *args: str, cwd: Path) -> int:
     out = c.xce("submit", *args, cwd=cwd).stdout
     return int(out.split("<")[1].split(">")[0])
-
-
-def proc_state(pid_file: Path) -> str:
-    """The job's shell's state letter in /proc (T: stopped)."""
-    try:
-        return Path(f"/proc/{int(pid_file.read_text())}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, ValueError):
-        return "?"
 
 
 def test_stop_and_resume_act_on_the_processes_and_hist_lists_it(cluster: Cluster, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import Cluster, wait_for
+from conftest import Cluster, proc_state, wait_for
 
 from xce.core.jobspec.depend import parse_depend
 
@@ -59,14 +59,6 @@ def test_top_switch_and_modify_of_pending_jobs(cluster2: Cluster, tmp_path: Path
     assert c.wait([held], timeout=30)[0].state == "DONE"
 
 
-def _proc_state(pid_file: Path) -> str:
-    """The job's shell's state letter in /proc (T: stopped)."""
-    try:
-        return Path(f"/proc/{int(pid_file.read_text())}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, ValueError):
-        return "?"
-
-
 def test_stop_and_resume_of_a_running_job_signal_its_processes(cluster2: Cluster, tmp_path: Path) -> None:
     c = cluster2.client
     pid_file = tmp_path / "pid"
@@ -74,11 +66,11 @@ def test_stop_and_resume_of_a_running_job_signal_its_processes(cluster2: Cluster
                                 "while true; do sleep 0.05; done"], resreq="rusage[mem=10M]")
     wait_for(lambda: pid_file.exists() and c.job(jid).state == "RUN", what="job running")
     assert c.stop([jid]) == {jid: "USUSP"}
-    wait_for(lambda: _proc_state(pid_file) == "T", what="its shell stopped (SIGSTOP)")
+    wait_for(lambda: proc_state(pid_file) == "T", what="its shell stopped (SIGSTOP)")
     v = c.job(jid)
     assert v.state == "USUSP" and v.mem_reserved > 0  # still charged
     assert c.resume([jid]) == {jid: "RUN"}
-    wait_for(lambda: _proc_state(pid_file) in ("S", "R"), what="its shell running again (SIGCONT)")
+    wait_for(lambda: proc_state(pid_file) in ("S", "R"), what="its shell running again (SIGCONT)")
     c.kill([jid])
     assert c.wait([jid], timeout=30)[0].state == "EXIT"
 

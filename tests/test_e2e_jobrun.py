@@ -8,14 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import Cluster, wait_for
+from conftest import Cluster, proc_state, wait_for
 
-from xce.worker import measure
-
-
-def proc_state(pid: int) -> str:
-    st = measure.proc_stat(pid)
-    return st.state if st else "gone"
 
 
 def test_a_two_host_job_runs_its_command_once_with_the_lsf_environment(cluster2: Cluster, tmp_path: Path) -> None:

@@ -172,6 +172,22 @@ def test_a_silent_host_is_lost_once_until_its_host_lost_commits() -> None:
     assert "node1" not in k.ctx.book.lost_sent
 
 
+def test_a_host_the_restored_log_adds_after_the_leadership_began_is_still_timed() -> None:
+    """A restarted leader may apply its log after it took office: a host it had no heartbeat
+    record of when the grace was given must still go lost, a grace later (not never)."""
+    k = kit(host("node1"))
+    assert "node1" not in k.ctx.live.last_seen
+    out = k.call(Op.PING, S.Empty())
+    on_tick(k.ctx, k.now, out)
+    assert not out.commits  # first seen now: the grace starts
+    k.now += k.ctx.reregister_grace + k.ctx.kill_wait + 0.5
+    k.ctx.next_check = 0
+    out = k.call(Op.PING, S.Empty())
+    on_tick(k.ctx, k.now, out)
+    ((cmd, _),) = out.commits
+    assert isinstance(cmd, HostLost) and cmd.name == "node1"
+
+
 def test_a_follower_does_no_timer_work() -> None:
     k = kit(leading=False)
     k.worker("node1", seen=k.now - 10)

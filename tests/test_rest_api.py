@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from test_rest_fakes import Harness, jobview
 
-from xce.core.errors import NotLeader, Unavailable
+from xce.core.errors import Conflict, NotFound, NotLeader, Unavailable
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
 from xce.rest.app import endpoints
@@ -318,3 +318,18 @@ def test_every_write_sends_a_key_and_an_idempotency_key_header_is_the_key(h: Har
     assert keys[1:3] == ["retry-1", "retry-2"] and len(set(keys)) == 5 and all(keys)
     r = h.req("POST", "/v1/jobs", json={"command": ["true"]}, headers={"Idempotency-Key": "x" * 129})
     assert r.status_code == 400 and "Idempotency-Key" in r.json["detail"]
+
+
+@pytest.mark.parametrize("err, status", [
+    (NotFound("dependency done(99): job 99 is not known"), 404),
+    (Conflict("idempotency key 'k' was already used for a submit of other jobs"), 409),
+])
+def test_a_submit_refused_for_its_dependency_or_its_key_answers_a_documented_status(
+        h: Harness, err: Exception, status: int) -> None:
+    """The controller refuses a submit whose -w names an unknown job (404) or whose key was
+    used for another request (409): both statuses are in the API's contract."""
+    h.fake.fail = err  # type: ignore[assignment]
+    r = h.req("POST", "/v1/jobs", json={"command": ["true"], "depend": "done(99)"})
+    assert r.status_code == status and r.json["detail"] == str(err)
+    doc = h.req("GET", "/v1/openapi.json", as_=None).json
+    assert str(status) in doc["paths"]["/v1/jobs"]["post"]["responses"]

@@ -5,18 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import local_cluster, wait_for
+from conftest import local_cluster, proc_state, wait_for
 from test_rest_e2e import http, login
 
 from xce.client import cluster_config
 from xce.security.auth import unix_user
-
-
-def proc_state(pid_file: Path) -> str:
-    try:
-        return Path(f"/proc/{int(pid_file.read_text())}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, ValueError):
-        return "?"
 
 
 def test_scripts_and_job_control_over_rest(tmp_path: Path) -> None:

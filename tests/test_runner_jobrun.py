@@ -7,15 +7,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from conftest import proc_state
 from test_runner import gone, make_runner, runner, spec, wait_exit, wait_for  # noqa: F401 - fixtures
 
-from xce.worker import measure
 from xce.worker.runner import Runner, share_outcome
-
-
-def state_of(pid: int) -> str:
-    st = measure.proc_stat(pid)
-    return st.state if st else "gone"
 
 
 def test_run_limit_ends_the_job_with_term_runlimit(runner: Runner) -> None:
@@ -36,7 +31,7 @@ def test_stop_pauses_the_run_limit_clock_and_survives_a_restart(make_runner: Cal
     a = make_runner(state=tmp_path / "s", name="rl")
     t = a.start(1, 0, spec(["sleep", "30"], run_limit=1.0), 0, None, False, {})
     assert a.send_signal(t, signal.SIGSTOP) is True
-    wait_for(lambda: state_of(t.pid) == "T")
+    wait_for(lambda: proc_state(t.pid) == "T")
     deadline = time.time() + 1.5  # past the limit, but all of it suspended
     while time.time() < deadline:
         a.sample_all(time.time())
@@ -46,7 +41,7 @@ def test_stop_pauses_the_run_limit_clock_and_survives_a_restart(make_runner: Cal
     (tb,) = b.adopt()
     assert tb.suspended_at is not None and tb.run_limit == 1.0
     assert b.send_signal(tb, signal.SIGCONT) is False
-    wait_for(lambda: state_of(tb.pid) in "SR")
+    wait_for(lambda: proc_state(tb.pid) in "SR")
     ex = wait_exit(b, tb, sample=True)
     assert ex.reason == "TERM_RUNLIMIT"
     assert time.time() - deadline >= 0.9  # it ran its full second after the resume
@@ -55,7 +50,7 @@ def test_stop_pauses_the_run_limit_clock_and_survives_a_restart(make_runner: Cal
 def test_killing_a_stopped_job_continues_it_so_it_takes_the_term(runner: Runner) -> None:
     t = runner.start(1, 0, spec(["sleep", "30"]), 0, None, False, {})
     runner.send_signal(t, signal.SIGSTOP)
-    wait_for(lambda: state_of(t.pid) == "T")
+    wait_for(lambda: proc_state(t.pid) == "T")
     runner.kill(t, "killed by user", grace=30)
     ex = wait_exit(runner, t)
     assert ex.signal == signal.SIGTERM and not t.hard_killed

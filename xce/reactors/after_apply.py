@@ -83,12 +83,12 @@ def leadership(ctx: Context, now: float, out: Outbox) -> None:
     """On becoming leader: a new epoch, the ledger rebuilt, a grace period, the configured queues."""
     leader = ctx.raft.is_leader()
     if leader and not ctx.was_leader:
-        log.info("became leader (term %d)", ctx.raft.term())
-        ctx.stream.epoch = ctx.new_epoch()
         st, cfg = ctx.state, ctx.cfg
+        log.info("became leader (term %d; %d hosts, %d jobs applied so far)", ctx.raft.term(), len(st.hosts),
+                 len(st.jobs))
+        ctx.stream.epoch = ctx.new_epoch()
         ctx.live.rebuild(st.jobs.values(), now)
-        # A grace period of one more timeout: workers find the new leader and re-register.
-        grace = ctx.kill_wait + 5.0
+        grace = ctx.reregister_grace
         for name in st.hosts:
             ctx.live.last_seen[name] = now + grace
         queues = [Queue(name=n, priority=q.priority, rerunnable=q.rerunnable, description=q.description,

@@ -147,3 +147,9 @@ class Context:
     def kill_wait(self) -> float:
         """How long a silent host takes to go unavail: an unconfirmed killed share ends after it."""
         return self.cfg.controller.heartbeat_misses * self.cfg.worker.heartbeat
+
+    @property
+    def reregister_grace(self) -> float:
+        """A new leader's wait before it times any host: one more timeout, so workers find it
+        and re-register."""
+        return self.kill_wait + 5.0

@@ -42,11 +42,19 @@ def on_tick(ctx: Context, now: float, out: Outbox) -> None:
 
 
 def hosts_lost(ctx: Context, now: float, out: Outbox) -> None:
-    """A host silent for ``heartbeat_misses`` heartbeats is lost (once: until its HostLost commits)."""
+    """A host silent for ``heartbeat_misses`` heartbeats is lost (once: until its HostLost commits).
+
+    A host with no record yet gets the new leader's grace from now: a restarted leader may
+    apply the hosts of its restored log after it took office (and gave the grace to those it had).
+    """
     limit = ctx.kill_wait
     lost_sent, last_seen = ctx.book.lost_sent, ctx.live.last_seen
     for name, host in ctx.state.hosts.items():
-        if not host.unavail and now - last_seen.get(name, now) > limit + 0.1 and name not in lost_sent:
+        seen = last_seen.get(name)
+        if seen is None:
+            last_seen[name] = now + ctx.reregister_grace
+            continue
+        if not host.unavail and now - seen > limit + 0.1 and name not in lost_sent:
             lost_sent.add(name)
             out.commit(HostLost(time=now, name=name), lambda r, o, n=name: lost_sent.discard(n))
 

@@ -96,7 +96,8 @@ async def get_job(svc: Services, req: Any, job_id: int) -> JobView:
 
 
 @route("POST", "/v1/jobs", "jobs.submit", summary="Submit a job (the fields of `xce submit`)", tag="jobs",
-       body=SubmitBody, reply=SubmitResult, status=201, alt_status=(200,), headers=("Location",))
+       body=SubmitBody, reply=SubmitResult, status=201, alt_status=(200,), headers=("Location",),
+       errors=(404, 409))  # 404: -w names an unknown job; 409: the idempotency key was used for another submit
 async def submit_job(svc: Services, req: Any, body: SubmitBody) -> Reply:
     p = req.context.principal
     if not body.command and not body.script:

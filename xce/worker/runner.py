@@ -142,6 +142,7 @@ class Task:
     slack_integral: float = 0.0   # byte-seconds of accounting.slack() since start
     kill_reason: str | None = None
     kill_deadline: float | None = None
+    term_again_at: float | None = None  # a kill of a stopped job sends SIGTERM once more then
     adopted: bool = False
     proc_start: int = 0           # /proc/<pid>/stat field 22: guards against PID reuse
     ended: Exit | None = None     # set when poll() reported it; kept until forget()
@@ -206,6 +207,9 @@ def _decode_wait(status: int) -> tuple[int, int | None]:
         n = os.WTERMSIG(status)
         return 128 + n, n
     return _decode_code(os.WEXITSTATUS(status))
+
+
+TERM_AGAIN_S = 0.2
 
 
 def _script(out: str, err: str, sink: str, out_trunc: bool = False, err_trunc: bool = False) -> str:
@@ -523,6 +527,9 @@ class Runner:
                 continue
             ex = self._own_exit(task) if not task.adopted else self._adopted_exit(task)
             if ex is None:
+                if task.term_again_at is not None and now >= task.term_again_at:
+                    task.term_again_at = None
+                    self._signal(task, signal.SIGTERM)
                 if task.kill_deadline is not None and now >= task.kill_deadline and not task.hard_killed:
                     task.hard_killed = True
                     self._signal(task, signal.SIGKILL)
@@ -668,6 +675,10 @@ class Runner:
             self._signal(task, signal.SIGTERM)
             if task.suspended_at is not None:
                 self._signal(task, signal.SIGCONT)  # a stopped process takes SIGTERM only once continued
+                # A command stopped between its shell's vfork and exec takes that SIGTERM in the
+                # shell's own handler (the wrapper traps TERM), and its exec drops it: send it again
+                # once the command has run on to its exec.
+                task.term_again_at = now + TERM_AGAIN_S
         else:
             task.kill_deadline = min(task.kill_deadline, now + g)
 
