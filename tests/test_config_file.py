@@ -129,6 +129,10 @@ def test_bad_value_names_file_key_and_reason(tmp_path):
     _fails(_write(tmp_path, text), "key controller.durability", "must be 'mmap' or 'fsync'")
     text = FILE.read_text().replace("peers = []", 'peers = ["10.0.0.2:7702"]', 1)
     _fails(_write(tmp_path, text), "key controller.peer_addresses", "one ROUTER endpoint per entry")
+    text = FILE.read_text().replace("lost_after = 0.0", "lost_after = 2.0", 1)
+    _fails(_write(tmp_path, text), "key controller.lost_after", "must exceed unknown_after (3.0 s)")
+    text = FILE.read_text().replace("unknown_after = 0.0", "unknown_after = -1", 1)
+    _fails(_write(tmp_path, text), "key controller.unknown_after", "must be >= 0 seconds")
 
 
 def test_not_toml_names_the_file(tmp_path):

@@ -99,12 +99,23 @@ def test_memlimit_kill_ends_memlimit_with_peak(cluster2: Cluster) -> None:
 
 
 def test_stopped_worker_makes_host_unavail_and_jobs_follow_queue_policy(cluster2: Cluster) -> None:
+    """A hung worker's jobs are UNKWN, and RUN again when it answers; hung past lost_after, its
+    host is lost and its jobs follow queue policy."""
     c = cluster2.client
     rerun = c.submit(["sleep", "60"], queue="rerun", resreq="select[hname==node1] rusage[mem=10]")
     plain = c.submit(["sleep", "60"], resreq="select[hname==node1] rusage[mem=10]")
     wait_for(lambda: {v.state for v in c.jobs([rerun, plain])} == {"RUN"}, 20, "both RUN on node1")
     pid = cluster2.daemon_pid("worker-node1")
     os.kill(pid, signal.SIGSTOP)  # a hung host: alive for the supervisor, silent for the controller
+    try:  # unknown after 3 heartbeats of 0.5 s, lost after 4.5 s: continue it in between
+        wait_for(lambda: {v.state for v in c.jobs([rerun, plain])} == {"UNKWN"}, 20, "both UNKWN")
+        assert c.hosts(["node1"])[0].state == "unavail"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_for(lambda: {v.state for v in c.jobs([rerun, plain])} == {"RUN"}, 20, "both RUN again")
+    assert c.hosts(["node1"])[0].state == "full" and [e.event for e in c.hist(plain)][-2:] == \
+        ["host unknown", "host back"]
+    os.kill(pid, signal.SIGSTOP)
     try:
         wait_for(lambda: c.hosts(["node1"])[0].state == "unavail", 10, "node1 unavail")
         v = cluster2.wait_job(plain, timeout=10)
@@ -113,7 +124,7 @@ def test_stopped_worker_makes_host_unavail_and_jobs_follow_queue_policy(cluster2
         assert r.state == "PEND" and "requeued" in r.reason
     finally:
         os.kill(pid, signal.SIGCONT)
-    wait_for(lambda: c.hosts(["node1"])[0].state == "ok", 15, "node1 back")
+    wait_for(lambda: c.hosts(["node1"])[0].state != "unavail", 15, "node1 back")
     # The requeued job may only run again somewhere; the stale copy on node1 was killed.
     wait_for(lambda: c.job(rerun).state == "RUN", 20, "rerunnable job running again")
     c.kill([rerun])

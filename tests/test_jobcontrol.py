@@ -261,6 +261,18 @@ def test_unknown_host_then_back_restores_a_suspension() -> None:
     assert st.jobs[1].state == S.USUSP and st.jobs[1].prior is None
 
 
+def test_a_job_over_two_silent_hosts_is_back_only_when_both_answer() -> None:
+    st = cluster()
+    submit(st, spec(slots=2))
+    st.apply(Place(time=T0 + 1, job_id=1, attempt=0, allocs=[alloc("n1", 1), alloc("n2", 1)]))
+    st.apply(HostUnknown(time=T0 + 3, name="n1"))
+    st.apply(HostUnknown(time=T0 + 3, name="n2"))
+    st.apply(RegisterHost(time=T0 + 4, host=host("n1")))
+    assert st.jobs[1].state == S.UNKWN  # n2 is still silent
+    st.apply(RegisterHost(time=T0 + 5, host=host("n2")))
+    assert st.jobs[1].state == S.RUN and st.jobs[1].prior is None
+
+
 def test_unknown_then_lost_decides_by_the_queue() -> None:
     st = cluster(queue(rerunnable=True))
     submit(st)

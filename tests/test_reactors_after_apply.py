@@ -7,7 +7,7 @@ from reactor_kit import kit
 
 from xce.core.model import JobState, Queue
 from xce.core.resreq import parse_resreq
-from xce.core.state import Cleanup, Finish, HostLost, Kill, Place, SetQueues, Submit
+from xce.core.state import Cleanup, Finish, HostLost, HostUnknown, Kill, Place, SetQueues, Submit
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
 from xce.reactors.after_apply import SOFT_PERIOD, publish_soft
@@ -156,20 +156,75 @@ def test_soft_news_goes_out_at_most_every_soft_period() -> None:
 
 # ---- on_tick ---------------------------------------------------------------------------------
 
-def test_a_silent_host_is_lost_once_until_its_host_lost_commits() -> None:
-    k = kit(host("node1"), host("node2"))
-    k.worker("node1", seen=k.now - 10)
-    k.worker("node2", seen=k.now)
+def tick(k, dt: float = 0.0):
+    """One timer pass ``dt`` seconds on."""
+    k.now += dt
+    k.ctx.next_check = 0
     out = k.call(Op.PING, S.Empty())
     on_tick(k.ctx, k.now, out)
+    return out
+
+
+def test_a_silent_host_goes_unknown_once_then_its_worker_brings_its_jobs_back() -> None:
+    k = kit(host("node1"), host("node2"))
+    k.worker("node1")
+    k.worker("node2")
+    job = k.run_job("node1")
+    k.now += k.ctx.cfg.unknown_after() + 0.5
+    k.worker("node2")  # node2 keeps answering
+    out = tick(k)
+    ((cmd, _),) = out.commits
+    assert isinstance(cmd, HostUnknown) and cmd.name == "node1"
+    assert not tick(k).commits  # in flight
+    k.commit_all(out)
+    assert job.state == JobState.UNKWN and k.state.hosts["node1"].unavail
+    assert "node1" in k.ctx.book.undecided and "node1" not in k.ctx.book.lost_sent
+    assert not tick(k).commits  # unknown, not yet lost
+    task = S.RunningTask(job.id, job.attempt, 4)
+    k.commit_all(k.call(Op.REGISTER, S.RegisterRequest(host="node1", slots=4, ncpus=4, mem_total=8 << 30,
+                                                       os_available=8 << 30, version="t", running=[task])))
+    assert job.state == JobState.RUN and not k.state.hosts["node1"].unavail
+    assert "node1" not in k.ctx.book.undecided
+    k.now += k.ctx.cfg.lost_after()
+    k.worker("node1")
+    k.worker("node2")
+    assert not tick(k).commits  # it answers: nothing to decide
+
+
+def test_an_unknown_host_silent_past_lost_after_is_lost_and_its_jobs_follow_queue_policy() -> None:
+    k = kit(host("node1"))
+    k.worker("node1")
+    job = k.run_job("node1")
+    k.commit_all(tick(k, k.ctx.cfg.unknown_after() + 0.5))
+    assert job.state == JobState.UNKWN
+    assert not tick(k, k.ctx.cfg.lost_after() - k.ctx.cfg.unknown_after() - 1).commits
+    out = tick(k, 1.5)
     ((cmd, _),) = out.commits
     assert isinstance(cmd, HostLost) and cmd.name == "node1"
-    again = k.call(Op.PING, S.Empty())
-    k.ctx.next_check = 0
-    on_tick(k.ctx, k.now, again)
-    assert not again.commits  # in flight
+    assert not tick(k).commits  # in flight
     k.commit_all(out)
-    assert "node1" not in k.ctx.book.lost_sent
+    assert job.state == JobState.EXIT and job.reason == "host node1 lost"
+    assert "node1" not in k.ctx.book.lost_sent and not tick(k, 100).commits  # decided once
+
+
+def test_a_new_leader_still_decides_the_unknown_hosts_of_the_state() -> None:
+    k = kit(host("node1"), host("node2"))
+    k.run_job("node1")
+    k.state.apply(HostUnknown(time=T0 + 2, name="node1"))
+    k.state.apply(HostUnknown(time=T0 + 2, name="node2"))  # no UNKWN job: nothing to decide
+    k.ctx.was_leader = False
+    k.applied()
+    assert k.ctx.book.undecided == {"node1"}
+    out = tick(k, k.ctx.reregister_grace + k.ctx.cfg.lost_after() + 0.5)
+    assert [(type(c), c.name) for c, _ in out.commits] == [(HostLost, "node1")]
+
+
+def test_host_timeouts_come_from_the_config() -> None:
+    assert Config().unknown_after() == 3.0 and Config().lost_after() == 9.0
+    cfg = Config(controller=ControllerConf(unknown_after=2, lost_after=60))
+    assert (cfg.unknown_after(), cfg.lost_after()) == (2, 60)
+    k = kit(config=cfg)
+    assert k.ctx.kill_wait == 2
 
 
 def test_a_host_the_restored_log_adds_after_the_leadership_began_is_still_timed() -> None:
@@ -185,7 +240,7 @@ def test_a_host_the_restored_log_adds_after_the_leadership_began_is_still_timed(
     out = k.call(Op.PING, S.Empty())
     on_tick(k.ctx, k.now, out)
     ((cmd, _),) = out.commits
-    assert isinstance(cmd, HostLost) and cmd.name == "node1"
+    assert isinstance(cmd, HostUnknown) and cmd.name == "node1"
 
 
 def test_a_follower_does_no_timer_work() -> None:

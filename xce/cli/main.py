@@ -472,7 +472,7 @@ def cmd_up(a: argparse.Namespace) -> int:
     from xce.cli.upkeep import retire_hosts
 
     # Hosts of an earlier layout go once their jobs have ended (docs/cli.md).
-    until = time.monotonic() + 60 + 10 * a.heartbeat
+    until = time.monotonic() + 60 + 15 * a.heartbeat  # past a new leader's grace and lost_after
     threading.Thread(target=retire_hosts, args=(sd, names, until), daemon=True).start()
     if a.demo:
         from xce.cli.demo import run_demo

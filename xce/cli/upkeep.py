@@ -55,8 +55,8 @@ def retire_hosts(state_dir: Path, layout: list[str], until: float,
                  say: Callable[[str], None] = lambda m: print(m, flush=True)) -> list[str]:
     """Remove every host registered at the start and outside ``layout``, each once.
 
-    A host of an earlier layout with jobs on it becomes unavail a few heartbeats after
-    the controller starts, and its jobs are requeued or end EXIT (queue policy); it is
+    A host of an earlier layout with jobs on it is lost ``controller.lost_after`` after the
+    controller's grace, and its jobs are requeued or end EXIT (queue policy); it is
     removable then, so such hosts are retried.  Each is removed once: a worker that
     registers again afterwards was started by someone on purpose.  Gives up at ``until``
     (monotonic) and returns the hosts left.

@@ -807,12 +807,16 @@ class ClusterState:
         self.hosts[host.name] = host
         ch.hosts.add(host.name)
         for job in self.jobs.values():  # its UNKWN jobs are known again, in the state they had
-            if job.state == S.UNKWN and host.name in job.hosts:
+            if job.state == S.UNKWN and host.name in job.hosts and self._all_answer(job):
                 prior, job.prior = job.prior, None
                 self._set(ch, job, "back", cmd.time, host.name)
                 if prior in _SUSPEND_AGAIN:  # back where it was, through the table
                     self._set(ch, job, _SUSPEND_AGAIN[prior], cmd.time, host.name)
         return "ok"
+
+    def _all_answer(self, job: Job) -> bool:
+        """Every host of the job answers again: a job over two silent hosts stays UNKWN until both do."""
+        return not any((h := self.hosts.get(name)) is not None and h.unavail for name in job.hosts)
 
     def host_lost(self, cmd: HostLost, ch: Changes) -> list[int]:
         host = self.hosts.get(cmd.name)
@@ -833,7 +837,7 @@ class ClusterState:
         if job.requeue_requested or (rerun and not job.kill_requested):
             self._back_to_pending(ch, job, why, time, "controller")
         else:
-            job.reason = why
+            job.reason, job.prior = why, None
             self._end(ch, job, "exit", time, "controller")
 
     def set_host_admin(self, cmd: SetHostAdmin, ch: Changes) -> str:

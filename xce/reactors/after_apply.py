@@ -13,8 +13,8 @@ import logging
 
 import msgspec
 
-from xce.core.model import Job, Queue
-from xce.core.state import SetQueues
+from xce.core.model import Job, JobState, Queue
+from xce.core.state import ClusterState, SetQueues
 from xce.proto import schema as S
 from xce.reactors.context import Context
 from xce.reactors.orders import orders
@@ -76,6 +76,7 @@ def forget_hosts(ctx: Context, names: list[str]) -> None:
         ctx.live.last_seen.pop(name, None)
         ctx.book.workers.pop(name, None)
         ctx.book.lost_sent.discard(name)
+        ctx.book.undecided.discard(name)
     ctx.stream.epoch = ctx.new_epoch()
 
 
@@ -98,7 +99,14 @@ def leadership(ctx: Context, now: float, out: Outbox) -> None:
                 or st.default_queue != cfg.default_queue()):
             out.commit(SetQueues(time=now, queues=queues, default_queue=cfg.default_queue()))
         ctx.book.forget_leadership()
+        ctx.book.undecided = undecided_hosts(st)
     ctx.was_leader = leader
+
+
+def undecided_hosts(state: ClusterState) -> set[str]:
+    """The unavail hosts of UNKWN jobs: what a new leader still has to decide."""
+    return {h for j in state.jobs.values() if j.state == JobState.UNKWN for h in j.hosts
+            if (host := state.hosts.get(h)) is not None and host.unavail}
 
 
 def publish_soft(ctx: Context, now: float, out: Outbox, force: bool = False) -> None:

@@ -74,7 +74,10 @@ class Book:
     # host -> when its worker registered with this leader listing every task it runs: from then
     # on ``confirmed`` is complete for that host (the audit and chase_kills rely on it).
     registered_at: dict[str, float] = field(default_factory=dict)
-    lost_sent: set[str] = field(default_factory=set)  # hosts whose HostLost is in flight
+    lost_sent: set[str] = field(default_factory=set)  # hosts whose HostUnknown or HostLost is in flight
+    # Unavail hosts not yet lost (their jobs UNKWN): HostLost once silent past lost_after.  Filled when
+    # HostUnknown commits, and by a new leader from the state (timers.undecided_hosts).
+    undecided: set[str] = field(default_factory=set)
     daemon_grants: dict[tuple[str, Op], float] = field(default_factory=dict)  # (token, op) -> until (monotonic)
     suspended: dict[tuple[int, str], bool] = field(default_factory=dict)  # (job, host) -> its worker's last word
     peeks: dict[int, Peek] = field(default_factory=dict)  # ticket -> the client waiting for a JOB_OUTPUT
@@ -145,8 +148,9 @@ class Context:
 
     @property
     def kill_wait(self) -> float:
-        """How long a silent host takes to go unavail: an unconfirmed killed share ends after it."""
-        return self.cfg.controller.heartbeat_misses * self.cfg.worker.heartbeat
+        """How long a silent host takes to go unavail (its jobs UNKWN): an unconfirmed killed
+        share ends after it."""
+        return self.cfg.unknown_after()
 
     @property
     def reregister_grace(self) -> float:

@@ -1,4 +1,4 @@
-"""The leader's periodic work: hosts lost, orders re-sent, kills chased, old records cleaned up.
+"""The leader's periodic work: silent hosts unknown then lost, orders re-sent, kills chased, old records cleaned up.
 
 ``on_tick`` runs every loop turn and does its work at most every CHECK_PERIOD; the shell
 only calls it (and keeps the GC upkeep and the allow-list file reads to itself).
@@ -10,8 +10,9 @@ import itertools
 import logging
 
 from xce.core.model import ACTIVE, JobState
-from xce.core.state import Cleanup, HostLost
-from xce.reactors.context import Context
+from xce.core.result import Ok, Result
+from xce.core.state import Cleanup, HostLost, HostUnknown
+from xce.reactors.context import Book, Context
 from xce.reactors.jobrun import expire_peeks, release_order
 from xce.reactors.orders import RESEND_AFTER, chase_kills, dispatch
 from xce.reactors.outbox import Outbox
@@ -28,7 +29,7 @@ def on_tick(ctx: Context, now: float, out: Outbox) -> None:
     if now < ctx.next_check or not ctx.raft.is_leader():
         return
     ctx.next_check = now + CHECK_PERIOD
-    hosts_lost(ctx, now, out)
+    hosts_silent(ctx, now, out)
     ctx.live.refresh_decay(ctx.state.jobs, now)
     redispatch(ctx, now, out)
     chase_kills(ctx, now, out)
@@ -41,22 +42,37 @@ def on_tick(ctx: Context, now: float, out: Outbox) -> None:
         out.commit(Cleanup(time=now, keep_finished=keep))
 
 
-def hosts_lost(ctx: Context, now: float, out: Outbox) -> None:
-    """A host silent for ``heartbeat_misses`` heartbeats is lost (once: until its HostLost commits).
+def hosts_silent(ctx: Context, now: float, out: Outbox) -> None:
+    """A host silent past ``unknown_after`` goes unavail and its jobs UNKWN (HostUnknown: its worker
+    may only be hung, and a registration brings them back as they were); one still silent past
+    ``lost_after`` is lost (HostLost: its jobs are requeued or end EXIT by queue policy).  Each is
+    committed once: until it commits, the host is in ``lost_sent``.
 
     A host with no record yet gets the new leader's grace from now: a restarted leader may
     apply the hosts of its restored log after it took office (and gave the grace to those it had).
     """
-    limit = ctx.kill_wait
-    lost_sent, last_seen = ctx.book.lost_sent, ctx.live.last_seen
+    unknown, lost = ctx.cfg.unknown_after() + 0.1, ctx.cfg.lost_after() + 0.1
+    book, last_seen = ctx.book, ctx.live.last_seen
     for name, host in ctx.state.hosts.items():
         seen = last_seen.get(name)
         if seen is None:
             last_seen[name] = now + ctx.reregister_grace
             continue
-        if not host.unavail and now - seen > limit + 0.1 and name not in lost_sent:
-            lost_sent.add(name)
-            out.commit(HostLost(time=now, name=name), lambda r, o, n=name: lost_sent.discard(n))
+        if name in book.lost_sent:
+            continue
+        if not host.unavail and now - seen > unknown:
+            book.lost_sent.add(name)
+            out.commit(HostUnknown(time=now, name=name), lambda r, o, n=name: _undecided(book, n, r))
+        elif host.unavail and name in book.undecided and now - seen > lost:
+            book.lost_sent.add(name)
+            book.undecided.discard(name)
+            out.commit(HostLost(time=now, name=name), lambda r, o, n=name: book.lost_sent.discard(n))
+
+
+def _undecided(book: Book, name: str, result: Result) -> None:
+    book.lost_sent.discard(name)
+    if isinstance(result, Ok):
+        book.undecided.add(name)
 
 
 def redispatch(ctx: Context, now: float, out: Outbox) -> None:

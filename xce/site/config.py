@@ -22,6 +22,9 @@ from xce.site.local import (  # one definition, shared with the fast CLI path
 )
 
 
+LOST_FACTOR = 3  # lost_after's default in unknown_afters: a hung host gets time to come back
+
+
 class ClusterConf(msgspec.Struct, forbid_unknown_fields=True):
     name: str = "xce"
 
@@ -37,6 +40,8 @@ class ControllerConf(msgspec.Struct, forbid_unknown_fields=True):
     leader_fallback: float = 1.0                # a leader that hears no majority this long steps down
     raft_password: str = ""
     heartbeat_misses: int = 3
+    unknown_after: float = 0.0                  # s silent before a host is unavail, its jobs UNKWN (0: misses x heartbeat)
+    lost_after: float = 0.0                     # s silent before it is lost, its jobs requeued or EXIT (0: 3 x unknown_after)
     keep_finished: int = 100_000
     append_period: float = 0.02
     tick_period: float = 0.01
@@ -149,6 +154,15 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     def cluster_totals(self) -> dict[str, int]:
         return {n: r.total for n, r in self.resources.items() if r.scope == "cluster"}
 
+    def unknown_after(self) -> float:
+        """Seconds a silent host takes to go unavail, its jobs UNKWN (LSF: the host stops answering)."""
+        c = self.controller
+        return c.unknown_after or c.heartbeat_misses * self.worker.heartbeat
+
+    def lost_after(self) -> float:
+        """Seconds a silent host takes to be lost: its jobs are then requeued or end EXIT."""
+        return self.controller.lost_after or LOST_FACTOR * self.unknown_after()
+
     def default_queue(self) -> str:
         defaults = [n for n, q in self.queues.items() if q.default]
         return defaults[0] if defaults else next(iter(self.queues))
@@ -227,6 +241,7 @@ def _check(cfg: Config, source: str) -> None:
         raise bad("controller.leader_fallback", "must exceed append_period")
     if cfg.controller.heartbeat_misses < 1:
         raise bad("controller.heartbeat_misses", "must be >= 1")
+    _check_host_timeouts(cfg, bad)
     if not cfg.queues:
         raise bad("queues", "at least one queue is needed")
     if sum(q.default for q in cfg.queues.values()) > 1:
@@ -248,6 +263,17 @@ def _check(cfg: Config, source: str) -> None:
         if name in BUILTIN:
             raise bad(f"resources.{name}", "is a builtin resource")
     _check_policy(cfg, bad)
+
+
+def _check_host_timeouts(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
+    """controller.unknown_after and lost_after: a host is unknown before it is lost."""
+    c = cfg.controller
+    for key, value in (("unknown_after", c.unknown_after), ("lost_after", c.lost_after)):
+        if value < 0:
+            raise bad(f"controller.{key}", f"must be >= 0 seconds (0: the default), got {value}")
+    if cfg.lost_after() <= cfg.unknown_after():
+        raise bad("controller.lost_after", f"must exceed unknown_after ({cfg.unknown_after()} s), "
+                  f"got {cfg.lost_after()}")
 
 
 def _check_policy(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
