@@ -190,6 +190,8 @@ def test_down_leaves_running_jobs_to_the_next_up_and_kill_jobs_ends_them(tmp_pat
             pid = wait_for(lambda: pidfile.exists() and int(pidfile.read_text()), 20, "the job's pid")
             queued = c.submit(["true"])  # the only slot is taken: it pends
             wait_for(lambda: c.job(queued).reason, 10, "a reason for the pending job")
+            held = c.submit(["true"])
+            c.stop([held])  # PSUSP: held, but pending, with no process to kill
         run.down()
         assert pid_alive(pid)  # plain `down`: the job runs on, for the next `up` to re-attach
         run.up()
@@ -204,6 +206,7 @@ def test_down_leaves_running_jobs_to_the_next_up_and_kill_jobs_ends_them(tmp_pat
             v = c.job(job)
             assert (v.state, v.reason) == ("EXIT", "killed by xce down --kill-jobs")
             assert wait_for(lambda: c.job(queued).state == "DONE", 20, "the queued job to run")
+            assert c.job(held).state == "PSUSP"  # still queued for its owner's bresume
     finally:
         if pid and pid_alive(pid):
             os.kill(pid, signal.SIGKILL)  # the test's own job, if the kill failed

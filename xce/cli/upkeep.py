@@ -19,8 +19,9 @@ from pathlib import Path
 
 from xce.client import Client
 from xce.core.errors import Conflict, NotFound, XceError
+from xce.core.model import ACTIVE
 
-WITH_PROCESSES = ("RUN", "USUSP", "SSUSP", "PSUSP", "UNKWN")
+WITH_PROCESSES = sorted(s.value for s in ACTIVE)  # PSUSP is pending: it has no process
 KILL_REASON = "killed by xce down --kill-jobs"
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import time
@@ -30,24 +29,11 @@ from xce.daemons.heap import HeapUpkeep
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
 from xce.replica.mirror import Mirror
-from xce.security.auth import DAEMON_TOKEN, auth_dir
+from xce.security.auth import daemon_token
 from xce.security.curve import SCHEDULER_KEY, daemon_keys
 from xce.site.config import Config, load
 
 log = logging.getLogger("xce.scheduler")
-
-
-def daemon_token(cfg: Config) -> str:
-    """The daemon-role token of this cluster (``<state>/auth/daemon.token``), if it has one."""
-
-
-    env = os.environ.get("XCE_DAEMON_TOKEN")
-    if env:
-        return env
-    try:
-        return (auth_dir(cfg.state_dir) / DAEMON_TOKEN).read_text().strip() if cfg.state_dir else ""
-    except OSError:
-        return ""
 
 
 def round_caps(m: Mirror) -> dict[str, HostCap]:
@@ -64,7 +50,7 @@ class Scheduler:
         self.ctx = zmq.Context()
 
         self.keys = daemon_keys(cfg, SCHEDULER_KEY)
-        self.conn = Connection(endpoints_of(cfg), token=daemon_token(cfg), timeout=5.0, ctx=self.ctx,
+        self.conn = Connection(endpoints_of(cfg), token=daemon_token(cfg.state_dir), timeout=5.0, ctx=self.ctx,
                                curve=self.keys)
         self.mirror = Mirror()
         self.follower = EventFollower(self.conn, cfg.controller.pub_address, self.mirror,

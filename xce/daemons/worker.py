@@ -33,7 +33,6 @@ from xce import __version__
 from xce.core.errors import NotLeader, ProtocolError, XceError
 from xce.core.model import HostUsage
 from xce.core.units import parse_mem
-from xce.daemons.scheduler import daemon_token
 from xce.proto import schema as S
 from xce.proto.codec import (
     decode_envelope,
@@ -45,6 +44,7 @@ from xce.proto.codec import (
     order_key,
 )
 from xce.proto.opcodes import Op
+from xce.security.auth import daemon_token
 from xce.security.curve import daemon_keys
 from xce.site.config import Config, endpoints_of, load
 from xce.transport.sockets import dealer
@@ -99,7 +99,7 @@ class Worker:
         self.floor = parse_mem(w.mem_floor) if w.mem_floor else None
         self.endpoints = endpoints_of(cfg)
 
-        self.token = daemon_token(cfg)
+        self.token = daemon_token(cfg.state_dir)
 
         self.keys = daemon_keys(cfg, self.name)  # its key on the controller's CURVE allow-list
         self.refused = ""

@@ -36,7 +36,7 @@ from xce.core.errors import ConfigError, InvalidRequest, NotFound, Unauthenticat
 from xce.security.policy import Principal
 from xce.site.local import unix_user
 
-__all__ = ["Principal", "KeyRing", "TokenService", "ensure_keyring", "ensure_local_admin", "ensure_daemon_token",
+__all__ = ["Principal", "KeyRing", "TokenService", "ensure_keyring", "ensure_local_admin", "ensure_daemon_token", "daemon_token",
            "cli_token"]
 
 Alg = Literal["EdDSA", "HS256"]
@@ -252,6 +252,18 @@ def ensure_keyring(state_dir: str | Path, alg: Alg = "EdDSA") -> KeyRing:
 def ensure_local_admin(state_dir: str | Path) -> str:
     """An admin token for the user running `xce up`, in ``<state>/auth/admin.token`` (0600)."""
     return _ensure_token(state_dir, ADMIN_TOKEN, Principal(unix_user(), ("admin",)))
+
+
+def daemon_token(state_dir: str | Path | None) -> str:
+    """The daemon-role token the local scheduler and workers show the controller:
+    $XCE_DAEMON_TOKEN, else ``<state>/auth/daemon.token``, else none."""
+    env = os.environ.get("XCE_DAEMON_TOKEN")
+    if env:
+        return env
+    try:
+        return (auth_dir(state_dir) / DAEMON_TOKEN).read_text().strip() if state_dir else ""
+    except OSError:
+        return ""
 
 
 def ensure_daemon_token(state_dir: str | Path) -> str:
