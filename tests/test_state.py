@@ -44,7 +44,7 @@ from xce.core.state import (
     encode_batch,
     transition,
 )
-from xce.proto.schema import HostLive, HostMem, JobSample, Snapshot
+from xce.proto.schema import HostLive, HostMem, JobSample, Snapshot, past_usage
 
 S = JobState
 G = 2**30
@@ -577,6 +577,9 @@ def full_state() -> ClusterState:
         SetHostAdmin(time=T0 + 3.5, names=["n1"], closed=True),
         Place(time=T0 + 4, job_id=1, attempt=1,
               allocs=[Alloc("n2", 1, G, {"slots": 1, "gpu": 1}), Alloc("n3", 1, G, {"slots": 1, "gpu": 1})]),
+        Submit(time=T0 + 4.2, specs=[JobSpec(command=["true"], user="bob", queue="re")], reqs=[parse_resreq("")]),
+        Place(time=T0 + 4.4, job_id=2, attempt=0, allocs=[Alloc("n3", 1, 0, {"slots": 1})]),
+        Finish(time=T0 + 4.8, job_id=2, attempt=1, host="n3", exit_code=0),
         Kill(time=T0 + 5, job_ids=[1], reason="over budget"),
         Finish(time=T0 + 6, job_id=1, attempt=2, host="n2", exit_code=137, signal=9, reason="killed",
                usage=HostUsage(host="n2", reserved=G, actual=G // 2, peak=G // 3 * 2, charged_peak=G,
@@ -584,6 +587,9 @@ def full_state() -> ClusterState:
         Finish(time=T0 + 7, job_id=1, attempt=2, host="n3", exit_code=137, signal=9, reason="killed",
                usage=HostUsage(host="n3", reserved=G, actual=G // 4, peak=G // 2, charged_peak=G,
                                cpu_time=11.0, slack_integral=2.0e9)),
+        # Cleanup keeps one finished job: job 2, which ended first, is dropped and its fairshare
+        # usage folded into usage_past.
+        Cleanup(time=T0 + 11, keep_finished=1),
     ]
     for c in cmds:
         st.apply(c)
@@ -634,7 +640,8 @@ def test_msgpack_snapshot_round_trip_keeps_everything() -> None:
                     queues=list(st.queues.values()), default_queue=st.default_queue,
                     live=[HostLive("n2", 5 * G, T0 + 7.5, HostMem(2 * G, G // 2, 3 * G // 2, 0))],
                     samples=[JobSample(1, "n2", G // 2, G, 3.5)],
-                    reasons={7: "mem: needs 4.0G"}, leader="127.0.0.1:7001", term=3)
+                    reasons={7: "mem: needs 4.0G"}, leader="127.0.0.1:7001", term=3,
+                    usage_past=past_usage(st.usage_past), usage_as_of=st.usage_as_of)
     # n2 and n3 are open and up on purpose; n1 carries every Host field.
     assert [f for f in unset_fields(snap)
             if not f.startswith(("$.hosts[1]", "$.hosts[2]")) and not f.endswith(WHILE_ALIVE)] == []

@@ -70,6 +70,7 @@ from xce.core.model import (
 )
 from xce.core.resreq import ResReq
 from xce.core.result import Err, Ok, Result
+from xce.core.sched.fairshare import UsageBook
 
 S = JobState
 ANSWERS_KEPT = 100_000  # keyed answers kept: retries arrive within seconds; this is hours of writes
@@ -182,6 +183,7 @@ class Modify(Keyed):
 
 class Cleanup(Cmd):
     keep_finished: int  # keep at most this many finished jobs (oldest dropped)
+    half_life: float = 18_000.0  # the site's fairshare half-life: the dropped jobs' usage is folded with it
 
 
 class Stop(Keyed):
@@ -318,11 +320,16 @@ class ClusterState:
         self.history: dict[int, list[HistEvent]] = {}
         self.dep_facts: dict[int, Counts] = {}  # forgotten jobs some dependent still names
         self.arrays: dict[int, ArrayJob] = {}  # job arrays, one entity each (xce/core/arrays.py)
+        # Fairshare usage of the finished jobs Cleanup dropped, decayed to usage_as_of
+        # (xce/core/sched/fairshare.py UsageBook): the kept records plus this are all usage.
+        self.usage_past: dict[tuple[str, str, str, str], list[float]] = {}
+        self.usage_as_of = 0.0
         self.deps = DepIndex()  # derived from the pending jobs' specs: rebuilt on restore, not replicated
 
     # Every field is replicated but the derived index (what a command changed travels in ``Changes``).
     _REPLICATED = ("jobs", "hosts", "queues", "default_queue", "next_job_id", "applied",
-                   "finished_order", "answers", "last_time", "history", "dep_facts", "arrays")
+                   "finished_order", "answers", "last_time", "history", "dep_facts", "arrays", "usage_past",
+                   "usage_as_of")
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self._REPLICATED}
@@ -883,6 +890,9 @@ class ClusterState:
         drop = len(self.finished_order) - cmd.keep_finished
         if drop <= 0:
             return 0
+        book = UsageBook.seeded(cmd.half_life, self.usage_past, self.usage_as_of)
+        book.add_ended((self.jobs[j] for j in self.finished_order[:drop] if j in self.jobs), cmd.time)
+        self.usage_past, self.usage_as_of = book.usage, book.as_of
         for jid in self.finished_order[:drop]:
             job = self.jobs.pop(jid, None)
             self.history.pop(jid, None)

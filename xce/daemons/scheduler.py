@@ -75,6 +75,7 @@ class Scheduler:
                 self.dirty = True
         if sync.snapshots != snaps:
             self.sent_reasons = dict(self.mirror.live.reasons)
+            self.policy.reseed(self.mirror.usage_past, self.mirror.usage_as_of)  # the forgotten jobs' usage
             self.waiting_when_full = set()
             self.dirty = True
             log.info("mirror synced at seq %d (%d jobs, %d hosts)", self.mirror.seq, len(self.mirror.jobs),

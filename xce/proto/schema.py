@@ -274,6 +274,25 @@ class JobSample(msgspec.Struct, array_like=True):
     cpu_time: float
 
 
+class PastUsage(msgspec.Struct, array_like=True):
+    """Fairshare usage of forgotten jobs under one key (ClusterState.usage_past), decayed to its as-of."""
+
+    user: str
+    group: str
+    project: str
+    queue: str
+    slot_seconds: float
+    mem_seconds: float
+
+
+def past_usage(usage: dict[tuple[str, str, str, str], list[float]]) -> list[PastUsage]:
+    return [PastUsage(*k, *v) for k, v in usage.items()]
+
+
+def past_usage_book(rows: list[PastUsage]) -> dict[tuple[str, str, str, str], list[float]]:
+    return {(r.user, r.group, r.project, r.queue): [r.slot_seconds, r.mem_seconds] for r in rows}
+
+
 class Snapshot(msgspec.Struct, kw_only=True):
     seq: int
     epoch: str
@@ -287,6 +306,8 @@ class Snapshot(msgspec.Struct, kw_only=True):
     reasons: dict[int, str]
     leader: str | None = None
     term: int = 0
+    usage_past: list[PastUsage] = []  # fairshare usage of the jobs the cluster forgot
+    usage_as_of: float = 0.0
 
 
 class Event(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -234,7 +234,7 @@ def on_snapshot(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:
         seq=ctx.stream.seq, epoch=ctx.stream.epoch, time=req.now, jobs=[public(j) for j in st.jobs.values()],
         hosts=list(st.hosts.values()), queues=list(st.queues.values()), default_queue=st.default_queue,
         live=live.lives(), samples=live.samples(), reasons=dict(live.reasons), leader=ctx.raft.leader(),
-        term=ctx.raft.term()))
+        term=ctx.raft.term(), usage_past=S.past_usage(st.usage_past), usage_as_of=st.usage_as_of))
 
 
 def on_audit(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:

@@ -39,7 +39,7 @@ def on_tick(ctx: Context, now: float, out: Outbox) -> None:
     expire_peeks(ctx, now, out)
     keep = ctx.cfg.controller.keep_finished
     if len(ctx.state.finished_order) > keep + CLEANUP_SLACK:
-        out.commit(Cleanup(time=now, keep_finished=keep))
+        out.commit(Cleanup(time=now, keep_finished=keep, half_life=ctx.cfg.fairshare.half_life))
 
 
 def hosts_silent(ctx: Context, now: float, out: Outbox) -> None:

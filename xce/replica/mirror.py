@@ -11,7 +11,7 @@ from typing import Any
 
 from xce.core.model import ACTIVE, Alloc, Host, Job, JobState, Queue
 from xce.core.resreq import ResReq
-from xce.proto.schema import Event, Snapshot
+from xce.proto.schema import Event, Snapshot, past_usage_book
 from xce.replica.live import Live, event_samples
 
 
@@ -68,6 +68,8 @@ class Mirror:
         self.leader: str | None = None
         self.term = 0
         self.time = 0.0
+        self.usage_past: dict[tuple[str, str, str, str], list[float]] = {}  # forgotten jobs' fairshare usage
+        self.usage_as_of = 0.0
 
     @property
     def synced(self) -> bool:
@@ -91,6 +93,7 @@ class Mirror:
             self.live.apply_live(h)
         self.live.apply_samples(snap.samples)
         self.live.reasons = dict(snap.reasons)
+        self.usage_past, self.usage_as_of = past_usage_book(snap.usage_past), snap.usage_as_of
 
     def apply_event(self, ev: Event, received: float = 0.0, term: int = 0, *, samples: bool = True) -> bool:
         """Apply one event; False means a gap (resnapshot needed).

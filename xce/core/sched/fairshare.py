@@ -37,6 +37,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+import msgspec
+
 from xce.core import accounting
 from xce.core.model import TERMINAL, Job
 
@@ -127,6 +129,21 @@ class UsageBook:
             u[0] *= f
             u[1] *= f
         self.as_of = now
+
+    @classmethod
+    def seeded(cls, half_life: float, usage: Mapping[Key, Iterable[float]], as_of: float) -> UsageBook:
+        """A book that starts from ``usage`` as of ``as_of`` (the state's usage of forgotten jobs)."""
+        book = cls(half_life)
+        book.usage = {k: list(v) for k, v in usage.items()}
+        book.as_of = as_of
+        return book
+
+    def add_ended(self, jobs: Iterable[Job], now: float) -> None:
+        """Fold these ended jobs, with no memory of which were folded (the state's fold at Cleanup)."""
+        self.decay_to(now)
+        for j in jobs:
+            if j.start_time is not None and j.end_time is not None:
+                self._add(key_of(j), job_rates(j), j.start_time, j.end_time, self.as_of)
 
     def fold(self, jobs: Iterable[Job], now: float) -> int:
         """Fold the ended jobs of ``jobs`` not folded yet (one that never started adds nothing).
@@ -236,19 +253,57 @@ class Fairshare:
     def _priority(self, key: Key) -> float:
         node, s_norm, ue, top = self.root, 1.0, 0.0, True
         while node.conf.members:
-            name = _principal(key, node.conf.by)
-            kid = node.kids.get(name)
+            kid = node.kids.get(_principal(key, node.conf.by))
             if kid is None:
                 return 0.0  # no share in this tree
-            sib = sum(k.conf.shares for k in node.kids.values())
-            part = kid.conf.shares / sib if sib else 0.0
-            un = self._un(kid)
-            ue = un if top else un + (ue - un) * part
+            part, ue = self._step(node, kid, ue, top)
             s_norm *= part
             node, top = kid, False
-        if s_norm <= 0.0:
-            return 0.0
-        return 2.0 ** (-ue / s_norm)
+        return _priority_of(s_norm, ue)
+
+    def _step(self, parent: _Node, kid: _Node, ue: float, top: bool) -> tuple[float, float]:
+        """A child's part of its parent's shares, s(n) / sum(s(sib(n))), and its UE (the docstring's)."""
+        sib = sum(k.conf.shares for k in parent.kids.values())
+        part = kid.conf.shares / sib if sib else 0.0
+        un = self._un(kid)
+        return part, (un if top else un + (ue - un) * part)
+
+    def rows(self, tree: str = "") -> list[ShareRow]:
+        """Every node the round knows (named, or a principal seen under ``default``), depth first,
+        with the figures ``priority`` uses: what `xce fairshare` shows."""
+        out: list[ShareRow] = []
+
+        def walk(node: _Node, path: tuple[str, ...], s_p: float, ue_p: float, top: bool) -> None:
+            for name in sorted(node.kids):
+                kid = node.kids[name]
+                part, ue = self._step(node, kid, ue_p, top)
+                s = s_p * part
+                out.append(ShareRow(tree=tree, path=[*path, name], by=node.conf.by, shares=kid.conf.shares,
+                                    share=s, slot_seconds=kid.slot_s, mem_seconds=kid.mem_s, usage=ue,
+                                    priority=_priority_of(s, ue), leaf=not kid.conf.members))
+                walk(kid, (*path, name), s, ue, False)
+
+        walk(self.root, (), 1.0, 0.0, True)
+        return out
+
+
+class ShareRow(msgspec.Struct, kw_only=True):
+    """One node of a share tree as `xce fairshare` and /v1/fairshare show it."""
+
+    tree: str              # "" the cluster-wide tree, else the queue whose own tree it is
+    path: list[str]        # root -> this node, e.g. ["physics", "alice"]
+    by: str                # what the names at this level are: user, group or project
+    shares: int            # raw shares among its siblings
+    share: float           # normalised: S(n)
+    slot_seconds: float    # decayed usage under this node
+    mem_seconds: float     # decayed byte-seconds, memory charged max(reserved, actual)
+    usage: float           # effective usage UE(n)
+    priority: float        # 2^-(UE / S)
+    leaf: bool
+
+
+def _priority_of(share: float, ue: float) -> float:
+    return 2.0 ** (-ue / share) if share > 0.0 else 0.0
 
 
 def _principal(key: Key, by: str) -> str:

@@ -17,6 +17,7 @@ from xce.core.accounting import Ledger
 from xce.core.model import Alloc, Job
 from xce.core.sched.backfill import BackfillRules, Release, releases
 from xce.core.sched.fairshare import (
+    Key,
     ShareNode,
     UsageBook,
     Weights,
@@ -56,11 +57,22 @@ class RoundInputs:
 
 
 class PolicyState:
-    """What a scheduler keeps between rounds: decayed usage of the jobs that ended."""
+    """What a scheduler keeps between rounds: decayed usage of the jobs that ended.
 
-    def __init__(self, policy: SitePolicy) -> None:
+    ``past`` is the cluster's own usage of the jobs it forgot (ClusterState.usage_past, as of
+    ``as_of``: hard state, folded at Cleanup with this book's rule); the book starts from it.
+    The controller builds one per read (`xce fairshare`, `xce limits`, `jobs -l`) and the
+    scheduler keeps one, re-seeded at each snapshot: both compute the same figures.
+    """
+
+    def __init__(self, policy: SitePolicy, past: Mapping[Key, Iterable[float]] | None = None,
+                 as_of: float = 0.0) -> None:
         self.policy = policy
-        self.book = UsageBook(policy.half_life)
+        self.book = UsageBook.seeded(policy.half_life, past or {}, as_of)
+
+    def reseed(self, past: Mapping[Key, Iterable[float]], as_of: float) -> None:
+        """Start again from the cluster's usage of forgotten jobs (a new snapshot)."""
+        self.book = UsageBook.seeded(self.policy.half_life, past, as_of)
 
     def round_inputs(self, jobs: Iterable[Job], pending: Iterable[Job], running: Iterable[Job],
                      ledger: Ledger | None, queue_priority: Mapping[str, int], now: float,
