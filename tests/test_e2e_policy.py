@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from conftest import Cluster, wait_for
+import json
+
+from conftest import Cluster, wait_for, xce
 
 
 def test_a_short_job_backfills_beside_a_blocked_wide_job_and_a_long_one_does_not(cluster2: Cluster) -> None:
@@ -25,6 +27,14 @@ def test_a_short_job_backfills_beside_a_blocked_wide_job_and_a_long_one_does_not
     assert "reserved to start at" in w.reason and w.reason.endswith(f"on {other}"), w.reason
     lv = wait_for(lambda: (v := c.job(long_)).reason and v, 10, "the long job's reason")
     assert lv.state == "PEND" and lv.reason.startswith(f"backfill: would delay job {wide}"), lv.reason
+    # The doors show the round's figures: the long job's place in the order (behind the wide
+    # one, submitted with it), and the user's usage in the share tree.
+    long_view = xce(cluster2.state_dir, "jobs", "-l", str(long_)).stdout
+    assert "Order: 2 of 2 pending" in long_view and f"Behind job {wide}: submit: job {wide}" in long_view, long_view
+    share = json.loads(xce(cluster2.state_dir, "fairshare", "--json").stdout)
+    (me,) = [r for r in share["rows"] if r["path"] == [lv.user]]
+    assert me["slot_seconds"] > 0 and 0 < me["priority"] < 1 and me["share"] == 1.0, share
+    assert "No limit configured" in xce(cluster2.state_dir, "limits").stdout
     # When r2 ends, the wide job starts where it was reserved, ahead of the long one.
     wait_for(lambda: c.job(wide).state in ("RUN", "DONE"), 30, "the wide job started")
     assert c.job(wide).hosts == [other] and c.job(long_).state == "PEND"

@@ -219,6 +219,18 @@ def test_hosts_queues_status(h: Harness) -> None:
     assert s["leader"] == "tcp://x" and s["term"] == 3 and s["rest_url"] == "http://127.0.0.1:7780"
 
 
+def test_fairshare_and_limits_are_the_controllers_views(h: Harness) -> None:
+    fs = h.req("GET", "/v1/fairshare").json
+    assert fs["half_life"] == 18_000.0 and fs["rows"][0]["path"] == ["alice"] and fs["rows"][0]["priority"] == 0.5
+    (lim,) = h.req("GET", "/v1/limits").json
+    assert (lim["name"], lim["who"], lim["slots"], lim["max_slots"], lim["held"]) == ("user_slots", "alice", 8, 8, [4])
+    h.fake.jobs[1] = jobview(1, "alice", "PEND")
+    assert h.req("GET", "/v1/jobs/1?order=true").status_code == 200
+    assert h.fake.calls[-1][2].order is True  # asked of the controller only when wanted
+    h.req("GET", "/v1/jobs/1")
+    assert h.fake.calls[-1][2].order is False
+
+
 @pytest.mark.parametrize("err, status", [(NotLeader(None), 503), (Unavailable("down"), 503)])
 def test_controller_trouble_is_503_with_retry_after(h: Harness, err: Exception, status: int) -> None:
     h.fake.fail = err  # type: ignore[assignment]

@@ -160,6 +160,17 @@ class FakeController:
     def op_queues(self, body: Any) -> S.QueuesReply:
         return S.QueuesReply(queues=[Queue(name="normal")], default="normal", counts={"normal": {"RUN": 1}})
 
+    def op_fairshare(self, body: Any) -> S.FairshareReply:
+        return S.FairshareReply(enabled=True, half_life=18_000.0, slot_weight=1.0, mem_weight=1.0, time=1.7e9,
+                                rows=[S.ShareRow(tree="", path=["alice"], by="user", shares=1, share=1.0,
+                                                 slot_seconds=3600.0, mem_seconds=3.6e12, usage=1.0,
+                                                 priority=0.5, leaf=True)])
+
+    def op_limits(self, body: Any) -> S.LimitsReply:
+        return S.LimitsReply(rows=[S.LimitRow(name="user_slots", per="user", who="alice", jobs=1, slots=8, mem=0,
+                                              pending=1, max_jobs=None, max_slots=8, max_mem=None,
+                                              max_pending=None, held=[4])])
+
     def op_status(self, body: Any) -> S.StatusReply:
         return S.StatusReply(cluster="test", controllers=[S.ControllerInfo(address="tcp://x", role="leader",
                                                                             term=3, commit_index=9)],

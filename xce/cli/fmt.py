@@ -57,6 +57,8 @@ def job_long(j: Any, now: float) -> str:
                      (f"{j.run_limit / 60:g} min" if j.run_limit is not None else "-"))
     if j.reason:
         lines.append(f"  {'Pending reason' if j.state == 'PEND' else 'Reason'}: {j.reason}")
+    if j.order is not None:
+        lines += order_lines(j.order)
     if j.exit_code is not None or j.signal is not None:
         lines.append(f"  Exit code: {j.exit_code}" + (f", signal {j.signal}" if j.signal else ""))
     if j.mem_slack_integral:
@@ -68,6 +70,36 @@ def job_long(j: Any, now: float) -> str:
                                        fmt_bytes(a.mem_peak), fmt_bytes(a.mem_charged), fmt_bytes(a.mem_slack),
                                        fmt_bytes(a.mem_overage)] for a in j.accounts]).replace("\n", "\n    "))
     return "\n".join(lines)
+
+
+def order_lines(o: Any) -> list[str]:
+    """A pending job's place in the order of pending work: each stage's figure, and which stage
+    puts the job just ahead of it first."""
+    f = o.figures
+    out = [f"  Order: {o.position} of {o.pending} pending   queue priority {f['queue']:g}   "
+           f"fairshare {f['fairshare']:.2f}   job priority {f['job']:g}   submitted {_when(f['submit'])}"]
+    if o.ahead is not None:
+        out.append(f"  Behind job {element_text(o.ahead)}: {o.why}")
+    return out
+
+
+def share_rows(rows: Sequence[Any]) -> str:
+    """`xce fairshare`: the share trees as sshare lists them, one node a line, indented by depth."""
+    return table(["TREE", "NODE", "BY", "RAW_SHARES", "NORM_SHARES", "SLOT_HOURS", "MEM_GB_HOURS",
+                  "EFFECTV_USAGE", "FAIRSHARE"],
+                 [[r.tree or "cluster", "  " * (len(r.path) - 1) + r.path[-1], r.by, r.shares, f"{r.share:.3f}",
+                   f"{r.slot_seconds / 3600:.2f}", f"{r.mem_seconds / 3600 / 2**30:.2f}", f"{r.usage:.3f}",
+                   f"{r.priority:.3f}"] for r in rows])
+
+
+def limit_rows(rows: Sequence[Any]) -> str:
+    """`xce limits`: each limit's use by each principal, USED/MAX ('-': no cap), as blimits shows it."""
+    def of(used: Any, cap: Any, show: Any = str) -> str:
+        return f"{show(used)}/{show(cap) if cap is not None else '-'}"
+    return table(["NAME", "PER", "WHO", "JOBS", "SLOTS", "MEM", "PEND", "HELD"],
+                 [[r.name, r.per, r.who, of(r.jobs, r.max_jobs), of(r.slots, r.max_slots),
+                   of(r.mem, r.max_mem, fmt_bytes), of(r.pending, r.max_pending),
+                   " ".join(element_text(i) for i in r.held) or "-"] for r in rows])
 
 
 def _when(t: float) -> str:

@@ -126,9 +126,10 @@ def cmd_jobs(a: argparse.Namespace) -> int:
     flags = [f for f in STATE_FILTERS if getattr(a, f)]
     states = sorted(set().union(*(STATE_FILTERS[f] for f in flags)))
     with _client(a) as c:
-        jobs, missing = _jobs_by_id(c, ids, a.stale_ok) if ids else \
+        order = a.l and not a.stale_ok  # -l: each pending job's place in the order (the leader folds usage)
+        jobs, missing = _jobs_by_id(c, ids, a.stale_ok, order) if ids else \
             (c.jobs(user=None if a.u == "all" else (a.u or None), all=a.a or "d" in flags, states=states,
-                    stale_ok=a.stale_ok), [])
+                    stale_ok=a.stale_ok, order=order), [])
         _say_stale(c)
     if ids and states:
         jobs = [j for j in jobs if j.state in states]
@@ -166,12 +167,12 @@ def _none_found(flags: list[str], all_jobs: bool) -> str:
     return "No job found" if all_jobs else "No unfinished job found"
 
 
-def _jobs_by_id(c: Any, ids: list[int], stale_ok: bool) -> tuple[list[Any], list[int]]:
+def _jobs_by_id(c: Any, ids: list[int], stale_ok: bool, order: bool = False) -> tuple[list[Any], list[int]]:
     """The jobs of ``ids`` that exist, and the ids that do not (finished jobs included)."""
     from xce.core.errors import NotFound
 
     try:
-        jobs = c.jobs(ids=ids, all=True, stale_ok=stale_ok)
+        jobs = c.jobs(ids=ids, all=True, stale_ok=stale_ok, order=order)
     except NotFound:  # the controller refuses a lone unknown id outright
         return [], ids
     found = {j.id for j in jobs}
@@ -214,6 +215,35 @@ def cmd_queues(a: argparse.Namespace) -> int:
     rows = [[q.name + (" (default)" if q.name == r.default else ""), q.priority, "yes" if q.rerunnable else "no",
              r.counts.get(q.name, {}).get("PEND", 0), r.counts.get(q.name, {}).get("RUN", 0)] for q in r.queues]
     print(table(["QUEUE", "PRIO", "RERUN", "PEND", "RUN"], rows))
+    return 0
+
+
+def cmd_fairshare(a: argparse.Namespace) -> int:
+    from xce.cli.fmt import print_json, share_rows
+
+    with _client(a) as c:
+        r = c.fairshare()
+    if a.json:
+        print_json(r)
+    elif not r.enabled:
+        print("Fairshare is off ([fairshare] enabled = false): pending work is ordered by queue and job "
+              "priority, then submit time")
+    else:
+        print(f"Usage decayed to now with a half-life of {r.half_life / 3600:g} h; "
+              f"weights: slots {r.slot_weight:g}, memory {r.mem_weight:g}")
+        print(share_rows(r.rows) if r.rows else "No user has usage or pending work yet")
+    return 0
+
+
+def cmd_limits(a: argparse.Namespace) -> int:
+    from xce.cli.fmt import limit_rows, print_json
+
+    with _client(a) as c:
+        rows = c.limits()
+    if a.json:
+        print_json(rows)
+    else:
+        print(limit_rows(rows) if rows else "No limit configured ([[limits]] in the site config)")
     return 0
 
 
@@ -598,6 +628,14 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("queues", help="list queues (bqueues)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_queues)
+
+    s = sub.add_parser("fairshare", help="the share trees: shares, decayed usage, priority (bqueues -l, sshare)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_fairshare)
+
+    s = sub.add_parser("limits", help="each limit's use and the pending jobs it holds (blimits)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_limits)
 
     s = sub.add_parser("kill", help="kill jobs (bkill); -s sends a signal instead")
     s.add_argument("--json", action="store_true")

@@ -96,10 +96,12 @@ class Client:
 
     def jobs(self, ids: Sequence[int] = (), user: str | None = None, all: bool = False,
              states: Sequence[str] = (), queue: str | None = None, after: int = 0,
-             limit: int = 0, stale_ok: bool = False) -> list[JobView]:
-        """Jobs as the leader sees them; ``stale_ok``: any controller may answer (see ``staleness``)."""
+             limit: int = 0, stale_ok: bool = False, order: bool = False) -> list[JobView]:
+        """Jobs as the leader sees them; ``stale_ok``: any controller may answer (see ``staleness``);
+        ``order``: each pending job's place in the order of pending work (``JobView.order``)."""
         r = self.request(Op.JOBS, S.JobsRequest(ids=list(ids), user=user, all=all, states=list(states),
-                                                queue=queue, after=after, limit=limit, stale_ok=stale_ok))
+                                                queue=queue, after=after, limit=limit, stale_ok=stale_ok,
+                                                order=order))
         self.staleness = r.stale
         return r.jobs
 
@@ -202,6 +204,14 @@ class Client:
 
     def queues(self) -> S.QueuesReply:
         return self.request(Op.QUEUES)
+
+    def fairshare(self) -> S.FairshareReply:
+        """The share trees with decayed usage and priority, as the scheduler's round computes them."""
+        return self.request(Op.FAIRSHARE)
+
+    def limits(self) -> list[S.LimitRow]:
+        """Each limit's use per principal, and the pending jobs it holds."""
+        return self.request(Op.LIMITS).rows
 
     def status(self) -> S.StatusReply:
         return self.request(Op.STATUS)

@@ -18,6 +18,7 @@ from xce.core.arrays import unmaterialised
 from xce.core.jobspec.depend import format_expr
 from xce.core.model import ACTIVE, ArrayJob, Host, HostState, Job
 from xce.core.placement import job_demand, total_mem
+from xce.core.sched.order import OrderView
 
 
 class JobAccountView(msgspec.Struct, kw_only=True):
@@ -96,6 +97,7 @@ class JobView(msgspec.Struct, kw_only=True):
     priority: int = 0               # -sp
     run_limit: float | None = None  # seconds (-W, or the queue's)
     script: bool = False            # a job script (its text is in the spec; command is [FILE, ARG ...])
+    order: OrderView | None = None  # a pending job's place in the order, when asked (JobsRequest.order)
 
 
 class HostView(msgspec.Struct, kw_only=True):

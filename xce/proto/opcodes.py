@@ -33,6 +33,7 @@ class Op(IntEnum):
     MOVE = 26         # btop / bbot
     MODIFY_SPEC = 27  # bmod of a pending job: -R -n -q -J -W -sp -w
     HIST = 28         # bhist: a job's events
+    FAIRSHARE = 29    # the share trees with usage and priority (bqueues -l, sshare)
 
     # scheduler -> controller
     PLACE = 30
@@ -53,3 +54,6 @@ class Op(IntEnum):
 
     # controller PUB
     EVENT = 60
+
+    # clients, continued (10-29 are taken)
+    LIMITS = 70       # each limit's use and the jobs it holds (blimits)

@@ -12,6 +12,8 @@ import msgspec
 
 from xce.core import limits
 from xce.core.model import Alloc, HistEvent, Host, HostUsage, Job, JobSpec, Queue
+from xce.core.sched.fairshare import ShareRow
+from xce.core.sched.limits import LimitRow
 from xce.core.views import ArrayView, HostView, JobView
 from xce.proto.idempotency import key_problem
 from xce.proto.opcodes import Op
@@ -81,6 +83,7 @@ class JobsRequest(msgspec.Struct, kw_only=True):
     limit: int = 0             # 0: no limit
     stale_ok: bool = False     # any controller may answer from its replicated state
     arrays: bool = False       # also each array's summary (xce jobs -A), under the same filters
+    order: bool = False        # each pending job's place in the order of pending work (xce jobs -l)
 
 
 class Staleness(msgspec.Struct, kw_only=True):
@@ -533,6 +536,21 @@ class Ack(msgspec.Struct):
     detail: str = ""
 
 
+class FairshareReply(msgspec.Struct, kw_only=True):
+    """The share trees in force, computed as the scheduler's round computes them."""
+
+    enabled: bool
+    half_life: float                     # seconds
+    slot_weight: float
+    mem_weight: float
+    time: float                          # the usage is decayed to this instant
+    rows: list[ShareRow]
+
+
+class LimitsReply(msgspec.Struct, kw_only=True):
+    rows: list[LimitRow]
+
+
 REQUESTS: dict[Op, type] = {
     Op.PING: Empty, Op.SUBMIT: SubmitRequest, Op.JOBS: JobsRequest, Op.HOSTS: HostsRequest,
     Op.QUEUES: Empty, Op.KILL: KillRequest, Op.STATUS: Empty, Op.SNAPSHOT: Empty,
@@ -543,6 +561,7 @@ REQUESTS: dict[Op, type] = {
     Op.RUN_JOB: RunJob, Op.KILL_JOB: KillJob, Op.SIGNAL_JOB: SignalJob, Op.PEEK_JOB: PeekJob, Op.EVENT: Event,
     Op.STOP: ControlRequest, Op.RESUME: ControlRequest, Op.REQUEUE: ControlRequest, Op.SWITCH: SwitchRequest,
     Op.MOVE: MoveRequest, Op.MODIFY_SPEC: ModifySpecRequest, Op.HIST: HistRequest,
+    Op.FAIRSHARE: Empty, Op.LIMITS: Empty,
 }
 
 REPLIES: dict[Op, type] = {
@@ -556,6 +575,7 @@ REPLIES: dict[Op, type] = {
     Op.RUN_JOB: Ack, Op.KILL_JOB: Ack, Op.SIGNAL_JOB: Ack, Op.PEEK_JOB: Ack,
     Op.STOP: ControlReply, Op.RESUME: ControlReply, Op.REQUEUE: ControlReply, Op.SWITCH: ControlReply,
     Op.MOVE: Ack, Op.MODIFY_SPEC: Ack, Op.HIST: HistReply,
+    Op.FAIRSHARE: FairshareReply, Op.LIMITS: LimitsReply,
 }
 
 # Largest body accepted per request: the one table of limits (xce/core/limits.py).

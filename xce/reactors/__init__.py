@@ -9,6 +9,7 @@ file (import-linter's contracts in pyproject.toml and tests/test_reactors_layer.
 
     access.py       daemon keys, the token policy, the request-log entry
     clients.py      PING SUBMIT JOBS HOSTS QUEUES KILL MODIFY HOST_ADMIN STATUS SNAPSHOT AUDIT REQUEST_LOG
+                    FAIRSHARE LIMITS (the policy's figures, by the scheduler's own PolicyState)
     workers.py      PLACE REGISTER HEARTBEAT JOB_STARTED JOB_FINISHED
     control.py      STOP RESUME REQUEUE SWITCH MOVE MODIFY_SPEC HIST (job control)
     jobrun.py       KILL with a signal, JOB_SIGNALLED, PEEK, JOB_OUTPUT (peeks wait under a ticket)

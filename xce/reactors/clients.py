@@ -17,6 +17,7 @@ from xce.core.limits import KILL_REASON, check_text
 from xce.core.model import ACTIVE, TERMINAL, Job, check_mem_limit, check_spec
 from xce.core.placement import demand_of, host_caps, never_fits
 from xce.core.result import Ok, Result
+from xce.core.sched.site import PolicyState, RoundInputs
 from xce.core.state import Kill, Modify, RemoveHosts, SetHostAdmin, Submit
 from xce.core.views import array_view
 from xce.proto import schema as S
@@ -26,6 +27,7 @@ from xce.reactors.context import Context
 from xce.reactors.jobrun import on_signal
 from xce.reactors.orders import dispatch
 from xce.reactors.outbox import Outbox, Request, Then
+from xce.replica.mirror import placeable
 
 ROLES = {0: "follower", 1: "candidate", 2: "leader"}
 
@@ -118,11 +120,42 @@ def on_jobs(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -> Non
         if body.limit and len(found) >= body.limit:
             break
     more = body.limit and len(found) >= body.limit
+    if body.order and any(v.state == "PEND" for v in found):
+        places = policy_now(ctx, req.now).ordering.places(j for j in st.jobs.values() if placeable(j))
+        for v in found:
+            v.order = places.get(v.id)
     summaries = [array_view(a) for a in st.arrays.values()
                  if (not body.ids or a.id in body.ids) and (not body.user or a.spec.user == body.user)
                  and (not body.queue or a.spec.queue == body.queue)] if body.arrays else []
     out.reply(req, S.JobsReply(jobs=found, next_after=found[-1].id if more else None, stale=staleness(ctx),
                                arrays=summaries))
+
+
+def policy_now(ctx: Context, now: float) -> RoundInputs:
+    """The scheduler's round inputs, computed here from the hard state (the finished jobs the
+    cluster keeps, its usage of those it forgot, running jobs' allocations) and the leader's
+    ledger, by the same PolicyState the scheduler keeps: the figures of `xce fairshare`,
+    `xce limits` and `jobs -l` are the round's."""
+    st = ctx.state
+    running = [j for j in st.jobs.values() if j.state in ACTIVE]
+    pending = [j for j in st.jobs.values() if placeable(j)]
+    prio = {q.name: q.priority for q in st.queues.values()}
+    return PolicyState(ctx.site, st.usage_past, st.usage_as_of).round_inputs(
+        st.jobs.values(), pending, running, ctx.live.ledger, prio, now)
+
+
+def on_fairshare(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:
+    site = ctx.site
+    trees = policy_now(ctx, req.now).ordering.fairshare if site.fairshare else {}
+    rows = [r for q, fs in trees.items() for r in fs.rows(q or "")]
+    out.reply(req, S.FairshareReply(enabled=site.fairshare, half_life=site.half_life,
+                                    slot_weight=site.weights.slots, mem_weight=site.weights.mem,
+                                    time=req.now, rows=rows))
+
+
+def on_limits(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:
+    book = policy_now(ctx, req.now).limits if ctx.site.limits else None
+    out.reply(req, S.LimitsReply(rows=book.rows(ctx.live.reasons) if book is not None else []))
 
 
 def on_hosts(ctx: Context, req: Request, body: S.HostsRequest, out: Outbox) -> None:

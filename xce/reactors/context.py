@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from xce.core.resreq import ResReq
+from xce.core.sched.site import SitePolicy
 from xce.core.state import Changes, ClusterState
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
@@ -141,6 +142,10 @@ class Context:
     next_check: float = 0.0
     next_prune: float = 0.0
     cluster_totals: dict[str, int] = field(default_factory=dict)
+    site: SitePolicy = field(init=False)  # the scheduling policy from cfg: the views the scheduler's figures
+
+    def __post_init__(self) -> None:
+        self.site = SitePolicy.from_config(self.cfg)
 
     @property
     def state(self) -> ClusterState:

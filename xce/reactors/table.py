@@ -53,6 +53,8 @@ ROUTES: dict[Op, Route] = {
     Op.MOVE: Route(control.on_move, audited=True),
     Op.MODIFY_SPEC: Route(control.on_modify_spec, audited=True),
     Op.HIST: Route(control.on_hist),
+    Op.FAIRSHARE: Route(clients.on_fairshare),
+    Op.LIMITS: Route(clients.on_limits),
     Op.JOB_SIGNALLED: Route(jobrun.on_job_signalled),
     Op.JOB_OUTPUT: Route(jobrun.on_job_output),
 }

@@ -1,4 +1,4 @@
-"""/v1/hosts, /v1/queues, /v1/status: the cluster as the CLI's --json shows it.
+"""/v1/hosts, /v1/queues, /v1/fairshare, /v1/limits, /v1/status: the cluster as the CLI's --json shows it.
 
 Hosts are HostView (reserved, actual, slack, overage, available for scheduling,
 all from xce/core/accounting.py through the controller); close/open are admin actions
@@ -63,6 +63,18 @@ async def remove_host(svc: Services, req: Any, name: str) -> Reply:
        tag="queues", reply=S.QueuesReply)
 async def list_queues(svc: Services, req: Any) -> S.QueuesReply:
     return await svc.call(req, Op.QUEUES)
+
+
+@route("GET", "/v1/fairshare", "queues.read", summary="The share trees: shares, decayed usage and priority, "
+       "as the scheduler's round computes them (xce fairshare)", tag="queues", reply=S.FairshareReply)
+async def fairshare(svc: Services, req: Any) -> S.FairshareReply:
+    return await svc.call(req, Op.FAIRSHARE)
+
+
+@route("GET", "/v1/limits", "queues.read", summary="Each limit's use per principal and the pending jobs it "
+       "holds (xce limits)", tag="queues", reply=list[S.LimitRow])
+async def limits(svc: Services, req: Any) -> list[S.LimitRow]:
+    return (await svc.call(req, Op.LIMITS)).rows
 
 
 @route("GET", "/v1/status", "cluster.read", summary="Controllers, leader, term; hosts and jobs by state",

@@ -31,6 +31,7 @@ from xce.rest.routes import Reply, route
 from xce.rest.schema import (
     MAX_MEM,
     AccountingQuery,
+    JobQuery,
     JobsQuery,
     ModifyBody,
     SubmitBody,
@@ -57,10 +58,10 @@ def _paged(req: Any, r: S.JobsReply) -> Reply:
     return Reply(r.jobs, headers=headers)
 
 
-async def owned_job(svc: Services, req: Any, job_id: int, perm: str) -> JobView:
+async def owned_job(svc: Services, req: Any, job_id: int, perm: str, order: bool = False) -> JobView:
     p = req.context.principal
     try:
-        r = await svc.call(req, Op.JOBS, S.JobsRequest(ids=[job_id]))
+        r = await svc.call(req, Op.JOBS, S.JobsRequest(ids=[job_id], order=order))
     except PermissionDenied:
         if svc.policy.scope(p, perm) == "own":  # the controller hid another user's job from us
             raise denied(p, perm, f"is granted only for own jobs; job {job_id} is not {p.user}'s") from None
@@ -89,10 +90,11 @@ async def list_jobs(svc: Services, req: Any, query: JobsQuery) -> Reply:
     return _paged(req, r)
 
 
-@route("GET", JOB, "jobs.read", summary="One job, with its per-host accounts", tag="jobs",
-       reply=JobView, errors=(404,))
-async def get_job(svc: Services, req: Any, job_id: int) -> JobView:
-    return await owned_job(svc, req, job_id, "jobs.read")
+@route("GET", JOB, "jobs.read", summary="One job, with its per-host accounts (?order=true: a pending job's "
+       "place in the order of pending work, as `xce jobs -l`)", tag="jobs", query=JobQuery, reply=JobView,
+       errors=(404,))
+async def get_job(svc: Services, req: Any, job_id: int, query: JobQuery) -> JobView:
+    return await owned_job(svc, req, job_id, "jobs.read", order=query.order)
 
 
 @route("POST", "/v1/jobs", "jobs.submit", summary="Submit a job (the fields of `xce submit`)", tag="jobs",

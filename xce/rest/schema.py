@@ -41,6 +41,10 @@ class JobsQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     limit: Limit = 1000
 
 
+class JobQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    order: bool = False  # a pending job's place in the order of pending work (JobView.order)
+
+
 class AccountingQuery(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     user: Filter = ""
     queue: Filter = ""

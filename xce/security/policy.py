@@ -58,6 +58,8 @@ OP_PERMISSIONS: dict[Op, str | None] = {
     Op.JOB_SIGNALLED: "daemon.worker", Op.JOB_OUTPUT: "daemon.worker", Op.PEEK: "jobs.read",
     Op.STOP: "jobs.modify", Op.RESUME: "jobs.modify", Op.REQUEUE: "jobs.modify", Op.SWITCH: "jobs.modify",
     Op.MOVE: "jobs.modify", Op.MODIFY_SPEC: "jobs.modify", Op.HIST: "jobs.read",
+    # Everyone who may list queues sees the share trees and limits, as bqueues -l and blimits show them.
+    Op.FAIRSHARE: "queues.read", Op.LIMITS: "queues.read",
 }
 _BY_IDS = frozenset({Op.KILL, Op.JOBS, Op.STOP, Op.RESUME, Op.REQUEUE, Op.SWITCH})  # bodies naming jobs in ``ids``
 _BY_ID = frozenset({Op.MODIFY, Op.PEEK, Op.MOVE, Op.MODIFY_SPEC, Op.HIST})                  # and in ``id``

@@ -15,9 +15,11 @@ are for the submit door (``pending_reason``): a round never holds a job for them
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
+
+import msgspec
 
 from xce.core import accounting
 from xce.core.model import Alloc, Job
@@ -37,6 +39,7 @@ class LimitConf(Protocol):
 
 PER = ("user", "group", "project", "queue", "host")
 COUNTS = ("jobs", "slots", "mem")
+HELD = "limit "  # how every reason of a limit starts: "limit NAME: WHO ..."
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +142,45 @@ class LimitBook:
             who = principal(job, lim.per)
             n = self.pending.get((lim.per, who), 0)
             if lim.covers(who) and n + 1 > lim.pending:
-                return f"limit {lim.name}: {who} has {n} of {lim.pending} pending jobs"
+                return f"{HELD}{lim.name}: {who} has {n} of {lim.pending} pending jobs"
         return None
+
+
+    def rows(self, reasons: Mapping[int, str] | None = None) -> list[LimitRow]:
+        """Each limit's use per principal it covers (its named members even when idle), and the
+        pending jobs whose reason names it: what `xce limits` shows."""
+        held: dict[tuple[str, str], list[int]] = {}
+        for jid, why in (reasons or {}).items():
+            if why.startswith(HELD):
+                name, _, rest = why[len(HELD):].partition(": ")
+                held.setdefault((name, rest.split(" ", 1)[0]), []).append(jid)
+        out: list[LimitRow] = []
+        for lim in self.limits:
+            seen = {who for (per, who) in (*self.used, *self.pending) if per == lim.per and lim.covers(who)}
+            for who in sorted(seen | lim.members):
+                u = self.used.get((lim.per, who), (0, 0, 0))
+                out.append(LimitRow(name=lim.name, per=lim.per, who=who, jobs=u[0], slots=u[1], mem=u[2],
+                                    pending=self.pending.get((lim.per, who), 0), max_jobs=lim.jobs,
+                                    max_slots=lim.slots, max_mem=lim.mem, max_pending=lim.pending,
+                                    held=sorted(held.get((lim.name, who), []))))
+        return out
+
+
+class LimitRow(msgspec.Struct, kw_only=True):
+    """One limit's use by one principal, as `xce limits` and /v1/limits show it."""
+
+    name: str
+    per: str                 # user | group | project | queue | host
+    who: str
+    jobs: int                # running jobs
+    slots: int
+    mem: int                 # bytes charged: max(reserved, actual)
+    pending: int
+    max_jobs: int | None     # None: not capped
+    max_slots: int | None
+    max_mem: int | None
+    max_pending: int | None
+    held: list[int] = []     # pending jobs the last round held with this limit's reason
 
 
 def _caps_running(lim: Limit) -> bool:
@@ -152,8 +192,8 @@ def _over(lim: Limit, who: str, used: list[int] | None, more: tuple[int, int, in
     for i, (cap, what) in enumerate(((lim.jobs, "running jobs"), (lim.slots, "slots"), (lim.mem, "mem"))):
         if cap is not None and have[i] + more[i] > cap:
             if what == "mem":
-                return f"limit {lim.name}: {who} uses {fmt_bytes(have[i])} of {fmt_bytes(cap)} mem (charged)"
-            return f"limit {lim.name}: {who} uses {have[i]} of {cap} {what}"
+                return f"{HELD}{lim.name}: {who} uses {fmt_bytes(have[i])} of {fmt_bytes(cap)} mem (charged)"
+            return f"{HELD}{lim.name}: {who} uses {have[i]} of {cap} {what}"
     return None
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+import msgspec
+
 from xce.core.model import Job, JobState
 from xce.core.sched.fairshare import SPEC_KEY, Fairshare
 
@@ -83,6 +85,28 @@ class Ordering:
             if fa[s.name] != fb[s.name]:
                 return s.says(a, fa[s.name], b, fb[s.name])
         return f"submit: job {a.id} has the lower id"
+
+
+    def places(self, jobs: Iterable[Job]) -> dict[int, OrderView]:
+        """Each pending job's place in the order: its stages' figures, and what puts the job
+        just ahead of it first (``xce jobs -l``)."""
+        ordered = self.order(jobs)
+        out: dict[int, OrderView] = {}
+        for i, j in enumerate(ordered):
+            ahead = ordered[i - 1] if i else None
+            out[j.id] = OrderView(figures=self.figures(j), position=i + 1, pending=len(ordered),
+                                  ahead=ahead.id if ahead else None, why=self.explain(ahead, j) if ahead else "")
+        return out
+
+
+class OrderView(msgspec.Struct, kw_only=True):
+    """A pending job's place in the order of pending work (JobView.order)."""
+
+    figures: dict[str, float]  # stage name -> its figure (queue, fairshare, job, submit)
+    position: int              # 1: the first job a round considers
+    pending: int               # of this many placeable pending jobs
+    ahead: int | None = None   # the job just ahead of it
+    why: str = ""              # the stage that puts ``ahead`` first, in words
 
 
 def _says_fairshare(a: Job, x: float, b: Job, y: float) -> str:

@@ -1,0 +1,135 @@
+"""FAIRSHARE, LIMITS and JOBS' order view: the controller computes the scheduler's own figures.
+
+The controller holds the hard state (finished jobs, the usage of those it forgot, running
+allocations) and the ledger the scheduler's mirror copies, so these reads build the round's
+inputs with the same ``PolicyState`` and answer with them; each test checks a figure
+against the core function the scheduler calls.
+"""
+
+from __future__ import annotations
+
+import pytest
+from builders import T0, host
+from reactor_kit import kit
+from test_reactors_clients import only_reply
+
+from xce.core.model import HostUsage
+from xce.core.sched.site import PolicyState
+from xce.core.state import Cleanup, Finish, Kill
+from xce.proto import schema as S
+from xce.proto.opcodes import Op
+from xce.site.config import Config, ControllerConf, LimitConf
+
+G = 1 << 30
+
+
+def cfg(**kw) -> Config:
+    return Config(controller=ControllerConf(peers=["127.0.0.1:7712"], peer_addresses=["tcp://127.0.0.1:7710"]),
+                  **kw)
+
+
+def ran(k, user: str, hours: float = 1.0) -> int:
+    """A job of ``user`` that ran one slot with 1G for ``hours`` and ended."""
+    job = k.run_job("node1", user=user)
+    k.state.apply(Finish(time=T0 + 1 + hours * 3600, job_id=job.id, attempt=1, host="node1", exit_code=0,
+                         usage=HostUsage(host="node1", reserved=G, actual=G, peak=G, charged_peak=G)))
+    return job.id
+
+
+def shares(k) -> dict[str, S.ShareRow]:
+    reply = only_reply(k.call(Op.FAIRSHARE, S.Empty()))
+    return {"/".join(r.path): r for r in reply.rows}
+
+
+def test_fairshare_shows_the_tree_with_the_rounds_priorities() -> None:
+    k = kit(host("node1"))
+    k.now = T0 + 7200
+    ran(k, "alice")
+    a, b = k.pend_job(user="alice"), k.pend_job(user="bob")
+    rows = shares(k)
+    assert set(rows) == {"alice", "bob"}
+    assert rows["bob"].priority == 1.0 and rows["bob"].slot_seconds == 0.0
+    assert 0 < rows["alice"].priority < 1 and rows["alice"].slot_seconds > 0
+    assert rows["alice"].share == rows["bob"].share == 0.5 and rows["alice"].by == "user" and rows["alice"].leaf
+    # The scheduler's own round inputs give the same priorities.
+    st = k.state
+    got = PolicyState(k.ctx.site).round_inputs(st.jobs.values(), [a, b], [], k.ctx.live.ledger, {"normal": 30},
+                                               k.now)
+    assert got.ordering.figures(a)["fairshare"] == pytest.approx(rows["alice"].priority)
+    reply = only_reply(k.call(Op.FAIRSHARE, S.Empty()))
+    assert (reply.enabled, reply.half_life, reply.time) == (True, 18_000.0, k.now)
+
+
+def test_a_forgotten_jobs_usage_still_counts() -> None:
+    """Cleanup drops the finished job, and folds its usage into the hard state: the figures stay."""
+    k = kit(host("node1"))
+    k.now = T0 + 7200
+    ran(k, "alice")
+    k.pend_job(user="alice")
+    k.pend_job(user="bob")
+    before = shares(k)["alice"]
+    k.state.apply(Cleanup(time=T0 + 5000, keep_finished=0, half_life=18_000.0))
+    assert k.state.usage_past and 1 not in k.state.jobs
+    after = shares(k)["alice"]
+    assert after.slot_seconds == pytest.approx(before.slot_seconds)
+    assert after.priority == pytest.approx(before.priority) and after.priority < 1
+
+
+def test_fairshare_off_has_no_rows() -> None:
+    from xce.site.config import FairshareConf
+
+    k = kit(host("node1"), config=cfg(fairshare=FairshareConf(enabled=False)))
+    k.pend_job(user="alice")
+    reply = only_reply(k.call(Op.FAIRSHARE, S.Empty()))
+    assert reply.enabled is False and reply.rows == []
+
+
+def test_limits_show_use_and_the_jobs_they_hold() -> None:
+    k = kit(host("node1"), config=cfg(limits=[LimitConf(name="user_slots", per="user", slots=1),
+                                              LimitConf(name="phys", per="group", members=["phys"], jobs=4)]))
+    k.run_job("node1", user="alice")
+    held = k.pend_job(user="alice")
+    k.pend_job(user="bob")
+    k.ctx.live.reasons[held.id] = "limit user_slots: alice uses 1 of 1 slots"
+    rows = {(r.name, r.who): r for r in only_reply(k.call(Op.LIMITS, S.Empty())).rows}
+    assert set(rows) == {("user_slots", "alice"), ("user_slots", "bob"), ("phys", "phys")}
+    alice = rows[("user_slots", "alice")]
+    assert (alice.jobs, alice.slots, alice.mem, alice.pending, alice.max_slots, alice.held) == \
+        (1, 1, G, 1, 1, [held.id])
+    assert rows[("user_slots", "bob")].held == [] and rows[("user_slots", "bob")].slots == 0
+    assert (rows[("phys", "phys")].jobs, rows[("phys", "phys")].max_jobs) == (0, 4)  # a named member, idle
+
+
+def test_no_limits_no_rows() -> None:
+    k = kit(host("node1"))
+    assert only_reply(k.call(Op.LIMITS, S.Empty())).rows == []
+
+
+def test_jobs_order_names_the_stage_that_puts_the_job_ahead_first() -> None:
+    k = kit(host("node1"))
+    k.now = T0 + 7200
+    ran(k, "alice")
+    a, b = k.pend_job(user="alice"), k.pend_job(user="bob")
+    views = {v.id: v for v in only_reply(k.call(Op.JOBS, S.JobsRequest(order=True))).jobs}
+    assert views[b.id].order.position == 1 and views[b.id].order.ahead is None
+    o = views[a.id].order
+    assert (o.position, o.pending, o.ahead) == (2, 2, b.id)
+    assert o.why.startswith("fairshare: alice's priority 0.") and o.why.endswith("is below bob's 1.00")
+    assert o.figures["fairshare"] < 1 and o.figures["queue"] == 30 and set(o.figures) == \
+        {"queue", "fairshare", "job", "submit"}
+    plain = only_reply(k.call(Op.JOBS, S.JobsRequest())).jobs
+    assert all(v.order is None for v in plain)  # only when asked: it folds every job
+
+
+def test_a_job_that_left_the_queue_has_no_order() -> None:
+    k = kit(host("node1"))
+    a = k.pend_job(user="alice")
+    k.state.apply(Kill(time=T0 + 2, job_ids=[a.id]))
+    (v,) = only_reply(k.call(Op.JOBS, S.JobsRequest(ids=[a.id], order=True))).jobs
+    assert v.order is None
+
+
+def test_a_user_may_read_the_policy_views() -> None:
+    k = kit(host("node1"), tokens=True)
+    assert only_reply(k.call(Op.FAIRSHARE, S.Empty(), token="tok-alice")).enabled
+    assert only_reply(k.call(Op.LIMITS, S.Empty(), token="tok-alice")).rows == []
