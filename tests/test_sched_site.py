@@ -96,3 +96,40 @@ def test_placements_in_flight_hold_their_share_of_a_limit() -> None:
     ran = job(1, user="ann", state=JobState.RUN, start_time=T0, allocs=[alloc("n1")])
     got = st.round_inputs([ran, nxt], [nxt], [ran], None, {"normal": 30}, T0, {1: [alloc("n1")]})
     assert got.limits.used[("user", "ann")][0] == 1
+
+
+def test_a_restarted_scheduler_still_counts_jobs_the_cluster_forgot() -> None:
+    """Cleanup drops alice's finished job and folds its usage into the hard state; a scheduler
+    that starts from the snapshot afterwards orders as the one that saw the job end."""
+    from builders import cluster_state, host, spec, submit
+
+    from xce.core.state import Cleanup, Finish, Place
+    from xce.proto.schema import Snapshot, past_usage
+    from xce.replica.mirror import Mirror
+
+    cs = cluster_state(hosts=(host("n1"),))
+    (done,) = submit(cs, spec(user="alice"))
+    cs.apply(Place(time=T0, job_id=done, attempt=0, allocs=[alloc("n1", 1)]))
+    cs.apply(Finish(time=T0 + 3600, job_id=done, attempt=1, host="n1", exit_code=0,
+                    usage=HostUsage(host="n1", reserved=1 << 30, peak=1 << 30)))
+    a, b = submit(cs, spec(user="alice"), spec(user="bob"), time=T0 + 3700)
+    policy = SitePolicy.from_config(Config())
+    seen = PolicyState(policy)  # the scheduler that saw the job end
+    now = T0 + 7200
+
+    def alice_first(ps: PolicyState) -> float:
+        got = ps.round_inputs(cs.jobs.values(), [cs.jobs[a], cs.jobs[b]], [], None, {"normal": 30}, now)
+        assert [j.id for j in got.ordering.order([cs.jobs[a], cs.jobs[b]])] == [b, a]
+        return got.ordering.figures(cs.jobs[a])["fairshare"]
+
+    before = alice_first(seen)
+    cs.apply(Cleanup(time=T0 + 5000, keep_finished=0))
+    assert done not in cs.jobs
+    m = Mirror()
+    m.apply_snapshot(Snapshot(seq=1, epoch="e", time=now, jobs=list(cs.jobs.values()), hosts=list(cs.hosts.values()),
+                              queues=list(cs.queues.values()), default_queue="normal", live=[], samples=[],
+                              reasons={}, usage_past=past_usage(cs.usage_past), usage_as_of=cs.usage_as_of))
+    restarted = PolicyState(policy)
+    restarted.reseed(m.usage_past, m.usage_as_of)
+    assert alice_first(restarted) == pytest.approx(before) and before < 1
+    assert alice_first(seen) == pytest.approx(before)  # the one that kept running: no double count
