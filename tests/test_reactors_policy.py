@@ -133,3 +133,23 @@ def test_a_user_may_read_the_policy_views() -> None:
     k = kit(host("node1"), tokens=True)
     assert only_reply(k.call(Op.FAIRSHARE, S.Empty(), token="tok-alice")).enabled
     assert only_reply(k.call(Op.LIMITS, S.Empty(), token="tok-alice")).rows == []
+
+
+def test_submit_past_a_pending_cap_is_refused_naming_the_limit() -> None:
+    """lsb.resources PEND_JOBS: one pending job per user; a submit that would pass it is refused
+    whole (a batch counts each of its jobs), naming the limit; another user is not held by it."""
+    from xce.core.errors import LimitReached
+
+    k = kit(host("node1"), config=cfg(limits=[LimitConf(name="user_pend", per="user", pending=1)]))
+    k.pend_job(user="alice")
+    from builders import spec
+
+    out = k.call(Op.SUBMIT, S.SubmitRequest(jobs=[spec(user="alice")], key="k-policy-1"))
+    (_, e), = out.errors
+    assert isinstance(e, LimitReached) and e.message == "limit user_pend: alice has 1 of 1 pending jobs"
+    assert not out.commits
+    out = k.call(Op.SUBMIT, S.SubmitRequest(jobs=[spec(user="bob"), spec(user="bob")], key="k-policy-2"))
+    (_, e), = out.errors
+    assert e.message == "job 1: limit user_pend: bob has 1 of 1 pending jobs"
+    out = k.call(Op.SUBMIT, S.SubmitRequest(jobs=[spec(user="bob")], key="k-policy-3"))
+    assert len(out.commits) == 1

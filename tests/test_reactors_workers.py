@@ -211,3 +211,29 @@ def test_place_re_checks_cluster_wide_resources_as_the_scheduler_does() -> None:
     # and once the first holds it, a later round's placement of the other is refused too
     out = k.call(Op.PLACE, S.PlaceRequest(placements=[S.Placement(ids[1], 0, [alloc("node1", 1, "0")])]))
     assert not out.commits and out.replies[0][1].rejected == {ids[1]: "lic: needs 1; the cluster has 0 free"}
+
+
+def test_place_re_checks_limits_as_the_scheduler_does() -> None:
+    """A per-user slot limit of 1: alice runs one job; the leader refuses a placement of her
+    next one (a stale scheduler, or two rounds in flight) with the limit's own reason, and
+    charges each placement it accepts against the next in the same request."""
+    from xce.site.config import Config, ControllerConf, LimitConf
+
+    cfg = Config(controller=ControllerConf(peers=["127.0.0.1:7712"], peer_addresses=["tcp://127.0.0.1:7710"]),
+                 limits=[LimitConf(name="user_slots", per="user", slots=1),
+                         LimitConf(name="node1_jobs", per="host", members=["node1"], jobs=2)])
+    k = kit(host("node1", mem="8G"), host("node2", mem="8G"), config=cfg)
+    k.run_job("node1", user="alice")
+    late = k.pend_job(user="alice")
+    out = k.call(Op.PLACE, S.PlaceRequest(placements=[S.Placement(late.id, 0, [alloc("node2", 1, "1G")])]))
+    assert not out.commits
+    assert out.replies[0][1].rejected == {late.id: "limit user_slots: alice uses 1 of 1 slots"}
+    # Within one request: bob's two jobs on node1 pass his user limit one at a time, the second
+    # is over node1's host limit once the first is charged.
+    b1, b2, c1 = k.pend_job(user="bob"), k.pend_job(user="bob"), k.pend_job(user="carol")
+    out = k.call(Op.PLACE, S.PlaceRequest(placements=[S.Placement(j.id, 0, [alloc("node1", 1, "1G")])
+                                                      for j in (b1, b2, c1)]))
+    assert [c.job_id for c, _ in out.commits] == [b1.id]
+    reply = k.commit_all(out).replies[0][1]
+    assert reply.rejected == {b2.id: "limit user_slots: bob uses 1 of 1 slots",
+                              c1.id: "limit node1_jobs: node1 uses 2 of 2 running jobs"}

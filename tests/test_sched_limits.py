@@ -67,8 +67,8 @@ def test_host_limit_and_the_leaders_check() -> None:
 def test_pending_limit_is_for_the_submit_door() -> None:
     lim = (Limit("pend", "user", pending=2),)
     book = LimitBook.build(lim, [], [job(1, user="a"), job(2, user="a")])
-    assert book.pending_reason(job(3, user="a")) == "limit pend: a has 2 of 2 pending jobs"
-    assert book.pending_reason(job(3, user="b")) is None
+    assert book.pending_reason(job(3, user="a").spec) == "limit pend: a has 2 of 2 pending jobs"
+    assert book.pending_reason(job(3, user="b").spec) is None
     assert book.job_reason(job(3, user="a"), 1, 0) is None  # a round never holds a job for it
 
 

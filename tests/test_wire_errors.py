@@ -18,6 +18,7 @@ from xce.core.errors import (
     IllegalTransition,
     Infeasible,
     InvalidRequest,
+    LimitReached,
     NotFound,
     NotLeader,
     PermissionDenied,
@@ -39,6 +40,7 @@ SAMPLES: list[XceError] = [
     PermissionDenied("permission jobs.kill is required (bob has user)", permission="jobs.kill"),
     Unauthenticated("a token is needed"), NotLeader("tcp://127.0.0.1:7001"), NotLeader(None),
     Unavailable("no answer"), ConfigError("xce.toml: key x: bad"),
+    LimitReached("limit user_pend: alice has 1 of 1 pending jobs"),
 ]
 
 

@@ -92,6 +92,12 @@ class IllegalTransition(Conflict):
     code = "illegal_transition"
 
 
+class LimitReached(Conflict):
+    """A request that would pass one of the site's limits (a ``pending`` cap at submit); names it."""
+
+    code = "limit_reached"
+
+
 class Infeasible(InvalidRequest):
     """A job no host of the cluster could ever run."""
 
@@ -144,7 +150,7 @@ class ConfigError(XceError):
 ERROR_CLASSES: dict[str, type[XceError]] = {
     cls.code: cls
     for cls in (
-        XceError, InvalidRequest, ResReqError, ProtocolError, NotFound, Conflict,
+        XceError, InvalidRequest, ResReqError, ProtocolError, NotFound, Conflict, LimitReached,
         IllegalTransition, Infeasible, PermissionDenied, Unauthenticated, NotLeader,
         Unavailable, ConfigError,
     )

@@ -11,14 +11,15 @@ from typing import Any
 
 import msgspec
 
-from xce.core.arrays import SHIFT
-from xce.core.errors import Infeasible, InvalidRequest, NotFound, XceError
+from xce.core.arrays import SHIFT, unmaterialised
+from xce.core.errors import Infeasible, InvalidRequest, LimitReached, NotFound, XceError
 from xce.core.limits import KILL_REASON, check_text
 from xce.core.model import ACTIVE, TERMINAL, Job, check_mem_limit, check_spec
 from xce.core.placement import demand_of, host_caps, never_fits
 from xce.core.result import Ok, Result
+from xce.core.sched.limits import LimitBook
 from xce.core.sched.site import PolicyState, RoundInputs
-from xce.core.state import Kill, Modify, RemoveHosts, SetHostAdmin, Submit
+from xce.core.state import PENDING, Kill, Modify, RemoveHosts, SetHostAdmin, Submit
 from xce.core.views import array_view
 from xce.proto import schema as S
 from xce.reactors.access import key_owner
@@ -63,6 +64,7 @@ def on_submit(ctx: Context, req: Request, body: S.SubmitRequest, out: Outbox) ->
     caps = host_caps(st.hosts.values(), ctx.live.ledger, {})
     specs, reqs = [], []
     verdicts: dict[tuple[int, str], tuple[Any, str | None]] = {}  # a batch repeats itself
+    capped = limit_book(ctx) if any(lim.pending is not None for lim in ctx.site.limits) else None
     for i, spec in enumerate(body.jobs):
         where = f"job {i}: " if len(body.jobs) > 1 else ""
         try:
@@ -83,7 +85,14 @@ def on_submit(ctx: Context, req: Request, body: S.SubmitRequest, out: Outbox) ->
         parsed, never = verdicts[key]
         if never:
             raise Infeasible(f"{where}{never}")
-        specs.append(msgspec.structs.replace(spec, queue=q) if spec.queue != q else spec)
+        spec = msgspec.structs.replace(spec, queue=q) if spec.queue != q else spec
+        if capped is not None:  # lsb.resources PEND_JOBS: refused at the door, as bsub is
+            n = spec.array.count if spec.array is not None else 1
+            over = capped.pending_reason(spec, n)
+            if over:
+                raise LimitReached(where + over)
+            capped.add_pending(spec, n)
+        specs.append(spec)
         reqs.append(parsed)
     if body.dry_run:
         out.reply(req, S.SubmitReply(ids=[], queues=[s.queue for s in specs]))
@@ -153,9 +162,20 @@ def on_fairshare(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None
                                     time=req.now, rows=rows))
 
 
+def limit_book(ctx: Context) -> LimitBook:
+    """The limits' use now, as the round's book counts it (running jobs charged from the ledger),
+    with every pending job counted: held ones too, and an array's unmaterialised elements."""
+    st = ctx.state
+    book = LimitBook.build(ctx.site.limits, (j for j in st.jobs.values() if j.state in ACTIVE),
+                           (j for j in st.jobs.values() if j.state in PENDING), ctx.live.ledger)
+    for arr in st.arrays.values():
+        book.add_pending(arr.spec, unmaterialised(arr))
+    return book
+
+
 def on_limits(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:
-    book = policy_now(ctx, req.now).limits if ctx.site.limits else None
-    out.reply(req, S.LimitsReply(rows=book.rows(ctx.live.reasons) if book is not None else []))
+    rows = limit_book(ctx).rows(ctx.live.reasons) if ctx.site.limits else []
+    out.reply(req, S.LimitsReply(rows=rows))
 
 
 def on_hosts(ctx: Context, req: Request, body: S.HostsRequest, out: Outbox) -> None:

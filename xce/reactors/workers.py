@@ -12,6 +12,7 @@ from xce.core.model import ACTIVE, TERMINAL, Host, JobState
 from xce.core.placement import build_allocs, check_placement, cluster_free, cluster_short, demand_of, host_caps
 from xce.core.resources import WIRE_NAMES
 from xce.core.result import Err, Result
+from xce.core.sched.limits import LimitBook
 from xce.core.state import Finish, Place, RegisterHost
 from xce.proto import schema as S
 from xce.reactors.clients import replier
@@ -27,10 +28,14 @@ STALE_PLACEMENT = "job is no longer pending at that attempt"
 
 
 def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int, str]) -> list[Place]:
-    """The placements that still fit the leader's own Ledger, checked with the scheduler's rule."""
+    """The placements that still fit the leader's own Ledger and the site's limits, checked
+    with the scheduler's rules (placement.check_placement, cluster_short, LimitBook.check)."""
     st = ctx.state
     caps = host_caps(st.hosts.values(), ctx.live.ledger, ctx.live.os_available)
     cfree = cluster_free(st.jobs.values(), ctx.cluster_totals) if ctx.cluster_totals else {}
+    limits = ctx.site.limits
+    book = LimitBook.build(limits, (j for j in st.jobs.values() if j.state in ACTIVE), (), ctx.live.ledger) \
+        if limits else None  # the round's book, from the leader's own jobs and ledger
     cmds: list[Place] = []
     for p in body.placements:
         job = st.jobs.get(p.job_id)
@@ -44,6 +49,12 @@ def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int,
             continue
         # Built from the job's own request, never taken as sent (they are equal once checked).
         allocs = build_allocs(d, [(a.host, a.slots) for a in p.allocs])
+        over = book.check(job, allocs) if book is not None else None
+        if over is not None:
+            rejected[p.job_id] = over
+            continue
+        if book is not None:
+            book.charge(job, allocs)
         for a in allocs:
             caps[a.host].charge(a.slots, a.mem, a.virtual.items())
         for name, n in d.cluster:

@@ -22,7 +22,7 @@ from typing import Protocol
 import msgspec
 
 from xce.core import accounting
-from xce.core.model import Alloc, Job
+from xce.core.model import Alloc, Job, JobSpec
 from xce.core.units import fmt_bytes, parse_mem
 
 
@@ -57,7 +57,10 @@ class Limit:
 
 
 def principal(job: Job, per: str) -> str:
-    s = job.spec
+    return who_of(job.spec, per)
+
+
+def who_of(s: JobSpec, per: str) -> str:
     return {"user": s.user, "group": s.group, "project": s.project, "queue": s.queue}[per]
 
 
@@ -88,10 +91,14 @@ class LimitBook:
         for j in running:
             book.charge(j, j.allocs, _charged(j, ledger))
         for j in pending:
-            for per in ("user", "group", "project", "queue"):
-                k = (per, principal(j, per))
-                book.pending[k] = book.pending.get(k, 0) + 1
+            book.add_pending(j.spec)
         return book
+
+    def add_pending(self, spec: JobSpec, n: int = 1) -> None:
+        """Count ``n`` more pending jobs of this spec's principals (an array's elements are many)."""
+        for per in ("user", "group", "project", "queue"):
+            k = (per, who_of(spec, per))
+            self.pending[k] = self.pending.get(k, 0) + n
 
     def charge(self, job: Job, allocs: list[Alloc], mem_by_host: dict[str, int] | None = None) -> None:
         """Count a placed (or running) job: ``mem_by_host`` its charge, else its reservations."""
@@ -134,14 +141,14 @@ class LimitBook:
             why = why or self.host_reason(a.host, a.slots, a.mem)
         return why
 
-    def pending_reason(self, job: Job) -> str | None:
-        """Why one more pending job of this principal passes a ``pending`` cap (the submit door)."""
+    def pending_reason(self, spec: JobSpec, more: int = 1) -> str | None:
+        """Why ``more`` pending jobs of this spec's principals pass a ``pending`` cap (the submit door)."""
         for lim in self.limits:
             if lim.pending is None or lim.per == "host":
                 continue
-            who = principal(job, lim.per)
+            who = who_of(spec, lim.per)
             n = self.pending.get((lim.per, who), 0)
-            if lim.covers(who) and n + 1 > lim.pending:
+            if lim.covers(who) and n + more > lim.pending:
                 return f"{HELD}{lim.name}: {who} has {n} of {lim.pending} pending jobs"
         return None
 
