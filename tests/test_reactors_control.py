@@ -29,17 +29,18 @@ def test_stop_of_a_running_job_commits_then_sigstops_its_shares_and_resume_sigco
     assert isinstance(cmd, Stop) and not out.orders  # nothing is signalled before the commit
     after = k.commit_all(out)
     assert after.replies[0][1] == S.ControlReply(results={job.id: "USUSP"})
-    ((host_, op, order, _),) = after.orders
+    ((host_, op, order, _),) = k.applied().orders  # after the apply, as the state says
     assert (host_, op, order.signal) == ("node1", Op.SIGNAL_JOB, signal.SIGSTOP)
     after = k.commit_all(k.call(Op.RESUME, S.ControlRequest(ids=[job.id], key="k-000002")))
-    assert after.replies[0][1].results == {job.id: "RUN"} and after.orders[0].body.signal == signal.SIGCONT
+    assert after.replies[0][1].results == {job.id: "RUN"}
+    assert [o.body.signal for o in k.applied().orders if o.op == Op.SIGNAL_JOB] == [signal.SIGCONT]
 
 
 def test_stop_of_a_pending_job_holds_it_and_signals_nothing() -> None:
     k = kit()
     pend = k.pend_job()
     after = k.commit_all(k.call(Op.STOP, S.ControlRequest(ids=[pend.id], key="k-000001")))
-    assert after.replies[0][1].results == {pend.id: "PSUSP"} and not after.orders
+    assert after.replies[0][1].results == {pend.id: "PSUSP"} and not after.orders and not k.applied().orders
 
 
 @pytest.mark.parametrize("op", [Op.STOP, Op.RESUME, Op.REQUEUE])

@@ -19,6 +19,7 @@ from xce.proto import schema as S
 from xce.reactors.context import Context
 from xce.reactors.orders import orders
 from xce.reactors.outbox import Outbox
+from xce.reactors.signals import converge
 
 log = logging.getLogger("xce.controller")
 SOFT_PERIOD = 0.05  # seconds between soft events (see publish_soft)
@@ -63,6 +64,7 @@ def on_applied(ctx: Context, now: float, out: Outbox) -> None:
     if leading:
         for job in jobs:
             orders(ctx, job, now, out)  # the real job: its environment goes to the worker
+            converge(ctx, job, now, out)  # stopped or continued as its state says
 
 
 def forget_hosts(ctx: Context, names: list[str]) -> None:

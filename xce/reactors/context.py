@@ -81,6 +81,8 @@ class Book:
     undecided: set[str] = field(default_factory=set)
     daemon_grants: dict[tuple[str, Op], float] = field(default_factory=dict)  # (token, op) -> until (monotonic)
     suspended: dict[tuple[int, str], bool] = field(default_factory=dict)  # (job, host) -> its worker's last word
+    # (job, host) -> (attempt, stop?, sent): a SIGSTOP/SIGCONT the state wants and no worker confirmed yet
+    signals: dict[tuple[int, str], tuple[int, bool, float]] = field(default_factory=dict)
     peeks: dict[int, Peek] = field(default_factory=dict)  # ticket -> the client waiting for a JOB_OUTPUT
     last_ticket: int = 0
 
@@ -94,6 +96,8 @@ class Book:
         self.confirmed.clear()
         self.unstarted_kills.clear()
         self.registered_at.clear()
+        self.suspended.clear()
+        self.signals.clear()
 
 
 def _no_news() -> dict[str, Any]:

@@ -1,13 +1,12 @@
 """Reactors of job control: STOP, RESUME, REQUEUE, SWITCH, MOVE, MODIFY_SPEC, HIST.
 
 The transitions are xce/core/state.py's; these only check what the door can, commit the
-command and answer.  STOP and RESUME also signal the running shares once committed
-(SIGSTOP for a job now USUSP, SIGCONT for one back to RUN) as SIGNAL_JOB orders.
+command and answer.  The processes of a job STOP made USUSP, or RESUME made RUN again, are
+stopped or continued after the apply, as the state says (xce/reactors/signals.py).
 """
 
 from __future__ import annotations
 
-import signal
 from typing import Any
 
 import msgspec
@@ -15,11 +14,8 @@ import msgspec
 from xce.core.errors import InvalidRequest, NotFound
 from xce.core.jobspec.depend import parse_depend
 from xce.core.limits import KILL_REASON, check_text
-from xce.core.model import ACTIVE
-from xce.core.result import Ok, Result
 from xce.core.state import Cmd, ModifySpec, Move, Requeue, Resume, SpecPatch, Stop, Switch
 from xce.proto import schema as S
-from xce.proto.opcodes import Op
 from xce.reactors.access import key_owner
 from xce.reactors.clients import replier
 from xce.reactors.context import Context
@@ -33,13 +29,12 @@ def _ids(ids: list[int], action: str) -> list[int]:
 
 
 def on_stop(ctx: Context, req: Request, body: S.ControlRequest, out: Outbox) -> None:
-    _control(ctx, req, Stop(time=req.now, job_ids=_ids(body.ids, "stop"), key=body.key, by=key_owner(req)),
-             out, signal_when={"USUSP": signal.SIGSTOP})
+    _control(ctx, req, Stop(time=req.now, job_ids=_ids(body.ids, "stop"), key=body.key, by=key_owner(req)), out)
 
 
 def on_resume(ctx: Context, req: Request, body: S.ControlRequest, out: Outbox) -> None:
     _control(ctx, req, Resume(time=req.now, job_ids=_ids(body.ids, "resume"), key=body.key, by=key_owner(req)),
-             out, signal_when={"RUN": signal.SIGCONT})
+             out)
 
 
 def on_requeue(ctx: Context, req: Request, body: S.ControlRequest, out: Outbox) -> None:
@@ -55,23 +50,8 @@ def on_switch(ctx: Context, req: Request, body: S.SwitchRequest, out: Outbox) ->
                               by=key_owner(req)), out)
 
 
-def _control(ctx: Context, req: Request, cmd: Cmd, out: Outbox, signal_when: dict[str, int] | None = None) -> None:
-    """Commit ``cmd``; then, for each job whose new state is in ``signal_when``, that signal goes
-    to its running shares as a SIGNAL_JOB order."""
-    reply = replier(req, lambda res: S.ControlReply(results=res))
-
-    def done(result: Result, out: Outbox) -> None:
-        if isinstance(result, Ok) and signal_when:
-            for jid, state in result.value.items():
-                job = ctx.state.jobs.get(jid)
-                if state in signal_when and job is not None and job.state in ACTIVE:
-                    for host in job.hosts:
-                        if host not in job.finished_hosts and host in ctx.book.workers:
-                            out.order(host, Op.SIGNAL_JOB, S.SignalJob(job_id=jid, attempt=job.attempt,
-                                                                       signal=signal_when[state]))
-        reply(result, out)
-
-    out.commit(cmd, done)
+def _control(ctx: Context, req: Request, cmd: Cmd, out: Outbox) -> None:
+    out.commit(cmd, replier(req, lambda res: S.ControlReply(results=res)))
 
 
 def on_move(ctx: Context, req: Request, body: S.MoveRequest, out: Outbox) -> None:

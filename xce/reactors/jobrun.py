@@ -2,15 +2,13 @@
 workers observed of them (suspended or not), and peek (bpeek).
 
 None of these changes replicated state: a signal is an order to the workers of a running
-job, and the suspensions they report are soft state (``Book.suspended``), kept for the job
-control of issue 14 to confirm USUSP/SSUSP.  A peek is forwarded to the job's first host
+job, and the suspensions they report (JOB_SIGNALLED) are soft state, compared with the state
+by xce/reactors/signals.py.  A peek is forwarded to the job's first host
 (where its command runs) under a ticket, and answered when that worker's JOB_OUTPUT comes
 back, or with an error after PEEK_WAIT seconds (``expire_peeks``, from the timer).
 """
 
 from __future__ import annotations
-
-import logging
 
 from xce.core.errors import InvalidRequest, NotFound, Unavailable
 from xce.core.model import ACTIVE, TERMINAL, Job, JobState
@@ -19,7 +17,6 @@ from xce.proto.opcodes import Op
 from xce.reactors.context import Context, Peek
 from xce.reactors.outbox import Outbox, Request
 
-log = logging.getLogger("xce.controller")
 PEEK_WAIT = 5.0        # seconds a client waits for the worker's answer to its peek
 PEEK_MAX = 1 << 20     # bytes of each file a peek may ask for
 
@@ -58,13 +55,6 @@ def on_signal(ctx: Context, req: Request, body: S.KillRequest, out: Outbox) -> N
             if host not in job.finished_hosts and host in ctx.book.workers:
                 out.order(host, Op.SIGNAL_JOB, S.SignalJob(job_id=job.id, attempt=job.attempt, signal=body.signal))
     out.reply(req, S.KillReply(results=results))
-
-
-def on_job_signalled(ctx: Context, req: Request, body: S.JobSignalled, out: Outbox) -> None:
-    if body.detail:
-        log.info("signal %d to job %d on %s: %s", body.signal, body.job_id, body.host, body.detail)
-    ctx.book.suspended[(body.job_id, body.host)] = body.suspended
-    out.reply(req, S.Ack())
 
 
 def on_peek(ctx: Context, req: Request, body: S.PeekRequest, out: Outbox) -> None:

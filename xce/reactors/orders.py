@@ -50,6 +50,9 @@ def dispatch(ctx: Context, job: Job, host: str, now: float, out: Outbox) -> None
         return  # a killed job is never started: the kill's orders end it (order_kill)
     alloc = next(a for a in job.allocs if a.host == host)
     duration, decay = mem_decay(job)
+    u = ctx.book.unconfirmed.get((job.id, host))
+    if u is None or u[0] != job.attempt:
+        ctx.book.suspended.pop((job.id, host), None)  # a new attempt starts running
     ctx.book.unconfirmed[(job.id, host)] = (job.attempt, now)
     if host not in ctx.book.workers:
         return  # re-sent once its worker registers

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from xce.core.errors import NotLeader, ProtocolError, XceError
 from xce.proto.opcodes import Op
-from xce.reactors import clients, control, jobrun, workers
+from xce.reactors import clients, control, jobrun, signals, workers
 from xce.reactors.access import DAEMON_OPS, audit_entry, authorize, check_daemon_key
 from xce.reactors.context import Context
 from xce.reactors.outbox import Outbox, Request
@@ -55,7 +55,7 @@ ROUTES: dict[Op, Route] = {
     Op.HIST: Route(control.on_hist),
     Op.FAIRSHARE: Route(clients.on_fairshare),
     Op.LIMITS: Route(clients.on_limits),
-    Op.JOB_SIGNALLED: Route(jobrun.on_job_signalled),
+    Op.JOB_SIGNALLED: Route(signals.on_job_signalled),
     Op.JOB_OUTPUT: Route(jobrun.on_job_output),
 }
 AUDITED_OPS = frozenset(op for op, r in ROUTES.items() if r.audited)

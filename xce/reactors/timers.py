@@ -1,4 +1,5 @@
-"""The leader's periodic work: silent hosts unknown then lost, orders re-sent, kills chased, old records cleaned up.
+"""The leader's periodic work: silent hosts unknown then lost, orders and stops/continues re-sent,
+kills chased, old records cleaned up.
 
 ``on_tick`` runs every loop turn and does its work at most every CHECK_PERIOD; the shell
 only calls it (and keeps the GC upkeep and the allow-list file reads to itself).
@@ -16,6 +17,7 @@ from xce.reactors.context import Book, Context
 from xce.reactors.jobrun import expire_peeks, release_order
 from xce.reactors.orders import RESEND_AFTER, chase_kills, dispatch
 from xce.reactors.outbox import Outbox
+from xce.reactors.signals import resignal
 
 CHECK_PERIOD = 0.25   # seconds between passes
 PRUNE_PERIOD = 60.0   # seconds between prunes of confirmations
@@ -33,6 +35,7 @@ def on_tick(ctx: Context, now: float, out: Outbox) -> None:
     ctx.live.refresh_decay(ctx.state.jobs, now)
     redispatch(ctx, now, out)
     chase_kills(ctx, now, out)
+    resignal(ctx, now, out)
     if now >= ctx.next_prune:
         ctx.next_prune = now + PRUNE_PERIOD
         prune_confirmed(ctx)

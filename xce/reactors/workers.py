@@ -19,6 +19,7 @@ from xce.reactors.clients import replier
 from xce.reactors.context import Context
 from xce.reactors.orders import dispatch, end_share, orders
 from xce.reactors.outbox import Outbox, Request
+from xce.reactors.signals import converge
 from xce.replica.live import host_mem
 
 # The usage column that carries `mem`: named through the one wire-name table.
@@ -121,6 +122,9 @@ def reconcile(ctx: Context, body: S.RegisterRequest, now: float, out: Outbox) ->
         else:
             book.unconfirmed.pop((t.job_id, name), None)
             book.confirmed[(t.job_id, name)] = t.attempt
+            book.suspended[(t.job_id, name)] = t.suspended
+            book.signals.pop((t.job_id, name), None)  # its word now is all that counts
+            converge(ctx, job, now, out)  # a stop or continue it missed (a lost order, a failover)
     book.registered_at[name] = now
     known = {(t.job_id, t.attempt) for t in body.running}
     for job in jobs.values():
