@@ -91,3 +91,11 @@ def test_arrays_through_the_cli_ids_with_index_and_jobs_a(cluster: Cluster, tmp_
     for i in (1, 2, 3):  # %J is the array's id, %I the element's index
         assert (tmp_path / f"o.{aid}.{i}").read_text() == f"{i}\n"
     assert f"ARRAY_SPEC" in cluster.xce("jobs", "-A").stdout
+    r = cluster.xce("submit", "-J", "big[1-1001]", "--", "true", check=False)  # past the default 1000
+    assert r.returncode != 0 and 'array "big[1-1001]": index 1001 is above the largest index 1000' in r.stderr
+    assert "(controller.max_array_size)" in r.stderr
+    # Waiting on an array waits for every element, also those not materialised yet (%1: one at a time).
+    aid = int(cluster.xce("submit", "-J", "one[1-4]%1", "--", "true").stdout.split("<")[1].split(">")[0])
+    views = cluster.client.wait([aid], timeout=30)
+    assert cluster.client.arrays([aid])[0].counts == {"DONE": 4}
+    assert sorted(v.id & 0xFFFFFFFF for v in views) == [1, 2, 3, 4] and {v.state for v in views} == {"DONE"}

@@ -47,3 +47,21 @@ def test_an_elements_order_carries_its_index() -> None:
     k.raft.changes.merge(ch)
     (order,) = k.applied().orders
     assert (order.body.element.array_id, order.body.element.index, order.body.element.step) == (aid, 5, 4)
+
+
+def test_an_array_over_the_configured_maximum_is_refused_at_submit_by_name() -> None:
+    from builders import host
+    from xce.core.errors import InvalidRequest
+    from xce.core.jobspec.arrays import parse_index_list
+    from xce.site.config import Config, ControllerConf
+
+    k = kit(host(), config=Config(controller=ControllerConf(max_array_size=100)))
+    for text, words in (("1-101", "index 101 is above the largest index 100"),
+                        ("1,500", "index 500 is above the largest index 100")):
+        arr = parse_index_list(text, where="t", min_index=1, max_size=10**6)
+        out = k.call(Op.SUBMIT, S.SubmitRequest(jobs=[spec(name="big", array=arr)], key="k-000001"))
+        ((_, e),) = out.errors
+        assert isinstance(e, InvalidRequest) and words in e.message and "controller.max_array_size" in e.message
+        assert 'array "big[' in e.message and not out.commits
+    arr = parse_index_list("1-100", where="t", min_index=1, max_size=10**6)
+    assert len(k.call(Op.SUBMIT, S.SubmitRequest(jobs=[spec(name="ok", array=arr)], key="k-000002")).commits) == 1

@@ -8,7 +8,7 @@ import pytest
 from builders import host
 from reactor_kit import kit
 
-from xce.core.errors import Conflict, IllegalTransition, InvalidRequest, NotFound
+from xce.core.errors import Conflict, IllegalTransition, Infeasible, InvalidRequest, NotFound
 from xce.core.state import ModifySpec, Move, RemoveHosts, Requeue, Stop, Switch
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
@@ -135,3 +135,26 @@ def test_status_leaves_an_unavail_hosts_memory_out() -> None:
     k.state.hosts["node2"].unavail = True
     st = k.call(Op.STATUS, S.Empty()).replies[0][1]
     assert st.mem["capacity"] == 8 << 30 and st.hosts_by_state.get("unavail") == 1
+
+
+@pytest.mark.parametrize("change,words", [
+    ({"slots": 9}, "no host could ever run it: needs 9 slot(s)"),
+    ({"resreq": "rusage[mem=64G]"}, "64.0G per host"),
+])
+def test_a_modified_request_no_host_could_ever_run_is_refused_as_submit_is(change, words: str) -> None:
+    k = kit()  # node1: 4 slots, 8G
+    pend = k.pend_job()
+    e = only_error(k.call(Op.MODIFY_SPEC, S.ModifySpecRequest(id=pend.id, key="k-000001", **change)))
+    assert isinstance(e, Infeasible) and words in e.message
+    out = k.call(Op.MODIFY_SPEC, S.ModifySpecRequest(id=pend.id, slots=4, key="k-000002"))
+    assert len(out.commits) == 1  # what fits is committed
+
+
+def test_a_modified_request_of_an_array_element_is_checked_against_capacity_too() -> None:
+    from test_reactors_arrays import submit_array
+
+    k = kit()
+    aid = submit_array(k, "a[1-3]")
+    for target in (aid, aid << 32 | 2):
+        e = only_error(k.call(Op.MODIFY_SPEC, S.ModifySpecRequest(id=target, slots=9, key=f"k-{target % 97:06d}")))
+        assert isinstance(e, Infeasible) and "9 slot(s)" in e.message

@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from xce.client.follow import EventFollower
+from xce.client.waiting import Waiting
 from xce.core.errors import InvalidRequest
 from xce.core.jobspec.build import STDIN_NAME
 from xce.core.model import TERMINAL, HistEvent, JobSpec, check_spec
@@ -36,6 +37,8 @@ from xce.security.curve import client_keys
 from xce.site.config import cluster_config, default_state_dir, endpoints_of
 from xce.site.local import CLUSTER_FILE, stored_token_if_fresh, unix_user
 from xce.transport.connection import Connection
+
+ARRAY_RECHECK = 0.1  # s after an element's end before its array's summary is asked (bounds the asks)
 
 __all__ = ["CLUSTER_FILE", "Client", "Connection", "cluster_config", "endpoints_of", "make_spec", "unix_user"]
 
@@ -156,41 +159,47 @@ class Client:
              progress: Any = None) -> list[JobView]:
         """Block until every job ended (DONE or EXIT); returns their final views.
 
+        An array's id waits for all its elements, materialised yet or not (its summary counts
+        them), and stands in the result for the views of its elements the controller keeps.
         Follows the event stream (no polling load on the controller) and asks the
         controller again every ``poll`` seconds and at once after a gap in the stream,
         which covers events missed while the subscription was connecting or the leader
-        changed.  ``timeout`` is the total time allowed.
+        changed; an element's end makes it ask its array's summary within ARRAY_RECHECK s.
+        ``timeout`` is the total time allowed.  ``progress(done, total)`` counts elements.
         """
 
         deadline = None if timeout is None else time.monotonic() + timeout
-        left = set(ids)
+        w = Waiting.of(ids, self._chunked(self.arrays, ids))
         with EventFollower(self.conn, self.events_endpoint, silence=max(3.0, 3 * poll)) as follower:
             next_check, gaps = 0.0, 0
             while True:
                 if time.monotonic() >= next_check or follower.gaps != gaps:
                     gaps = follower.gaps
-                    for chunk in range(0, len(ids), 5000):
-                        part = [i for i in ids[chunk:chunk + 5000] if i in left]
-                        if part:
-                            left -= {v.id for v in self.jobs(part) if v.state in ("DONE", "EXIT")}
+                    w.jobs_seen(self._chunked(self.jobs, [i for i in ids if i in w.plain]))
+                    if w.arrays:
+                        w.arrays_seen(self.arrays(list(w.arrays)))
                     next_check = time.monotonic() + poll
                 if progress:
-                    progress(len(ids) - len(left), len(ids))
-                if not left:
+                    progress(w.done, w.total)
+                if w.finished:
                     break
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise TimeoutError(f"{len(left)} job(s) still running after {timeout}s")
+                    raise TimeoutError(f"{w.total - w.done} job(s) still running after {timeout}s")
                 wait_s = max(0.0, next_check - time.monotonic())
                 if deadline is not None:
                     wait_s = min(wait_s, max(0.0, deadline - time.monotonic()))
                 for ev in follower.step(int(wait_s * 1000) + 1):
-                    for j in ev.jobs:
-                        if j.id in left and j.state in TERMINAL:
-                            left.discard(j.id)
-        final: dict[int, JobView] = {}
-        for chunk in range(0, len(ids), 5000):
-            final.update((v.id, v) for v in self.jobs(ids[chunk:chunk + 5000]))
-        return [final[i] for i in ids]
+                    w.jobs_seen(j for j in ev.jobs if j.id in w.plain)
+                    if any(j.state in TERMINAL and w.element_of(j.id) for j in ev.jobs):
+                        next_check = min(next_check, time.monotonic() + ARRAY_RECHECK)
+        final = {v.id: v for v in self._chunked(self.jobs, [i for i in ids if i not in w.ended_in])}
+        arrays = {a: self.jobs([a]) for a in w.ended_in}
+        return [v for i in ids for v in (arrays[i] if i in arrays else [final[i]])]
+
+    @staticmethod
+    def _chunked(ask: Any, ids: Sequence[int], size: int = 5000) -> list[Any]:
+        """One request per ``size`` ids (a request's body is bounded)."""
+        return [x for at in range(0, len(ids), size) for x in ask(ids[at:at + size])]
 
     # ---- cluster ----
 

@@ -12,10 +12,12 @@ from typing import Any
 import msgspec
 
 from xce.core.arrays import SHIFT, unmaterialised
+from xce.core.jobspec.arrays import size_error
 from xce.core.errors import Infeasible, InvalidRequest, LimitReached, NotFound, XceError
 from xce.core.limits import KILL_REASON, check_text
-from xce.core.model import ACTIVE, TERMINAL, Job, check_mem_limit, check_spec
+from xce.core.model import ACTIVE, TERMINAL, Job, JobSpec, check_mem_limit, check_spec
 from xce.core.placement import demand_of, host_caps, never_fits
+from xce.core.resreq import ResReq
 from xce.core.result import Ok, Result
 from xce.core.sched.limits import LimitBook
 from xce.core.sched.site import PolicyState, RoundInputs
@@ -61,7 +63,7 @@ def on_submit(ctx: Context, req: Request, body: S.SubmitRequest, out: Outbox) ->
         raise InvalidRequest("submit: no jobs given")
     st = ctx.state
     queues, default = st.queues, st.default_queue
-    caps = host_caps(st.hosts.values(), ctx.live.ledger, {})
+    caps = all_hosts(ctx)
     specs, reqs = [], []
     verdicts: dict[tuple[int, str], tuple[Any, str | None]] = {}  # a batch repeats itself
     capped = limit_book(ctx) if any(lim.pending is not None for lim in ctx.site.limits) else None
@@ -80,12 +82,13 @@ def on_submit(ctx: Context, req: Request, body: S.SubmitRequest, out: Outbox) ->
                 parsed = ctx.parse(spec.resreq)
             except XceError as e:
                 raise type(e)(where + e.message) from None
-            d = demand_of(spec.slots, parsed, ctx.cluster_totals)
-            verdicts[key] = (parsed, never_fits(d, caps.values()) if caps else None)
+            verdicts[key] = (parsed, never_reason(ctx, spec.slots, parsed, caps))
         parsed, never = verdicts[key]
         if never:
             raise Infeasible(f"{where}{never}")
         spec = msgspec.structs.replace(spec, queue=q) if spec.queue != q else spec
+        if spec.array is not None:
+            _check_array_size(spec, ctx.cfg.controller.max_array_size, where)
         if capped is not None:  # lsb.resources PEND_JOBS: refused at the door, as bsub is
             n = spec.array.count if spec.array is not None else 1
             over = capped.pending_reason(spec, n)
@@ -138,6 +141,24 @@ def on_jobs(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -> Non
                  and (not body.queue or a.spec.queue == body.queue)] if body.arrays else []
     out.reply(req, S.JobsReply(jobs=found, next_after=found[-1].id if more else None, stale=staleness(ctx),
                                arrays=summaries))
+
+
+def all_hosts(ctx: Context) -> dict[str, Any]:
+    """Every registered host at its capacity, for 'could any host ever run it'."""
+    return host_caps(ctx.state.hosts.values(), ctx.live.ledger, {})
+
+
+def never_reason(ctx: Context, slots: int, req: ResReq, caps: dict[str, Any]) -> str | None:
+    """Why no host could ever run ``slots`` of ``req`` (submit and modify alike); None: some
+    could, or no host has registered yet (nothing to judge by)."""
+    return never_fits(demand_of(slots, req, ctx.cluster_totals), caps.values()) if caps else None
+
+
+def _check_array_size(spec: JobSpec, max_size: int, where: str) -> None:
+    assert spec.array is not None
+    why = size_error(spec.array, max_size)
+    if why is not None:
+        raise InvalidRequest(f'{where}array "{spec.name}[{spec.array.text()}]": {why} (controller.max_array_size)')
 
 
 def policy_now(ctx: Context, now: float) -> RoundInputs:

@@ -11,13 +11,15 @@ from typing import Any
 
 import msgspec
 
-from xce.core.errors import InvalidRequest, NotFound
+from xce.core.arrays import element_text, split_id
+from xce.core.errors import Infeasible, InvalidRequest, NotFound
 from xce.core.jobspec.depend import parse_depend
 from xce.core.limits import KILL_REASON, check_text
+from xce.core.resreq import ResReq
 from xce.core.state import Cmd, ModifySpec, Move, Requeue, Resume, SpecPatch, Stop, Switch
 from xce.proto import schema as S
 from xce.reactors.access import key_owner
-from xce.reactors.clients import replier
+from xce.reactors.clients import all_hosts, never_reason, replier
 from xce.reactors.context import Context
 from xce.reactors.outbox import Outbox, Request
 
@@ -65,11 +67,25 @@ def on_modify_spec(ctx: Context, req: Request, body: S.ModifySpecRequest, out: O
     changes: dict[str, Any] = {f: getattr(body, f) for f in SpecPatch.__struct_fields__
                                if getattr(body, f) is not msgspec.UNSET}
     parsed = ctx.parse(changes["resreq"]) if "resreq" in changes else None
+    if parsed is not None or "slots" in changes:
+        _check_capacity(ctx, body.id, changes.get("slots"), parsed)
     if "depend" in changes:  # parsed once, here; the state keeps the tree
         changes["depend"] = parse_depend(changes["depend"]) if changes["depend"].strip() else None
     out.commit(ModifySpec(time=req.now, job_id=body.id, patch=SpecPatch(**changes), req=parsed, key=body.key,
                           by=key_owner(req)),
                replier(req, lambda r: S.Ack(True, r)))
+
+
+def _check_capacity(ctx: Context, job_id: int, slots: int | None, req: ResReq | None) -> None:
+    """A new -n or -R is refused if no host could ever run it, as submit refuses it."""
+    st = ctx.state
+    job, arr = st.jobs.get(job_id), st.arrays.get(split_id(job_id)[0])  # an element, or the whole array
+    known = (job.spec.slots, job.req) if job is not None else (arr.spec.slots, arr.req) if arr is not None else None
+    if known is None:
+        return  # the state machine names the unknown job
+    never = never_reason(ctx, slots if slots is not None else known[0], req or known[1], all_hosts(ctx))
+    if never:
+        raise Infeasible(f"job {element_text(job_id)}: {never}")
 
 
 def on_hist(ctx: Context, req: Request, body: S.HistRequest, out: Outbox) -> None:

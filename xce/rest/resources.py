@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from xce.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
-from xce.core.jobspec.arrays import ArraySpec, parse_lsf_job_name
+from xce.core.jobspec.arrays import ARRAY_SIZE_CAP, ArraySpec, parse_lsf_job_name
 from xce.core.jobspec.build import STDIN_NAME
 from xce.core.jobspec.depend import parse_depend
 from xce.core.model import MEM_LIMIT_FLOOR, JobSpec, check_mem_limit
@@ -129,7 +129,8 @@ def _array(name: str, indices: str) -> ArraySpec | None:
     if not indices:
         return None
     body, pct, limit = indices.partition("%")
-    return parse_lsf_job_name(f"{name or 'array'}[{body}]" + (f"%{limit}" if pct else ""))[1]
+    text = f"{name or 'array'}[{body}]" + (f"%{limit}" if pct else "")
+    return parse_lsf_job_name(text, max_size=ARRAY_SIZE_CAP)[1]  # the leader applies the site's maximum
 
 
 @route("DELETE", JOB, "jobs.kill", summary="Kill a job (200: killed; 202: kill requested)", tag="jobs",

@@ -14,6 +14,7 @@ from pathlib import Path
 import msgspec
 
 from xce.core.errors import ConfigError, XceError
+from xce.core.jobspec.arrays import ARRAY_SIZE_CAP
 from xce.core.resources import BUILTIN, ResourceDef
 from xce.core.units import parse_mem
 from xce.site.local import (  # one definition, shared with the fast CLI path
@@ -43,6 +44,7 @@ class ControllerConf(msgspec.Struct, forbid_unknown_fields=True):
     unknown_after: float = 0.0                  # s silent before a host is unavail, its jobs UNKWN (0: misses x heartbeat)
     lost_after: float = 0.0                     # s silent before it is lost, its jobs requeued or EXIT (0: 3 x unknown_after)
     keep_finished: int = 100_000
+    max_array_size: int = 1000                  # elements of a job array, and its largest index (LSF's default)
     append_period: float = 0.02
     tick_period: float = 0.01
     election_timeout: tuple[float, float] = (0.3, 0.8)
@@ -242,6 +244,8 @@ def _check(cfg: Config, source: str) -> None:
     if cfg.controller.heartbeat_misses < 1:
         raise bad("controller.heartbeat_misses", "must be >= 1")
     _check_host_timeouts(cfg, bad)
+    if not 1 <= cfg.controller.max_array_size <= ARRAY_SIZE_CAP:
+        raise bad("controller.max_array_size", f"must be 1-{ARRAY_SIZE_CAP}, got {cfg.controller.max_array_size}")
     if not cfg.queues:
         raise bad("queues", "at least one queue is needed")
     if sum(q.default for q in cfg.queues.values()) > 1:

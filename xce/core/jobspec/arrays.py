@@ -9,7 +9,8 @@ elements in control commands (``12[1-5,7]``) and in dependencies (``done(12[3])`
 Forms accepted::
 
     LSF   -J "name[1-1000]"  "name[1-100:2]"  "name[1,5,7-9]"  "name[1-1000]%50"
-          indices >= 1, each <= max_size (MAX_JOB_ARRAY_SIZE: LSF's default 1000)
+          indices >= 1, each <= max_size (MAX_JOB_ARRAY_SIZE: LSF's default 1000; the doors parse
+          up to ARRAY_SIZE_CAP and the leader applies controller.max_array_size, size_error)
     Slurm --array=0-15  0,6,16-32  1-7:2  0-15%4
           indices >= 0, each < max_size (MaxArraySize)
     ids   12  12[3]  12[1-5,7]   (LSF)      12_3 (Slurm element)
@@ -32,6 +33,9 @@ from xce.core.jobspec.errors import ArraySpecError
 
 LSF_MAX_ARRAY_SIZE = 1000
 SLURM_MAX_ARRAY_SIZE = 1001
+# The largest maximum a site may configure (LSF's MAX_JOB_ARRAY_SIZE range): the doors parse up
+# to it, and the leader applies the site's own (controller.max_array_size, size_error).
+ARRAY_SIZE_CAP = 2**31 - 2
 _RANGE_RE = re.compile(r"^\s*(\d{1,10})(?:\s*-\s*(\d{1,10})(?:\s*:\s*(\d{1,10}))?)?\s*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9._-]*$")
 _LSF_JOB_RE = re.compile(r"^(?P<name>[^\[\]]*)\[(?P<list>[^\[\]]*)\](?:%(?P<limit>\d{1,10}))?$")
@@ -113,18 +117,29 @@ def _range_text(r: Range) -> str:
 def parse_index_list(text: str, *, where: str, min_index: int = 1,
                      max_size: int = LSF_MAX_ARRAY_SIZE, max_index: int | None = None) -> ArraySpec:
     """Parse ``1-10:2,15`` into an ArraySpec (no limit); ``where`` starts each error."""
-    top = max_size if max_index is None else max_index
-    ranges = sorted(_parse_range(part, where, min_index, top) for part in text.split(","))
+    ranges = sorted(_parse_range(part, where, min_index) for part in text.split(","))
     for prev, cur in zip(ranges, ranges[1:]):
         if cur[0] <= prev[1]:
             raise ArraySpecError(f"{where}: index range {_range_text(cur)} overlaps {_range_text(prev)}")
     spec = ArraySpec(tuple(ranges))
-    if spec.count > max_size:
-        raise ArraySpecError(f"{where}: {spec.count} elements is more than the maximum array size {max_size}")
+    why = size_error(spec, max_size, max_index)
+    if why is not None:
+        raise ArraySpecError(f"{where}: {why}")
     return spec
 
 
-def _parse_range(part: str, where: str, min_index: int, max_index: int) -> Range:
+def size_error(spec: ArraySpec, max_size: int, max_index: int | None = None) -> str | None:
+    """Why ``spec`` is past a maximum array size, or None: LSF bounds both the number of elements
+    and the largest index by MAX_JOB_ARRAY_SIZE (Slurm's MaxArraySize: indices below it)."""
+    top = max_size if max_index is None else max_index
+    if spec.end > top:
+        return f"index {spec.end} is above the largest index {top}"
+    if spec.count > max_size:
+        return f"{spec.count} elements is more than the maximum array size {max_size}"
+    return None
+
+
+def _parse_range(part: str, where: str, min_index: int) -> Range:
     m = _RANGE_RE.match(part)
     if not m:
         what = "an empty index" if not part.strip() else f"bad index range {part.strip()!r}"
@@ -139,8 +154,6 @@ def _parse_range(part: str, where: str, min_index: int, max_index: int) -> Range
         raise ArraySpecError(f"{where}: array range {shown} has step 0 (the step must be 1 or more)")
     if first < min_index:
         raise ArraySpecError(f"{where}: index {first} is below the smallest index {min_index}")
-    if last > max_index:
-        raise ArraySpecError(f"{where}: index {last} is above the largest index {max_index}")
     last -= (last - first) % step
     return (first, last, step if last > first else 1)  # one index: one canonical form
 

@@ -17,7 +17,7 @@ from typing import Literal, TypeVar
 
 import msgspec
 
-from xce.core.jobspec.arrays import LSF_MAX_ARRAY_SIZE, ArraySpec, parse_lsf_job_name
+from xce.core.jobspec.arrays import ARRAY_SIZE_CAP, ArraySpec, parse_lsf_job_name
 from xce.core.jobspec.depend import Expr, parse_depend
 from xce.core.jobspec.errors import DirectiveError, JobSpecError
 from xce.core.jobspec.options import OptionSet, Value
@@ -65,7 +65,7 @@ class BsubRequest(msgspec.Struct, kw_only=True, gc=False):
     nodes: int | None = None  # -nnodes
 
 
-def bsub_request(opts: OptionSet, *, max_array_size: int = LSF_MAX_ARRAY_SIZE,
+def bsub_request(opts: OptionSet, *, max_array_size: int = ARRAY_SIZE_CAP,
                  mem_unit: str = "MB") -> BsubRequest:
     """Interpret every option in ``opts`` (flags True, ``-R`` a list)."""
     v = opts.values

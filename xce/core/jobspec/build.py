@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from xce.core.jobspec.arrays import LSF_MAX_ARRAY_SIZE
+from xce.core.jobspec.arrays import ARRAY_SIZE_CAP
 from xce.core.jobspec.bsub import BsubRequest, EnvPolicy, bsub_request
 from xce.core.jobspec.directives import bsub_directives
 from xce.core.jobspec.errors import DirectiveError
@@ -64,7 +64,7 @@ class BuiltJob(msgspec.Struct, frozen=True):
 
 
 def bsub_job(command_line: OptionSet, sub: Submission, *, mem_unit: str = "MB",
-             max_array_size: int = LSF_MAX_ARRAY_SIZE) -> BuiltJob:
+             max_array_size: int = ARRAY_SIZE_CAP) -> BuiltJob:
     """The JobSpec fields of one bsub-style submission; DirectiveError & co. name the bad part."""
     if not sub.command and sub.script is None:
         raise DirectiveError("no command given (submit [options] COMMAND, a FILE, or a script on stdin)")
