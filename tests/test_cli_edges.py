@@ -248,3 +248,12 @@ def test_modify_applies_to_a_running_job_at_once(one_host: Cluster) -> None:
         assert (v.state, v.reason, v.mem_limit) == ("EXIT", "MEMLIMIT", 20 << 20)
     finally:
         one_host.xce("kill", str(jid), check=False)
+
+
+def test_up_with_a_bad_site_file_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    site = tmp_path / "site.toml"
+    site.write_text("[queues.q]\ndefault = true\npreempt = ['nope']\n")
+    r = subprocess.run([sys.executable, "-m", "xce.cli.main", "--state-dir", str(tmp_path / "xce"), "up", "--detach",
+                        "--config", str(site)], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "key queues.q.preempt: no such queue 'nope'" in r.stderr, r.stderr
+    assert not (tmp_path / "xce" / "up.json").exists() and not (tmp_path / "xce" / "up.log").exists()

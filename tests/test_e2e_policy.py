@@ -39,3 +39,56 @@ def test_a_short_job_backfills_beside_a_blocked_wide_job_and_a_long_one_does_not
     wait_for(lambda: c.job(wide).state in ("RUN", "DONE"), 30, "the wide job started")
     assert c.job(wide).hosts == [other] and c.job(long_).state == "PEND"
     c.kill([r1, long_])
+
+
+SITE = """
+[queues.low]
+priority = 10
+default = true
+preempt_action = "suspend"
+
+[queues.high]
+priority = 70
+preempt = ["low"]
+
+[preemption]
+min_run_time = 0.0
+
+[[limits]]
+name = "user_jobs"
+per = "user"
+jobs = 2
+"""
+
+
+def test_a_site_config_its_limit_holds_a_job_and_a_high_queue_preempts_a_low_one(tmp_path) -> None:
+    """`xce up --config FILE` on one host of 4 slots: the user's third job is held by the
+    per-user limit with its reason; a high job suspends the low one (SSUSP), runs on its
+    slots, and the low job resumes."""
+    from conftest import local_cluster
+
+    site = tmp_path / "site.toml"
+    site.write_text(SITE)
+    with local_cluster(tmp_path, "--hosts", "1", "--slots-per-host", "4", "--mem-per-host", "2G",
+                       "--heartbeat", "0.5", "--config", str(site)) as cl:
+        c = cl.client
+        assert {q.name for q in c.queues().queues} == {"low", "high"}
+        ids = c.submit_many([{"command": "sleep 30"}] * 3)
+        held = wait_for(lambda: (v := c.job(ids[2])).reason and v, 20, "the third job's reason")
+        assert [c.job(j).state for j in ids[:2]] == ["RUN", "RUN"] and held.state == "PEND"
+        assert held.reason == f"limit user_jobs: {held.user} uses 2 of 2 running jobs", held.reason
+        (row,) = [r for r in c.limits() if r.who == held.user]
+        assert (row.jobs, row.max_jobs, row.held) == (2, 2, [ids[2]])
+        c.kill(ids)
+        wait_for(lambda: all(c.job(j).state == "EXIT" for j in ids), 20, "the three jobs killed")
+        low = c.submit("sleep 60", slots=4)
+        wait_for(lambda: c.job(low).state == "RUN", 20, "the low job running")
+        high = c.submit("sleep 1", slots=4, queue="high")
+        wait_for(lambda: c.job(low).state == "SSUSP", 20, "the low job preempted")
+        (why,) = [e.detail for e in c.hist(low) if e.event == "suspended by system"]
+        assert why == f"preempted by job {high} of queue high", why
+        wait_for(lambda: c.job(high).state == "DONE", 30, "the high job ran on the freed slots")
+        wait_for(lambda: c.job(low).state == "RUN", 30, "the low job resumed")
+        events = [e.event for e in c.hist(low)]
+        assert "suspended by system" in events and "resumed by system" in events, events
+        c.kill([low])

@@ -153,3 +153,56 @@ def test_submit_past_a_pending_cap_is_refused_naming_the_limit() -> None:
     assert e.message == "job 1: limit user_pend: bob has 1 of 1 pending jobs"
     out = k.call(Op.SUBMIT, S.SubmitRequest(jobs=[spec(user="bob")], key="k-policy-3"))
     assert len(out.commits) == 1
+
+
+# ---- preemption: the scheduler's orders, carried out by the job-control commands ------------
+
+def preempting() -> Config:
+    from xce.site.config import QueueConf
+
+    return cfg(queues={"high": QueueConf(priority=70, preempt=["low"]),
+                       "low": QueueConf(priority=10, default=True),
+                       "scratch": QueueConf(priority=5, preempt_action="kill")})
+
+
+def test_preempt_suspends_then_stops_the_processes_and_resume_continues_them() -> None:
+    import signal
+
+    from builders import alloc, queue
+    from xce.core.model import JobState
+
+    k = kit(host("node1", slots=2), queues=(queue("high", 70), queue("low", 10)), default="low", config=preempting())
+    k.worker("node1")
+    low = k.run_job("node1", slots=2, queue="low")
+    high = k.pend_job(slots=2, queue="high")
+    out = k.call(Op.PLACE, S.PlaceRequest(placements=[], preempt=[S.Preempt(low.id, 1, "suspend", high.id)]))
+    after = k.commit_all(out)
+    assert low.state == JobState.SSUSP
+    assert k.state.history[low.id][-1].detail == f"preempted by job {high.id} of queue high"
+    assert [(o.host, o.body.signal) for o in after.orders] == [("node1", signal.SIGSTOP)]
+    # The suspended job's slots are free to the leader's re-check: the preemptor is placed there.
+    out = k.call(Op.PLACE, S.PlaceRequest(placements=[S.Placement(high.id, 0, [alloc("node1", 2, "1G")])]))
+    assert [c.job_id for c, _ in out.commits] == [high.id]
+    k.commit_all(out)
+    # A repeated order for a job no longer RUN is stale: nothing is committed.
+    assert not k.call(Op.PLACE, S.PlaceRequest(placements=[], preempt=[S.Preempt(low.id, 1, "suspend",
+                                                                                 high.id)])).commits
+    out = k.call(Op.PLACE, S.PlaceRequest(placements=[], resume=[low.id]))
+    after = k.commit_all(out)
+    assert low.state == JobState.RUN
+    assert [(o.host, o.body.signal) for o in after.orders] == [("node1", signal.SIGCONT)]
+
+
+@pytest.mark.parametrize("action,then", [("requeue", "requeue requested: preempted by job"),
+                                         ("kill", "preempted by job")])
+def test_preempt_by_requeue_or_kill_kills_the_processes_first(action: str, then: str) -> None:
+    from builders import queue
+
+    k = kit(host("node1", slots=2), queues=(queue("high", 70), queue("low", 10)), default="low", config=preempting())
+    k.worker("node1")
+    low = k.run_job("node1", slots=2, queue="low")
+    high = k.pend_job(slots=2, queue="high")
+    k.commit_all(k.call(Op.PLACE, S.PlaceRequest(placements=[], preempt=[S.Preempt(low.id, 1, action, high.id)])))
+    assert low.kill_requested and low.reason.startswith(then), low.reason
+    assert low.requeue_requested == (action == "requeue")
+    assert any(o.op == Op.KILL_JOB for o in k.applied().orders)

@@ -133,3 +133,37 @@ def test_a_restarted_scheduler_still_counts_jobs_the_cluster_forgot() -> None:
     restarted.reseed(m.usage_past, m.usage_as_of)
     assert alice_first(restarted) == pytest.approx(before) and before < 1
     assert alice_first(seen) == pytest.approx(before)  # the one that kept running: no double count
+
+
+BAD_SITE = [
+    ("[controller]\naddress = 'tcp://127.0.0.1:1'\n", "key controller: not a site policy key; `xce up --config` "
+     "merges only queues, resources, fairshare, backfill, limits, preemption"),
+    ("[queues.low]\npriority = 50\n[queues.top]\npriority = 40\npreempt = ['low']\n[queues.normal]\ndefault = true\n",
+     "key queues.top.preempt: queue 'low' has priority 50, not below top's 40"),
+    ("[queues.q]\ndefault = true\npreempt = ['nope']\n", "key queues.q.preempt: no such queue 'nope'"),
+    ("[queues.q]\ndefault = true\npreempt_action = 'pause'\n", "key queues.q.preempt_action: must be 'suspend'"),
+    ("[preemption]\nmin_run_time = -1\n", "key preemption.min_run_time: must be >= 0 seconds"),
+]
+
+
+@pytest.mark.parametrize("text,why", BAD_SITE)
+def test_a_bad_site_file_is_refused_naming_the_key(tmp_path, text: str, why: str) -> None:
+    from xce.cli.up import check_site
+    from xce.site.config import site_overlay
+
+    f = tmp_path / "site.toml"
+    f.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        check_site(site_overlay(f))
+    assert why in e.value.message, e.value.message
+
+
+def test_a_site_file_replaces_the_local_policy_tables() -> None:
+    from xce.cli.up import check_site
+
+    check_site({"queues": {"a": {"priority": 10, "default": True}, "b": {"priority": 60, "preempt": ["a"]}},
+                "limits": [{"name": "u", "per": "user", "jobs": 2}], "preemption": {"min_run_time": 5.0}})
+    cfg = from_dict({"queues": {"a": {"priority": 10, "default": True, "preempt_action": "requeue"},
+                                "b": {"priority": 60, "preempt": ["a"]}}, "preemption": {"min_run_time": 5.0}})
+    rules = SitePolicy.from_config(cfg).preemption
+    assert rules.on and rules.preempts["b"] == {"a"} and rules.action["a"] == "requeue" and rules.min_run_time == 5

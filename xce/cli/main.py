@@ -463,6 +463,11 @@ def cmd_up(a: argparse.Namespace) -> int:
             args += ["--mem-floor", a.mem_floor]
         if a.durability:
             args += ["--durability", a.durability]
+        if a.config:
+            from xce.site.config import site_overlay
+
+            U.check_site(site_overlay(a.config))  # refused here, not after a minute of waiting
+            args += ["--config", os.path.abspath(a.config)]
         args += _compaction_args(a)
         sd.mkdir(parents=True, exist_ok=True)
         with open(sd / "up.log", "ab") as log:
@@ -485,8 +490,11 @@ def cmd_up(a: argparse.Namespace) -> int:
     if a.durability:
         extra["controller"] = {"durability": a.durability}
     extra.setdefault("controller", {}).update(_compaction_conf(a))
+    from xce.site.config import site_overlay
+
+    site = site_overlay(a.config) if a.config else None
     cfg = U.write_cluster_file(sd, a.controllers, a.mem_per_host or "", a.slots_per_host or 0, a.heartbeat,
-                               extra)
+                               extra, site)
     names = U.layout(a.hosts, a.mem_per_host, a.slots_per_host)
     from xce.security.auth import ensure_daemon_token, ensure_local_admin
 
@@ -721,6 +729,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--ready-timeout", type=float, default=60.0,
                    help="with --detach: seconds to wait for the cluster; past them it stops what it started")
     s.add_argument("--demo", action="store_true", help="submit a demo mix of jobs")
+    s.add_argument("--config", metavar="FILE", help="a site configuration to try: its queues, resources, "
+                   "[fairshare], [backfill], [[limits]] and [preemption] replace the local cluster's")
     s.set_defaults(func=cmd_up)
 
     s = sub.add_parser("down", help="stop the local cluster (running jobs keep running; see --kill-jobs)")

@@ -26,6 +26,7 @@ from typing import Any
 import tomli_w
 
 from xce.client import CLUSTER_FILE
+from xce.site.config import from_dict
 
 UP_FILE = "up.json"
 
@@ -102,8 +103,21 @@ def _bindable(port: int) -> bool:
     return True
 
 
+LOCAL_QUEUES: dict[str, Any] = {"normal": {"priority": 30, "default": True},
+                                "high": {"priority": 50}, "rerun": {"priority": 30, "rerunnable": True}}
+
+
+def check_site(site: dict[str, Any]) -> None:
+    """A site overlay (config.site_overlay) against the local cluster's defaults: a ConfigError
+    names the key before `xce up --detach` starts anything."""
+    from_dict({"queues": LOCAL_QUEUES, **site}, "xce up --config")
+
+
 def write_cluster_file(state_dir: Path, controllers: int, mem: str, slots: int,
-                       heartbeat: float, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                       heartbeat: float, extra: dict[str, Any] | None = None,
+                       site: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The local cluster's config file; ``site`` (config.site_overlay) replaces its policy
+    tables whole, and the result is checked before any daemon reads it."""
     ports = last_ports(state_dir, controllers) or [(free_port(), free_port(), free_port())
                                                    for _ in range(controllers)]
     routers = [f"tcp://127.0.0.1:{r}" for r, _, _ in ports]
@@ -118,11 +132,13 @@ def write_cluster_file(state_dir: Path, controllers: int, mem: str, slots: int,
                        "raft_password": os.urandom(16).hex()},
         "worker": {"heartbeat": heartbeat, "mem": mem, "slots": slots},
         "security": {"curve": True},  # keys: ensure_keys, before the daemons start
-        "queues": {"normal": {"priority": 30, "default": True},
-                   "high": {"priority": 50}, "rerun": {"priority": 30, "rerunnable": True}},
+        "queues": LOCAL_QUEUES,
     }
     for k, v in (extra or {}).items():
         cfg.setdefault(k, {}).update(v) if isinstance(v, dict) else cfg.__setitem__(k, v)
+    if site:
+        cfg.update(site)
+        from_dict(cfg, "xce up --config")  # a ConfigError names the key, before anything starts
     state_dir.mkdir(parents=True, exist_ok=True)
     (state_dir / CLUSTER_FILE).write_text(tomli_w.dumps(cfg))
     os.chmod(state_dir / CLUSTER_FILE, 0o600)  # it holds the Raft password

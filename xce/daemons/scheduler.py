@@ -22,8 +22,10 @@ import zmq
 from xce.client import Connection, endpoints_of
 from xce.client.follow import EventFollower, Sync
 from xce.core.errors import XceError
-from xce.core.model import Alloc, JobState
-from xce.core.placement import HostCap, cluster_free, host_caps, schedule
+from xce.core.model import Alloc, Job, JobState
+from xce.core.placement import HostCap, Plan, cluster_free, host_caps, schedule
+from xce.core.sched.limits import HELD
+from xce.core.sched.preempt import credit_suspended, fitter, preempt, resumable
 from xce.core.sched.site import PolicyState, SitePolicy
 from xce.daemons.heap import HeapUpkeep
 from xce.proto import schema as S
@@ -96,36 +98,44 @@ class Scheduler:
 
     def round(self, now: float) -> None:
         m = self.mirror
-        if not m.pending:
+        rules = self.policy.policy.preemption
+        suspended = [j for j in m.running.values() if j.state == JobState.SSUSP] if rules.on else []
+        if not m.pending and not suspended:
             return
         t0 = time.perf_counter()
         caps = round_caps(m)
+        credit_suspended(caps, suspended)
         full = not any(h.schedulable is None and h.slots_free > 0 for h in caps.values())
-        if full and self.waiting_when_full.issuperset(m.pending):
+        if full and self.waiting_when_full.issuperset(m.pending) and not (
+                rules.on and any(rules.preempts.get(j.spec.queue) for j in m.pending.values())):
             # Every slot is taken and every pending job already got its reason in a full
             # round: this round would place nothing and say nothing new.  A busy cluster
             # with a deep queue skips most rounds this way (each job's RUN event asks for one).
+            # Not while a job may preempt: its victims may have run long enough since.
             return
         prio = {q.name: q.priority for q in m.queues.values()}
         flying = {j: al for j, al in self.in_flight_allocs.items() if j in self.in_flight}
         got = self.policy.round_inputs(m.jobs.values(), m.pending.values(), m.running.values(), m.live.ledger,
                                        prio, now, flying)
         pending = [j for j in got.ordering.order(m.pending.values()) if self.in_flight.get(j.id) != j.attempt]
-        if not pending:
+        # Preempted jobs resume first, unless work of a queue that preempts theirs still waits.
+        resume = resumable(suspended, caps, rules, {j.spec.queue for j in pending}) if suspended else []
+        if not pending and not resume:
             return
         cfree = cluster_free(self.mirror.running.values(), self.cluster_totals)
         plan = schedule(caps, pending, now, cfree, self.cluster_totals, backfill=self.policy.policy.backfill,
                         releases=got.releases, limits=got.limits)
+        preempts = self._preemptions(pending, plan, caps, cfree, now) if rules.on else []
         ms = (time.perf_counter() - t0) * 1000
         # The plan charged its placements to ``caps``: full now means full once they run.
         full = not any(h.schedulable is None and h.slots_free > 0 for h in caps.values())
         self.waiting_when_full = set(m.pending) if full else set()
         changed = {j: r for j, r in plan.reasons.items() if self.sent_reasons.get(j) != r}
-        if not plan.placements and not changed:
+        if not plan.placements and not changed and not preempts and not resume:
             return
         req = S.PlaceRequest(
             placements=[S.Placement(jid, m.jobs[jid].attempt, allocs) for jid, allocs in plan.placements],
-            reasons=changed, round_ms=ms)
+            reasons=changed, round_ms=ms, preempt=preempts, resume=resume)
         reply = self.conn.request(Op.PLACE, req, timeout=10)
         self.sent_reasons.update(changed)
         placed = dict(plan.placements)
@@ -146,6 +156,18 @@ class Scheduler:
         self.in_flight_allocs = {j: al for j, al in self.in_flight_allocs.items() if j in self.in_flight}
         if reply.rejected:
             self.dirty = True
+
+    def _preemptions(self, pending: list[Job], plan: Plan, caps: dict[str, HostCap], cfree: dict[str, int],
+                     now: float) -> list[S.Preempt]:
+        """The round's blocked jobs (not held by a limit: preempting would not help) that may
+        preempt, and the orders that make room for them; each says so in its reason."""
+        placed = {j for j, _ in plan.placements}
+        blocked = [j for j in pending if j.id not in placed and not plan.reasons.get(j.id, "").startswith(HELD)]
+        orders = preempt(blocked, self.mirror.running.values(), caps, self.policy.policy.preemption, now,
+                         fitter(now, cfree, self.cluster_totals), self.mirror.live.ledger)
+        for o in orders:
+            plan.reasons[o.for_job] = f"preemption: waiting for job {o.job_id} to be preempted ({o.action})"
+        return [S.Preempt(o.job_id, o.attempt, o.action, o.for_job) for o in orders]
 
     def run(self) -> None:
         interval = self.cfg.scheduler.interval

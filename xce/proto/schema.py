@@ -337,10 +337,21 @@ class Placement(msgspec.Struct, array_like=True):
     allocs: list[Alloc]
 
 
+class Preempt(msgspec.Struct, array_like=True):
+    """Preempt a running job (at its attempt) to make room for ``for_job``: the scheduler's order."""
+
+    job_id: int
+    attempt: int
+    action: str   # suspend (SSUSP) | requeue | kill
+    for_job: int
+
+
 class PlaceRequest(msgspec.Struct):
     placements: list[Placement]
     reasons: dict[int, str] = {}
     round_ms: float = 0.0
+    preempt: list[Preempt] = []  # running jobs to preempt (xce/core/sched/preempt.py)
+    resume: list[int] = []       # SSUSP jobs whose hosts have room again: resumed first
 
 
 class PlaceReply(msgspec.Struct):

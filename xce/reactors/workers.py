@@ -13,7 +13,8 @@ from xce.core.placement import build_allocs, check_placement, cluster_free, clus
 from xce.core.resources import WIRE_NAMES
 from xce.core.result import Err, Result
 from xce.core.sched.limits import LimitBook
-from xce.core.state import Finish, Place, RegisterHost
+from xce.core.sched.preempt import credit_suspended
+from xce.core.state import Finish, Kill, Place, RegisterHost, Requeue, SysResume, SysSuspend
 from xce.proto import schema as S
 from xce.reactors.clients import replier
 from xce.reactors.context import Context
@@ -33,6 +34,8 @@ def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int,
     with the scheduler's rules (placement.check_placement, cluster_short, LimitBook.check)."""
     st = ctx.state
     caps = host_caps(st.hosts.values(), ctx.live.ledger, ctx.live.os_available)
+    if ctx.site.preemption.on:  # a preempted (SSUSP) job's slots are free, as the round sees them
+        credit_suspended(caps, st.jobs.values())
     cfree = cluster_free(st.jobs.values(), ctx.cluster_totals) if ctx.cluster_totals else {}
     limits = ctx.site.limits
     book = LimitBook.build(limits, (j for j in st.jobs.values() if j.state in ACTIVE), (), ctx.live.ledger) \
@@ -64,8 +67,31 @@ def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int,
     return cmds
 
 
+def _preempt(ctx: Context, body: S.PlaceRequest, now: float, out: Outbox) -> None:
+    """The scheduler's preemption orders, carried out by the job-control commands: SSUSP
+    (SysSuspend; the processes get SIGSTOP as the state wants, reactors/signals.py), requeue or
+    kill; its resumes (SysResume; SIGCONT likewise).  An
+    order for a job no longer in that state at that attempt is stale, and dropped."""
+    st = ctx.state
+    for p in body.preempt:
+        job, by = st.jobs.get(p.job_id), st.jobs.get(p.for_job)
+        if job is None or job.state != JobState.RUN or job.attempt != p.attempt or job.kill_requested:
+            continue
+        why = f"preempted by job {p.for_job} of queue {by.spec.queue if by else '?'}"
+        if p.action == "suspend":
+            out.commit(SysSuspend(time=now, job_ids=[job.id], reason=why))  # SIGSTOP: reactors/signals.py
+        elif p.action == "requeue":
+            out.commit(Requeue(time=now, job_ids=[job.id], reason=why, by="scheduler"))
+        elif p.action == "kill":
+            out.commit(Kill(time=now, job_ids=[job.id], reason=why, by="scheduler"))
+    back = [j for j in body.resume if (job := st.jobs.get(j)) is not None and job.state == JobState.SSUSP]
+    if back:
+        out.commit(SysResume(time=now, job_ids=back))  # SIGCONT: reactors/signals.py
+
+
 def on_place(ctx: Context, req: Request, body: S.PlaceRequest, out: Outbox) -> None:
     rejected: dict[int, str] = {}
+    _preempt(ctx, body, req.now, out)
     cmds = _checked(ctx, body, req.now, rejected)
     reasons = ctx.live.reasons
     ctx.stream.news["reasons"].update({j: r for j, r in body.reasons.items() if reasons.get(j) != r})

@@ -84,6 +84,12 @@ class QueueConf(msgspec.Struct, forbid_unknown_fields=True):
     run_limit: float = 0          # RUNLIMIT maximum, seconds (0: none): a longer -W is refused at submit
     run_limit_default: float = 0  # RUNLIMIT default, seconds (0: none), for a job without -W
     dep_never: str = "keep"                 # a job whose dependency can never be met: "keep" or "kill"
+    preempt: list[str] = []          # lower-priority queues whose running jobs this queue's may preempt
+    preempt_action: str = "suspend"  # how this queue's jobs are preempted: suspend (SSUSP) | requeue | kill
+
+
+class PreemptionConf(msgspec.Struct, forbid_unknown_fields=True):
+    min_run_time: float = 60.0  # seconds a job runs before it may be preempted (LSF NO_PREEMPT_RUN_TIME)
 
 
 class ResourceConf(msgspec.Struct, forbid_unknown_fields=True):
@@ -144,6 +150,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     fairshare: FairshareConf = msgspec.field(default_factory=FairshareConf)
     backfill: BackfillConf = msgspec.field(default_factory=BackfillConf)
     limits: list[LimitConf] = []
+    preemption: PreemptionConf = msgspec.field(default_factory=PreemptionConf)
     compat: CompatConf = msgspec.field(default_factory=CompatConf)
     state_dir: str = ""
     rest_url: str = ""
@@ -186,6 +193,24 @@ def read_toml(p: Path) -> dict:
         raise ConfigError(f"{p}: cannot read: {e.strerror}") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{p}: not valid TOML: {e}") from None
+
+
+# What `xce up --config FILE` takes from a site's file: the policy, never the local cluster's
+# own layout (addresses, state directory, security), which `xce up` makes itself.
+SITE_KEYS = ("queues", "resources", "fairshare", "backfill", "limits", "preemption")
+
+
+def site_overlay(path: str | Path) -> dict:
+    """The tables of a site configuration that `xce up --config` merges into the local
+    cluster's; each replaces the local one whole (a site's queues are its queues).  A key
+    outside SITE_KEYS is refused by name; the merged result is checked as any config is."""
+    p = Path(path)
+    data = read_toml(p)
+    other = sorted(set(data) - set(SITE_KEYS))
+    if other:
+        raise ConfigError(f"{p}: key {other[0]}: not a site policy key; `xce up --config` merges only "
+                          f"{', '.join(SITE_KEYS)} (the local cluster's addresses and security are its own)")
+    return data
 
 
 def from_dict(data: dict, source: str = "<config>") -> Config:
@@ -309,6 +334,22 @@ def _check_policy(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
     names: set[str] = set()
     for i, lim in enumerate(cfg.limits):
         _check_limit(lim, f"limits[{i}]", names, bad)
+    if cfg.preemption.min_run_time < 0:
+        raise bad("preemption.min_run_time", f"must be >= 0 seconds, got {cfg.preemption.min_run_time}")
+    for name, q in cfg.queues.items():
+        _check_preempt(cfg, name, q, bad)
+
+
+def _check_preempt(cfg: Config, name: str, q: QueueConf, bad: Callable[[str, str], ConfigError]) -> None:
+    if q.preempt_action not in ("suspend", "requeue", "kill"):
+        raise bad(f"queues.{name}.preempt_action", f"must be 'suspend', 'requeue' or 'kill', got {q.preempt_action!r}")
+    for low in q.preempt:
+        other = cfg.queues.get(low)
+        if other is None:
+            raise bad(f"queues.{name}.preempt", f"no such queue {low!r} (queues: {', '.join(cfg.queues)})")
+        if other.priority >= q.priority:
+            raise bad(f"queues.{name}.preempt", f"queue {low!r} has priority {other.priority}, not below "
+                      f"{name}'s {q.priority}: only lower-priority queues can be preempted")
 
 
 def _check_queue(name: str, q: QueueConf, bad: Callable[[str, str], ConfigError]) -> None:

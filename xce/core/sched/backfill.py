@@ -88,11 +88,18 @@ def releases(running: Iterable[Job], rules: BackfillRules, now: float,
         end = max(now, j.start_time + rules.runtime(j.spec))
         if end == math.inf:
             continue  # never gives back what it holds, as far as anyone knows
-        accs = {a.host: a for a in ledger.by_job.get(j.id, [])} if ledger is not None else {}
-        for a in j.allocs:
-            acc = accs.get(a.host)
-            actual, slack = ((acc.actual or 0), acc.slack) if acc is not None else (0, a.mem)
-            out.append(Release(end, a.host, a.slots, actual, slack, _virtual(a)))
+        out += job_releases(j, end, ledger)
+    return out
+
+
+def job_releases(j: Job, end: float, ledger: Ledger | None = None) -> list[Release]:
+    """What one job gives back on each of its hosts when it ends at ``end``."""
+    accs = {a.host: a for a in ledger.by_job.get(j.id, [])} if ledger is not None else {}
+    out: list[Release] = []
+    for a in j.allocs:
+        acc = accs.get(a.host)
+        actual, slack = ((acc.actual or 0), acc.slack) if acc is not None else (0, a.mem)
+        out.append(Release(end, a.host, a.slots, actual, slack, _virtual(a)))
     return out
 
 
@@ -189,7 +196,7 @@ class Backfill:
             h = future.get(name)
             if h is None:
                 h = future[name] = by_name[name].clone()
-            free += _apply(h, kind, ev)
+            free += give_back(h, ev) if kind == 0 else _hold_point(h, ev)
             touched.append(h)
             if k + 1 < len(stream) and stream[k + 1][0] == t:
                 continue  # settle every change at this instant first
@@ -236,16 +243,19 @@ def _virtual(a: Alloc) -> tuple[tuple[str, int], ...]:
     return tuple((k, n) for k, n in a.virtual.items() if k != "slots")
 
 
-def _apply(h: HostCap, kind: int, ev: Release | _Point) -> int:
-    """Move ``h`` past one event; returns the change of its free slots."""
-    if kind == 0:
-        assert isinstance(ev, Release)
-        h.slots_free += ev.slots
-        h.os_available += ev.actual
-        h.slack -= ev.slack
-        for name, n in ev.virtual:
-            h.virtual_free[name] = h.virtual_free.get(name, 0) + n
-        return ev.slots
+def give_back(h: HostCap, ev: Release | _Point) -> int:
+    """Move ``h`` past a release (an end; preemption's too); returns the change of its free slots."""
+    assert isinstance(ev, Release)
+    h.slots_free += ev.slots
+    h.os_available += ev.actual
+    h.slack -= ev.slack
+    for name, n in ev.virtual:
+        h.virtual_free[name] = h.virtual_free.get(name, 0) + n
+    return ev.slots
+
+
+def _hold_point(h: HostCap, ev: Release | _Point) -> int:
+    """Move ``h`` past a reservation's start; returns the change of its free slots."""
     assert isinstance(ev, _Point)
     a = next(a for a in ev.reservation.allocs if a.host == h.name)
     h.charge(a.slots, a.mem, _virtual(a))

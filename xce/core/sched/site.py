@@ -1,6 +1,7 @@
 """A site's scheduling policy, from config, and what one round needs from a cluster's state.
 
-``SitePolicy.from_config`` reads ``[fairshare]``, ``[backfill]`` and ``[[limits]]`` once.
+``SitePolicy.from_config`` reads ``[fairshare]``, ``[backfill]``, ``[[limits]]``, ``[preemption]``
+and the queues' ``preempt`` settings once.
 ``PolicyState`` is what a scheduler keeps between rounds (the fairshare usage book, fed
 incrementally) and ``round_inputs`` turns the cluster's jobs and ledger into the round's
 ordering, releases and limit book.  Everything here is re-derived from hard state
@@ -26,6 +27,7 @@ from xce.core.sched.fairshare import (
 )
 from xce.core.sched.limits import Limit, LimitBook, limits_of
 from xce.core.sched.order import Ordering
+from xce.core.sched.preempt import PreemptRules
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,7 @@ class SitePolicy:
     half_life: float = 18_000.0
     backfill: BackfillRules = BackfillRules()
     limits: tuple[Limit, ...] = ()
+    preemption: PreemptRules = PreemptRules()
 
     @classmethod
     def from_config(cls, cfg: object) -> SitePolicy:
@@ -46,7 +49,8 @@ class SitePolicy:
         rules = BackfillRules(mode=bf.mode, depth=bf.depth, default_run_limit=bf.default_run_limit or None,
                               queue_run_limit=dict(bf.queue_run_limit))
         return cls(fairshare=fs.enabled, trees=trees, weights=Weights(fs.slot_weight, fs.mem_weight),
-                   half_life=fs.half_life, backfill=rules, limits=limits_of(cfg.limits))  # type: ignore[attr-defined]
+                   half_life=fs.half_life, backfill=rules, limits=limits_of(cfg.limits),  # type: ignore[attr-defined]
+                   preemption=PreemptRules.from_config(cfg))
 
 
 @dataclass(slots=True)

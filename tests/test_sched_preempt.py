@@ -1,0 +1,91 @@
+"""Preemption alone, on builders: who is preempted for whom, and how (memory honest)."""
+
+from __future__ import annotations
+
+import pytest
+from builders import T0, alloc, b, cap, caps, job
+
+from xce.core.model import JobState
+from xce.core.sched.preempt import PreemptRules, Preemption, credit_suspended, fitter, preempt, resumable
+
+NOW = T0 + 3600
+RULES = PreemptRules(preempts={"high": frozenset({"low"})}, action={"low": "suspend", "high": "suspend"},
+                     priority={"high": 70, "low": 10, "normal": 30}, min_run_time=60.0)
+
+
+def running(id: int, host: str = "n1", slots: int = 1, mem: str = "1G", queue: str = "low",
+            started: float = NOW - 600, **kw) -> object:
+    return job(id, slots=slots, mem=mem, queue=queue, state=JobState.RUN, start_time=started,
+               allocs=[alloc(host, slots, mem)], attempt=1, **kw)
+
+
+def orders(blocked, run, hosts, rules=RULES) -> list[Preemption]:
+    return preempt(blocked, run, hosts, rules, NOW, fitter(NOW))
+
+
+def test_a_high_job_suspends_a_low_one_for_its_slots() -> None:
+    low = running(1, slots=2)
+    high = job(2, slots=2, queue="high")
+    assert orders([high], [low], caps(cap("n1", slots=2, slots_free=0, slack="1G"))) == \
+        [Preemption(1, 1, "suspend", 2)]
+
+
+def test_memory_is_honest_a_job_needing_memory_requeues_instead() -> None:
+    """4G host; the low job reserved 3G: a suspended job keeps it, so only a requeue makes room."""
+    low = running(1, mem="3G")
+    high = job(2, mem="2G", queue="high")
+    hosts = caps(cap("n1", mem="4G", slots=2, slots_free=1, slack="3G"))
+    assert orders([high], [low], hosts) == [Preemption(1, 1, "requeue", 2)]
+
+
+@pytest.mark.parametrize("why,low,rules", [
+    ("ran less than min_run_time", running(1, slots=2, started=NOW - 30), RULES),
+    ("its queue is not one high may preempt", running(1, slots=2, queue="normal"), RULES),
+    ("preemption off", running(1, slots=2), PreemptRules()),
+])
+def test_no_preemption(why: str, low, rules: PreemptRules) -> None:
+    high = job(2, slots=2, queue="high")
+    assert orders([high], [low], caps(cap("n1", slots=2, slots_free=0, slack="1G")), rules) == [], why
+
+
+def test_a_queue_that_is_killed_is_killed() -> None:
+    rules = PreemptRules(preempts={"high": frozenset({"low"})}, action={"low": "kill"},
+                         priority={"high": 70, "low": 10})
+    assert orders([job(2, slots=2, queue="high")], [running(1, slots=2)],
+                  caps(cap("n1", slots=2, slots_free=0, slack="1G")), rules) == [Preemption(1, 1, "kill", 2)]
+
+
+def test_the_youngest_victims_on_the_host_it_lands_on_only() -> None:
+    """n1 and n2 full with one old and one young low job each: the high job takes the first host
+    the youngest victim frees, and nothing else is preempted."""
+    old1, young1 = running(1, "n1", started=NOW - 3000), running(2, "n1", started=NOW - 100)
+    old2 = running(3, "n2", slots=2, started=NOW - 2000)
+    hosts = caps(cap("n1", slots=2, slots_free=0, slack="2G"), cap("n2", slots=2, slots_free=0, slack="2G"))
+    assert orders([job(9, queue="high")], [old1, young1, old2], hosts) == [Preemption(2, 1, "suspend", 9)]
+
+
+def test_two_blocked_jobs_do_not_share_a_victim() -> None:
+    low = running(1, slots=2)
+    hosts = caps(cap("n1", slots=2, slots_free=0, slack="1G"))
+    got = orders([job(2, slots=2, queue="high"), job(3, slots=2, queue="high")], [low], hosts)
+    assert got == [Preemption(1, 1, "suspend", 2)]
+
+
+def test_suspended_jobs_give_back_slots_not_memory_and_resume_first_when_room_returns() -> None:
+    ssusp = job(1, slots=2, state=JobState.SSUSP, queue="low", start_time=T0, allocs=[alloc("n1", 2, "1G")])
+    hosts = caps(cap("n1", slots=2, slots_free=0, slack="1G"))
+    credit_suspended(hosts, [ssusp])
+    assert hosts["n1"].slots_free == 2 and hosts["n1"].mem_available == b("7G")  # memory stays charged
+    assert resumable([ssusp], hosts, RULES) == [1] and hosts["n1"].slots_free == 0
+    # With the preemptor running there (its slots taken), no room: it stays suspended.
+    busy = caps(cap("n1", slots=2, slots_free=-2, slack="2G"))
+    credit_suspended(busy, [ssusp])
+    assert resumable([ssusp], busy, RULES) == []
+
+
+def test_a_suspended_job_waits_while_its_preemptors_queue_has_pending_work() -> None:
+    ssusp = job(1, slots=2, state=JobState.SSUSP, queue="low", start_time=T0, allocs=[alloc("n1", 2, "1G")])
+    hosts = caps(cap("n1", slots=2, slots_free=0, slack="1G"))
+    credit_suspended(hosts, [ssusp])
+    assert resumable([ssusp], hosts, RULES, waiting={"high"}) == []
+    assert resumable([ssusp], hosts, RULES, waiting={"normal"}) == [1]
