@@ -49,3 +49,23 @@ def test_a_job_running_with_no_task_on_its_host_past_one_heartbeat_is_a_violatio
     assert audit(st, live, dispatch=ok)[0] == []
     stale = Dispatch(started={(jid, "node1"): 0}, registered=up, now=T0 + 9, grace=1.0)
     assert len(audit(st, live, dispatch=stale)[0]) == 1
+
+
+def test_a_preemptor_on_a_suspended_jobs_slots_is_no_overcommit() -> None:
+    """A preempted (SSUSP) job's slots are free (xce/core/sched/preempt.py): the job placed on
+    them is no violation; the same slots taken by two running jobs still are."""
+    from xce.core.state import SysSuspend
+
+    st = cluster_state(hosts=(host("node1", slots=2),))
+    low, high = submit(st, spec("1G", slots=2), spec("1G", slots=2))
+    st.apply(Place(time=T0, job_id=low, attempt=0, allocs=[Alloc("node1", 2, mem=G, virtual={"slots": 2})]))
+    st.apply(SysSuspend(time=T0 + 1, job_ids=[low]))
+    st.apply(Place(time=T0 + 2, job_id=high, attempt=0, allocs=[Alloc("node1", 2, mem=G, virtual={"slots": 2})]))
+    live = Live()
+    for j in st.jobs.values():
+        live.sync_job(j, T0 + 2)
+    assert audit(st, live)[0] == []
+    from xce.core.state import SysResume
+
+    st.apply(SysResume(time=T0 + 3, job_ids=[low]))
+    assert "host node1: 4 slots allocated of 2" in audit(st, live)[0]

@@ -83,10 +83,12 @@ def test_a_site_config_its_limit_holds_a_job_and_a_high_queue_preempts_a_low_one
         wait_for(lambda: all(c.job(j).state == "EXIT" for j in ids), 20, "the three jobs killed")
         low = c.submit("sleep 60", slots=4)
         wait_for(lambda: c.job(low).state == "RUN", 20, "the low job running")
-        high = c.submit("sleep 1", slots=4, queue="high")
+        high = c.submit("sleep 3", slots=4, queue="high")
         wait_for(lambda: c.job(low).state == "SSUSP", 20, "the low job preempted")
         (why,) = [e.detail for e in c.hist(low) if e.event == "suspended by system"]
         assert why == f"preempted by job {high} of queue high", why
+        wait_for(lambda: c.job(high).state in ("RUN", "DONE"), 30, "the high job on the freed slots")
+        assert c.audit().problems == []  # the suspended job's slots are free, its memory charged
         wait_for(lambda: c.job(high).state == "DONE", 30, "the high job ran on the freed slots")
         wait_for(lambda: c.job(low).state == "RUN", 30, "the low job resumed")
         events = [e.event for e in c.hist(low)]

@@ -3,7 +3,8 @@
 Checks, naming every violation:
 - the delta-maintained host totals equal a from-scratch re-derivation;
 - each host's totals equal the sum of the job accounts on it (same thing, per host);
-- no host has negative availability of a virtual resource (overcommit);
+- no host has negative availability of a virtual resource (overcommit; a preempted, SSUSP,
+  job's slots count as free, as the round counts them);
 - every running job has an account on each of its hosts whose share still runs, with its
   allocation, and none on a host whose share ended;
 - every running job's allocations are what its own request gives (placement.allocation_reason);
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 
 from xce.core.model import ACTIVE, Job, JobState
 from xce.core.placement import allocation_reason, job_demand
+from xce.core.sched.preempt import suspended_slots
 from xce.core.state import ClusterState
 from xce.replica.live import Live
 
@@ -98,9 +100,10 @@ def _tasks(job: Job, d: Dispatch, problems: list[str]) -> int:
 
 
 def _hosts(state: ClusterState, live: Live, problems: list[str]) -> None:
+    freed = suspended_slots(state.jobs.values())  # a preempted job's slots are free (not its memory)
     for name, host in state.hosts.items():
         t = live.ledger.host_totals(name)
-        used = t.allocated.get("slots", 0)
+        used = t.allocated.get("slots", 0) - freed.get(name, 0)
         if used > host.slots_total:
             problems.append(f"host {name}: {used} slots allocated of {host.slots_total}")
         for res, total in host.virtual.items():

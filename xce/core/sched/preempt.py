@@ -89,15 +89,24 @@ def fitter(now: float, cluster_free: Mapping[str, int] | None = None, cluster_na
     return fits
 
 
-def credit_suspended(caps: Mapping[str, HostCap], jobs: Iterable[Job]) -> None:
-    """SSUSP shares give their slots back (never their memory): the round and the leader's
-    re-check both see a preempted job's slots free."""
+def suspended_slots(jobs: Iterable[Job]) -> dict[str, int]:
+    """The slots SSUSP shares give back, per host (never their memory): the one rule the
+    round, the leader's re-check and the audit apply."""
+    out: dict[str, int] = {}
     for j in jobs:
         if j.state == JobState.SSUSP:
             for a in j.allocs:
-                h = caps.get(a.host)
-                if h is not None and a.host not in j.finished_hosts:
-                    h.slots_free += a.slots
+                if a.host not in j.finished_hosts:
+                    out[a.host] = out.get(a.host, 0) + a.slots
+    return out
+
+
+def credit_suspended(caps: Mapping[str, HostCap], jobs: Iterable[Job]) -> None:
+    """A preempted job's slots are free to the round and to the leader's re-check."""
+    for host, n in suspended_slots(jobs).items():
+        h = caps.get(host)
+        if h is not None:
+            h.slots_free += n
 
 
 def resumable(suspended: Iterable[Job], caps: Mapping[str, HostCap], rules: PreemptRules,
