@@ -588,7 +588,7 @@ def cmd_top(a: argparse.Namespace) -> int:
 
 # ---- the parser ----------------------------------------------------------------------------
 
-EXTENSIONS = ("xce.rest.cli", "xce.cli.keys", "xce.compat.cli", "xce.sim.cli")
+EXTENSIONS = ("xce.rest.cli", "xce.cli.keys", "xce.compat.cli", "xce.sim.cli", "xce.cli.fleet")
 
 
 class UsageError(Exception):

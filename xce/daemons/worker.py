@@ -43,6 +43,7 @@ from xce.proto.codec import (
     error_reply,
     order_key,
 )
+from xce.proto.hostside import ACK_EVERY, Reported, ack_wanted, add_report, register_delay, usage_moved
 from xce.proto.opcodes import Op
 from xce.security.auth import daemon_token
 from xce.security.curve import daemon_keys
@@ -52,12 +53,6 @@ from xce.worker import jobenv, measure
 from xce.worker.runner import EnvOf, Runner, Task, share_outcome
 
 log = logging.getLogger("xce.worker")
-# Every ACK_EVERY-th heartbeat asks for a reply: how a worker hears that a controller went
-# quiet (a dead one drops the connection, which the socket monitor sees at once).  Each
-# reply costs the controller a send at thousands of hosts; 4 keeps that small and a hung
-# leader still noticed within (ACK_EVERY + 1) heartbeats.
-ACK_EVERY = 4
-REPORT_STEP = 1 << 20  # usage moves smaller than this (or 1 %) are not worth a report
 
 
 PEEK_MAX = 1 << 20  # the most a peek returns per file: a reply must stay far below the body limits
@@ -73,18 +68,6 @@ def tail(path: str, max_bytes: int) -> str:
             return f.read(n).decode(errors="replace")
     except OSError:
         return ""
-
-
-def register_delay(failures: int, draw: float) -> float:
-    """Seconds before registering again after ``failures`` attempts in a row went unanswered:
-    1 s doubling up to 8 s, scaled by 0.5 + ``draw`` (``draw`` in [0, 1)).
-
-    Thousands of workers lose a controller at the same moment; retrying on a fixed second
-    keeps them in step, so every retry would arrive as one burst at a leader that is busy
-    taking over.  The spread scatters them, and the doubling spares a controller that
-    cannot keep up.
-    """
-    return min(8.0, 2.0 ** failures) * (0.5 + draw)
 
 
 class Worker:
@@ -120,7 +103,7 @@ class Worker:
         self.next_sample = 0.0
         self.last_reply = time.monotonic()
         self.stopping = False
-        self.reported: dict[tuple[int, int], tuple[int, int, float]] = {}  # last usage sent per task
+        self.reported: dict[tuple[int, int], Reported] = {}  # last usage sent per task
         self.hb_count = 0
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_w, False)
@@ -482,22 +465,14 @@ class Worker:
         for t in self.runner.tasks():
             if t.last is None:
                 continue
-            rss, peak = t.last.rss, t.peak
-            prev = self.reported.get((t.job_id, t.attempt))
-            if prev is not None:
-                p_rss, p_peak, p_at = prev
-                if abs(rss - p_rss) < max(REPORT_STEP, p_rss // 100) and peak <= p_peak \
-                        and now - p_at < 10 * self.cfg.worker.heartbeat:
-                    continue
-            self.reported[(t.job_id, t.attempt)] = (rss, peak, now)
-            usage.job_id.append(t.job_id)
-            usage.attempt.append(t.attempt)
-            usage.memory_rss.append(rss)
-            usage.memory_peak.append(peak)
-            usage.cpu_time.append(t.last.cpu_time)
+            key = (t.job_id, t.attempt)
+            if not usage_moved(self.reported.get(key), t.last.rss, t.peak, now, self.cfg.worker.heartbeat):
+                continue
+            self.reported[key] = (t.last.rss, t.peak, now)
+            add_report(usage, t.job_id, t.attempt, t.last.rss, t.peak, t.last.cpu_time)
         self.hb_count += 1
         self.send(Op.HEARTBEAT, S.Heartbeat(host=self.name, time=now, os_available=self.os_available(),
-                                            usage=usage, ack=self.hb_count % ACK_EVERY == 0))
+                                            usage=usage, ack=ack_wanted(self.hb_count)))
         self.next_hb = now + self.cfg.worker.heartbeat
 
 
