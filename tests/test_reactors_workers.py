@@ -119,6 +119,30 @@ def test_register_reconciles_the_workers_tasks_with_the_hard_state() -> None:
     assert [(o.host, o.op, o.body.job_id) for o in after.orders] == [("node1", Op.RUN_JOB, unstarted.id)]
 
 
+class NoScan(dict):  # type: ignore[type-arg]
+    """A jobs table that refuses to be walked whole."""
+
+    def values(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("a registration walked every job of the cluster")
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("a registration walked every job of the cluster")
+
+
+def test_a_registration_reads_only_its_hosts_jobs() -> None:
+    """A failover makes every host register again: each registration must cost its own jobs,
+    not the cluster's (1,000 hosts x 20,000 jobs held the Raft lock long enough to lose the
+    leadership again: bench/fleet_bench.py)."""
+    k = kit(host("node1"), host("node2"))
+    unstarted = k.run_job("node1")
+    for _ in range(3):
+        k.run_job("node2")
+    k.state.jobs = NoScan(k.state.jobs)
+    out = k.call(Op.REGISTER, register("node1"))
+    after = k.commit_all(out)
+    assert [(o.host, o.op, o.body.job_id) for o in after.orders] == [("node1", Op.RUN_JOB, unstarted.id)]
+
+
 # ---- HEARTBEAT -------------------------------------------------------------------------------
 
 def test_a_heartbeat_from_an_unknown_or_unregistered_host_says_register_again() -> None:

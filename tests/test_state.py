@@ -858,3 +858,24 @@ def test_keyed_answers_survive_a_snapshot() -> None:
     ids = st.apply(Submit(time=T0, specs=[spec()], reqs=[parse_resreq("")], key="k", by="alice"))
     back = pickle.loads(pickle.dumps(st))
     assert back.apply(Submit(time=T0 + 1, specs=[spec()], reqs=[parse_resreq("")], key="k", by="alice")) == ids
+
+
+class _NoScan(dict):  # type: ignore[type-arg]
+    def values(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("walked every job")
+
+
+def test_a_live_host_registering_again_walks_no_job_and_an_unknown_one_gets_its_jobs_back() -> None:
+    """After a failover every live host registers again: each RegisterHost must not walk the
+    cluster's jobs (hosts x jobs under the Raft lock); only a host gone unknown has UNKWN jobs."""
+    st = two_hosts()
+    (jid,) = submit(st)
+    run(st, jid, "n1")
+    jobs = st.jobs
+    st.jobs = _NoScan(jobs)
+    st.apply(RegisterHost(time=T0 + 2, host=host("n1")))
+    st.jobs = jobs
+    st.apply(HostUnknown(time=T0 + 3, name="n1"))
+    assert st.jobs[jid].state == JobState.UNKWN
+    st.apply(RegisterHost(time=T0 + 4, host=host("n1")))
+    assert st.jobs[jid].state == JobState.RUN and not st.hosts["n1"].unavail

@@ -512,6 +512,11 @@ class Ledger:
     def host_totals(self, host: str) -> HostTotals:
         return self.totals.get(host) or HostTotals()
 
+    def jobs_on(self, host: str) -> list[int]:
+        """The jobs with an open account on ``host`` (its book's order)."""
+        book = self.books.get(host)
+        return list(book.ids) if book is not None else []
+
     def rederive(self) -> None:
         """Round boundary: recompute every host's totals from the accounts.
 

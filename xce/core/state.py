@@ -813,6 +813,10 @@ class ClusterState:
         host.unavail = False
         self.hosts[host.name] = host
         ch.hosts.add(host.name)
+        if old is None or not old.unavail:
+            # Only a host gone unknown (unavail) has UNKWN jobs: a failover's registrations
+            # of live hosts skip the walk of every job, which at hosts x jobs held the lock.
+            return "ok"
         for job in self.jobs.values():  # its UNKWN jobs are known again, in the state they had
             if job.state == S.UNKWN and host.name in job.hosts and self._all_answer(job):
                 prior, job.prior = job.prior, None

@@ -153,8 +153,13 @@ def reconcile(ctx: Context, body: S.RegisterRequest, now: float, out: Outbox) ->
             converge(ctx, job, now, out)  # a stop or continue it missed (a lost order, a failover)
     book.registered_at[name] = now
     known = {(t.job_id, t.attempt) for t in body.running}
-    for job in jobs.values():
-        if job.state not in ACTIVE or name not in job.hosts:
+    # The host's own jobs, from its ledger book (an account is open for every active job
+    # whose share here has not ended): after a failover every host registers at once, and
+    # a walk of every job per registration held the Raft lock for hosts x jobs steps.  An
+    # ended share's job is not in the book; its kill on other hosts is chased by on_tick.
+    mine = (jobs.get(j) for j in ctx.live.ledger.jobs_on(name))
+    for job in mine:
+        if job is None or job.state not in ACTIVE or name not in job.hosts:
             continue
         if name not in job.finished_hosts and (job.id, job.attempt) not in known:
             if book.confirmed.get((job.id, name)) == job.attempt:  # it was started there and is gone

@@ -59,7 +59,9 @@ class Fleet:
         self.keys = keys
         self.stats_path = stats
         self.ctx = zmq.Context(io_threads=1)
-        self.ctx.set(zmq.MAX_SOCKETS, len(hosts) + 64)
+        # Room for every host's socket, the probes and their monitors, and the sockets a
+        # failover replaces while the closed ones are still being reaped.
+        self.ctx.set(zmq.MAX_SOCKETS, 4 * len(hosts) + 1024)
         self.sock: dict[str, zmq.Socket] = {}
         self.owner: dict[zmq.Socket, SimHost] = {}
         self.at: dict[str, str] = {}                # host -> endpoint it is connected to

@@ -1,0 +1,291 @@
+"""A simulated fleet against the real daemons: `xce sim-fleet` at 1,000 / 5,000 hosts.
+
+    .venv/bin/python bench/fleet_bench.py [--hosts 1000] [--jobs-per-host 20] [--controllers 3]
+                                          [--heartbeat 1] [--run 300] [--console 15] [--no-failover]
+
+Starts `xce up --hosts 0` (controllers, scheduler, REST; no worker) in a fresh state
+directory and `xce sim-fleet` as its own process (one CURVE connection and key per
+simulated host), then measures, phase by phase:
+  register   time until every host is registered (fresh keys: the allow-list re-read);
+  idle       controller (leader) and scheduler CPU and RSS with every host heartbeating
+             and no job; the event stream's rate (frames/s, KB/s on a SUB socket);
+  jobs       hosts x jobs-per-host jobs (`sleep RUN`, rusage[mem=2G]) submitted in batches
+             of 2,000; placements/s (jobs / (last start - first start)), submit -> start
+             latency p50 / p99 (the job records' own times), CPU of each daemon over the
+             phase, the event stream's rate while it lasts;
+  steady     the same figures for 10 s with every job running and reporting usage;
+  console    xce-top (headless, 160x50, hosts view, 4 fps, its LiveFeed) attached to the
+             leader for --console seconds: render_frame wall time p50 / p95 / max against
+             the 250 ms frame period, the process's CPU share, and heartbeat -> frame latency;
+  failover   (3 controllers) SIGKILL of the leader by PID: time to a new leader's first
+             committed submit, and until every simulated host has registered again.
+Everything runs on this machine: the fleet's own CPU is reported too, as it competes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import zmq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from xce.cli.main import _each_controller  # noqa: E402
+from xce.client import Client, cluster_config  # noqa: E402
+from xce.security.curve import client_keys  # noqa: E402
+from xce.transport.sockets import subscriber  # noqa: E402
+
+PY = [sys.executable, "-m", "xce.cli.main"]
+
+
+def xce(sd: Path, *args: str, timeout: float = 300) -> str:
+    r = subprocess.run([*PY, "--state-dir", str(sd), *args], capture_output=True, text=True, timeout=timeout)
+    if r.returncode:
+        raise RuntimeError(f"xce {' '.join(args)}: {r.stderr or r.stdout}")
+    return r.stdout
+
+
+def wait(cond: Any, timeout: float, what: str, every: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            v = cond()
+        except Exception:  # noqa: BLE001 - keep polling until the deadline
+            v = None
+        if v:
+            return v
+        time.sleep(every)  # a poll with a deadline
+    raise RuntimeError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+class Procs:
+    """CPU seconds and RSS of the daemons (and the fleet) between two readings."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.p = {n: psutil.Process(pid) for n, pid in pids.items()}
+        self.mark()
+
+    def mark(self) -> None:
+        self.t0 = time.monotonic()
+        self.c0 = {n: sum(p.cpu_times()[:2]) for n, p in self.p.items() if p.is_running()}
+
+    def since(self) -> dict[str, str]:
+        dt = time.monotonic() - self.t0
+        out = {}
+        for n, p in self.p.items():
+            if n in self.c0 and p.is_running():
+                cpu = sum(p.cpu_times()[:2]) - self.c0[n]
+                out[n] = f"CPU {100 * cpu / dt:5.1f} %  RSS {p.memory_info().rss / 2**20:6.0f} MB"
+        return out
+
+
+class Events(threading.Thread):
+    """Counts the frames and bytes of the leader's event stream."""
+
+    def __init__(self, sd: Path, endpoint: str) -> None:
+        super().__init__(daemon=True)
+        self.ctx = zmq.Context()
+        self.sock = subscriber(self.ctx, endpoint, curve=client_keys(cluster_config(sd)))
+        self.frames = self.bytes = 0
+        self.stop = False
+
+    def run(self) -> None:
+        while not self.stop:
+            if self.sock.poll(200):
+                while True:
+                    try:
+                        b = self.sock.recv(zmq.NOBLOCK)
+                    except zmq.Again:
+                        break
+                    self.frames += 1
+                    self.bytes += len(b)
+        self.sock.close(0)
+        self.ctx.term()
+
+    def rate(self, seconds: float, f0: int, b0: int) -> str:
+        return f"{(self.frames - f0) / seconds:7.1f} events/s, {(self.bytes - b0) / seconds / 1024:8.1f} KB/s"
+
+
+def fleet_stats(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())
+
+
+def leader_pid(c: Client) -> tuple[int, str]:
+    """The leader's PID (every controller asked for its own role) and its event endpoint."""
+    led = wait(lambda: next((x for x in _each_controller(c, []) if x.role == "leader" and x.pid), None), 60,
+               "a leader")
+    cfg = c.cfg  # the leader's own PUB: a follower's stream carries no soft news (heartbeats, samples)
+    routers = [cfg.controller.address, *cfg.controller.peer_addresses]
+    pubs = [cfg.controller.pub_address, *cfg.controller.peer_pub_addresses]
+    return led.pid, pubs[routers.index(led.address)]
+
+
+def all_jobs(c: Client) -> list[Any]:
+    out, after = [], 0
+    while True:
+        page = c.jobs(all=True, after=after, limit=10_000)
+        if not page:
+            return out
+        out += page
+        after = page[-1].id
+
+
+def phase(name: str, lines: dict[str, str]) -> None:
+    print(f"{name}:")
+    for k, v in lines.items():
+        print(f"  {k:30} {v}")
+    sys.stdout.flush()
+
+
+def jobs_phase(c: Client, procs: Procs, ev: Events, n: int, run: float) -> dict[str, str]:
+    spec = {"command": ["sleep", str(int(run))], "resreq": "rusage[mem=2G]", "cwd": "/"}
+    procs.mark()
+    f0, b0, t0 = ev.frames, ev.bytes, time.monotonic()
+    for i in range(0, n, 2000):
+        c.submit_many([spec] * min(2000, n - i))
+    submitted = time.monotonic() - t0
+    wait(lambda: c.status().jobs_by_state.get("RUN", 0) >= n, 1800, f"{n} jobs running", every=0.5)
+    dt = time.monotonic() - t0
+    jobs = all_jobs(c)
+    starts = sorted(j.start_time for j in jobs if j.start_time)
+    first = min(j.submit_time for j in jobs)
+    lat = [j.start_time - j.submit_time for j in jobs if j.start_time]
+    return {"jobs": f"{len(jobs)} ({n} asked)", "submit": f"{submitted:.1f} s ({n / submitted:.0f} jobs/s)",
+            "all running after": f"{dt:.1f} s",
+            "placements/s": f"{len(starts) / max(1e-9, starts[-1] - first):.0f} (first submit to last start)",
+            "submit -> start p50 / p99": f"{pct(lat, 0.5):.2f} s / {pct(lat, 0.99):.2f} s",
+            "event stream": ev.rate(dt, f0, b0), **procs.since()}
+
+
+def steady_phase(procs: Procs, ev: Events, seconds: float) -> dict[str, str]:
+    procs.mark()
+    f0, b0 = ev.frames, ev.bytes
+    time.sleep(seconds)  # a measuring window, not a wait for an event
+    return {"event stream": ev.rate(seconds, f0, b0), **procs.since()}
+
+
+async def console(sd: Path, seconds: float) -> dict[str, str]:
+    from xce.tui.app import XceTop
+    from xce.tui.live import LiveFeed
+    from xce.tui.model import ConsoleModel
+
+    m = ConsoleModel()
+    app = XceTop(m, feed=LiveFeed(m, sd), view="hosts")
+    walls: list[float] = []
+    lat: list[float] = []
+    seen: dict[str, float] = {}
+    orig = app.render_frame
+
+    def timed(only: Any = None) -> None:
+        t = time.perf_counter()
+        orig(only)
+        walls.append(time.perf_counter() - t)
+        done = time.time()
+        with m.lock:
+            for h, last in m.mirror.live.last_seen.items():
+                if seen.get(h) != last:
+                    if h in seen:
+                        lat.append(done - last)
+                    seen[h] = last
+    app.render_frame = timed  # type: ignore[method-assign]
+    me = psutil.Process()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause(3.0)  # the snapshot arrives and the first frames settle
+        walls.clear()
+        lat.clear()
+        c0, t0 = sum(me.cpu_times()[:2]), time.monotonic()
+        await pilot.pause(seconds)
+        cpu = (sum(me.cpu_times()[:2]) - c0) / (time.monotonic() - t0)
+        hosts = len(m.mirror.hosts)
+    return {"hosts in its model": str(hosts), "frames": str(len(walls)),
+            "render_frame p50 / p95 / max": f"{pct(walls, 0.5) * 1e3:.0f} / {pct(walls, 0.95) * 1e3:.0f} / "
+                                            f"{max(walls, default=0) * 1e3:.0f} ms (period 250 ms)",
+            "console CPU": f"{100 * cpu:.0f} % of a core",
+            "heartbeat -> frame p50 / p95": f"{pct(lat, 0.5) * 1e3:.0f} / {pct(lat, 0.95) * 1e3:.0f} ms"}
+
+
+def failover(c: Client, sd: Path, stats: Path, hosts: int) -> dict[str, str]:
+    pid, _ = leader_pid(c)
+    before = fleet_stats(stats)["registrations"]
+    t0 = time.time()
+    os.kill(pid, signal.SIGKILL)
+    c.submit(["true"], cwd="/")
+    first = time.time() - t0
+    st = wait(lambda: (s := fleet_stats(stats))["registrations"] - before >= hosts and s, 600,
+              "every host registered again", every=0.5)
+    ok = wait(lambda: (n := c.status().hosts_by_state.get("ok", 0) + c.status().hosts_by_state.get("full", 0))
+              >= hosts and n, 120, "every host ok")
+    return {"leader SIGKILL -> committed submit": f"{first:.2f} s",
+            "-> every host registered again": f"{st['last_registered'] - t0:.2f} s "
+                                               f"({st['registrations'] - before} registrations, {st['moves']} moves)",
+            "hosts ok after": f"{ok} at {time.time() - t0:.1f} s"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hosts", type=int, default=1000)
+    ap.add_argument("--jobs-per-host", type=int, default=20)
+    ap.add_argument("--controllers", type=int, default=3, choices=[1, 3, 5])
+    ap.add_argument("--heartbeat", type=float, default=1.0)
+    ap.add_argument("--run", type=float, default=300.0, help="seconds each job runs (sleep N)")
+    ap.add_argument("--console", type=float, default=15.0, help="seconds of xce-top attached (0: skip)")
+    ap.add_argument("--no-failover", action="store_true")
+    a = ap.parse_args()
+    sd = Path(tempfile.mkdtemp(prefix="fleet-bench-")) / "xce"
+    stats = sd.parent / "fleet.json"
+    print(f"fleet bench: {a.hosts} hosts x {a.jobs_per_host} jobs, {a.controllers} controller(s), heartbeat "
+          f"{a.heartbeat:g} s, python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
+          f"load {os.getloadavg()[0]:.1f}", flush=True)
+    xce(sd, "up", "--detach", "--hosts", "0", "--controllers", str(a.controllers), "--heartbeat", str(a.heartbeat))
+    fleet = None
+    try:
+        t0 = time.monotonic()
+        fleet = subprocess.Popen([*PY, "--state-dir", str(sd), "sim-fleet", "--hosts", str(a.hosts), "--slots",
+                                  str(a.jobs_per_host), "--mem", "64G", "--stats", str(stats)],
+                                 stdout=subprocess.DEVNULL, stderr=open(sd.parent / "fleet.log", "wb"))
+        wait(lambda: stats.exists() and fleet_stats(stats)["registered"] >= a.hosts, 600, "every host registered")
+        with Client(state_dir=sd, timeout=120) as c:
+            pid, events = leader_pid(c)
+            up = json.loads((sd / "up.json").read_text())
+            procs = Procs({"leader": pid, "scheduler": up["daemons"]["scheduler"], "fleet": fleet.pid})
+            phase("register", {"every host registered after": f"{time.monotonic() - t0:.1f} s "
+                                                              "(fleet start, keys made)"})
+            ev = Events(sd, events)
+            ev.start()
+            phase("idle (heartbeats only), 10 s", steady_phase(procs, ev, 10))
+            phase("jobs", jobs_phase(c, procs, ev, a.hosts * a.jobs_per_host, a.run))
+            phase("steady (every job running), 10 s", steady_phase(procs, ev, 10))
+            if a.console:
+                phase(f"console attached, {a.console:g} s", asyncio.run(console(sd, a.console)))
+            ev.stop = True
+            if a.controllers > 1 and not a.no_failover:
+                phase("failover", failover(c, sd, stats, a.hosts))
+            phase("fleet", {"its counters": json.dumps(fleet_stats(stats))})
+    finally:
+        if fleet is not None:
+            fleet.send_signal(signal.SIGTERM)
+            fleet.wait(60)
+        subprocess.run([*PY, "--state-dir", str(sd), "down"], capture_output=True, timeout=120)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
