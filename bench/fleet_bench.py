@@ -9,10 +9,12 @@ simulated host), then measures, phase by phase:
   register   time until every host is registered (fresh keys: the allow-list re-read);
   idle       controller (leader) and scheduler CPU and RSS with every host heartbeating
              and no job; the event stream's rate (frames/s, KB/s on a SUB socket);
-  jobs       hosts x jobs-per-host jobs (`sleep RUN`, rusage[mem=2G]) submitted in batches
-             of 2,000; placements/s (jobs / (last start - first start)), submit -> start
+  streamed   half of hosts x jobs-per-host jobs (`sleep RUN`, rusage[mem=2G]) submitted by
+             one client in batches of 2,000 and placed as they come: submit -> start
              latency p50 / p99 (the job records' own times), CPU of each daemon over the
              phase, the event stream's rate while it lasts;
+  burst      the other half queued with every host closed, then every host opened:
+             placements/s = jobs / (open -> all running), CPU, event stream;
   steady     the same figures for 10 s with every job running and reporting usage;
   console    xce-top (headless, 160x50, hosts view, 4 fps, its LiveFeed) attached to the
              leader for --console seconds: render_frame wall time p50 / p95 / max against
@@ -155,24 +157,50 @@ def phase(name: str, lines: dict[str, str]) -> None:
     sys.stdout.flush()
 
 
-def jobs_phase(c: Client, procs: Procs, ev: Events, n: int, run: float) -> dict[str, str]:
-    spec = {"command": ["sleep", str(int(run))], "resreq": "rusage[mem=2G]", "cwd": "/"}
+SPEC = {"resreq": "rusage[mem=2G]", "cwd": "/"}
+
+
+def submit(c: Client, n: int, run: float) -> float:
+    """Seconds to submit ``n`` jobs in batches of 2,000."""
+    t0 = time.monotonic()
+    for i in range(0, n, 2000):
+        c.submit_many([{**SPEC, "command": ["sleep", str(int(run))]}] * min(2000, n - i))
+    return time.monotonic() - t0
+
+
+def running(c: Client, n: int) -> float:
+    t0 = time.monotonic()
+    wait(lambda: c.status().jobs_by_state.get("RUN", 0) >= n, 1800, f"{n} jobs running", every=0.5)
+    return time.monotonic() - t0
+
+
+def stream_phase(c: Client, procs: Procs, ev: Events, n: int, run: float) -> dict[str, str]:
+    """Jobs submitted as fast as one client can: each placed as it comes."""
     procs.mark()
     f0, b0, t0 = ev.frames, ev.bytes, time.monotonic()
-    for i in range(0, n, 2000):
-        c.submit_many([spec] * min(2000, n - i))
-    submitted = time.monotonic() - t0
-    wait(lambda: c.status().jobs_by_state.get("RUN", 0) >= n, 1800, f"{n} jobs running", every=0.5)
+    took = submit(c, n, run)
+    running(c, n)
     dt = time.monotonic() - t0
     jobs = all_jobs(c)
-    starts = sorted(j.start_time for j in jobs if j.start_time)
-    first = min(j.submit_time for j in jobs)
     lat = [j.start_time - j.submit_time for j in jobs if j.start_time]
-    return {"jobs": f"{len(jobs)} ({n} asked)", "submit": f"{submitted:.1f} s ({n / submitted:.0f} jobs/s)",
+    return {"jobs": f"{len(jobs)}", "submit": f"{took:.1f} s ({n / took:.0f} jobs/s, one client)",
             "all running after": f"{dt:.1f} s",
-            "placements/s": f"{len(starts) / max(1e-9, starts[-1] - first):.0f} (first submit to last start)",
             "submit -> start p50 / p99": f"{pct(lat, 0.5):.2f} s / {pct(lat, 0.99):.2f} s",
             "event stream": ev.rate(dt, f0, b0), **procs.since()}
+
+
+def burst_phase(c: Client, procs: Procs, ev: Events, hosts: list[str], n: int, run: float) -> dict[str, str]:
+    """Jobs queued behind closed hosts, then every host opened: the placement rate alone."""
+    c.host_admin(hosts, "close")
+    total = c.status().jobs_by_state.get("RUN", 0) + n
+    submit(c, n, run)
+    procs.mark()
+    f0, b0, t0 = ev.frames, ev.bytes, time.monotonic()
+    c.host_admin(hosts, "open")
+    running(c, total)
+    dt = time.monotonic() - t0
+    return {"jobs": f"{n} queued", "all running after open": f"{dt:.1f} s",
+            "placements/s": f"{n / dt:.0f}", "event stream": ev.rate(dt, f0, b0), **procs.since()}
 
 
 def steady_phase(procs: Procs, ev: Events, seconds: float) -> dict[str, str]:
@@ -191,20 +219,22 @@ async def console(sd: Path, seconds: float) -> dict[str, str]:
     app = XceTop(m, feed=LiveFeed(m, sd), view="hosts")
     walls: list[float] = []
     lat: list[float] = []
-    seen: dict[str, float] = {}
-    orig = app.render_frame
+    oldest: list[float] = []  # the controller's time of the oldest heartbeat not yet drawn
+    orig, take = app.render_frame, m._take_heartbeats
+
+    def took(samples: Any, lives: Any, t: float) -> None:  # the receiver thread, under m.lock
+        take(samples, lives, t)
+        if lives and not oldest:
+            oldest.append(min(hl.last_seen for hl in lives))
 
     def timed(only: Any = None) -> None:
         t = time.perf_counter()
         orig(only)
         walls.append(time.perf_counter() - t)
-        done = time.time()
         with m.lock:
-            for h, last in m.mirror.live.last_seen.items():
-                if seen.get(h) != last:
-                    if h in seen:
-                        lat.append(done - last)
-                    seen[h] = last
+            if oldest:
+                lat.append(time.time() - oldest.pop())
+    m._take_heartbeats = took  # type: ignore[method-assign]
     app.render_frame = timed  # type: ignore[method-assign]
     me = psutil.Process()
     async with app.run_test(size=(160, 50)) as pilot:
@@ -219,7 +249,7 @@ async def console(sd: Path, seconds: float) -> dict[str, str]:
             "render_frame p50 / p95 / max": f"{pct(walls, 0.5) * 1e3:.0f} / {pct(walls, 0.95) * 1e3:.0f} / "
                                             f"{max(walls, default=0) * 1e3:.0f} ms (period 250 ms)",
             "console CPU": f"{100 * cpu:.0f} % of a core",
-            "heartbeat -> frame p50 / p95": f"{pct(lat, 0.5) * 1e3:.0f} / {pct(lat, 0.95) * 1e3:.0f} ms"}
+            "oldest heartbeat -> frame p50 / p95": f"{pct(lat, 0.5) * 1e3:.0f} / {pct(lat, 0.95) * 1e3:.0f} ms"}
 
 
 def failover(c: Client, sd: Path, stats: Path, hosts: int) -> dict[str, str]:
@@ -233,7 +263,12 @@ def failover(c: Client, sd: Path, stats: Path, hosts: int) -> dict[str, str]:
               "every host registered again", every=0.5)
     ok = wait(lambda: (n := c.status().hosts_by_state.get("ok", 0) + c.status().hosts_by_state.get("full", 0))
               >= hosts and n, 120, "every host ok")
+    settle = []
+    for _ in range(20):  # do they stay registered?  (10 s, the fleet's counters every 0.5 s)
+        time.sleep(0.5)  # a measuring window
+        settle.append(fleet_stats(stats)["registered"])
     return {"leader SIGKILL -> committed submit": f"{first:.2f} s",
+            "registered in the 10 s after": f"min {min(settle)}, last {settle[-1]} of {hosts}",
             "-> every host registered again": f"{st['last_registered'] - t0:.2f} s "
                                                f"({st['registrations'] - before} registrations, {st['moves']} moves)",
             "hosts ok after": f"{ok} at {time.time() - t0:.1f} s"}
@@ -271,7 +306,10 @@ def main() -> int:
             ev = Events(sd, events)
             ev.start()
             phase("idle (heartbeats only), 10 s", steady_phase(procs, ev, 10))
-            phase("jobs", jobs_phase(c, procs, ev, a.hosts * a.jobs_per_host, a.run))
+            n = a.hosts * a.jobs_per_host
+            phase("jobs streamed (half)", stream_phase(c, procs, ev, n // 2, a.run))
+            names = [h.name for h in c.hosts()]
+            phase("jobs in a burst (the other half)", burst_phase(c, procs, ev, names, n - n // 2, a.run))
             phase("steady (every job running), 10 s", steady_phase(procs, ev, 10))
             if a.console:
                 phase(f"console attached, {a.console:g} s", asyncio.run(console(sd, a.console)))
