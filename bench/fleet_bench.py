@@ -296,7 +296,10 @@ def main() -> int:
         fleet = subprocess.Popen([*PY, "--state-dir", str(sd), "sim-fleet", "--hosts", str(a.hosts), "--slots",
                                   str(a.jobs_per_host), "--mem", "64G", "--stats", str(stats)],
                                  stdout=subprocess.DEVNULL, stderr=open(sd.parent / "fleet.log", "wb"))
-        wait(lambda: stats.exists() and fleet_stats(stats)["registered"] >= a.hosts, 600, "every host registered")
+        try:
+            wait(lambda: stats.exists() and fleet_stats(stats)["registered"] >= a.hosts, 300, "every host registered")
+        except RuntimeError:  # say how far it got, and measure the rest on what registered
+            print(f"  not every host registered within 300 s: {fleet_stats(stats)['registered']} of {a.hosts}")
         with Client(state_dir=sd, timeout=120) as c:
             pid, events = leader_pid(c)
             up = json.loads((sd / "up.json").read_text())
