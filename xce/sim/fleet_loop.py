@@ -7,8 +7,8 @@ conversation of each host is xce/sim/fleet.py's ``SimHost``; this module owns th
 sockets, the clock, the timers (a heap of heartbeats and job ends) and a stats file.
 
 Failover: as a worker's socket monitor hears its controller drop the connection, one
-probe socket per controller endpoint (an ephemeral client key, a DISCONNECTED monitor)
-tells every host on that endpoint to move to the next one; a follower answers "not
+probe socket per controller endpoint (an ephemeral client key, a monitor) tells every host
+on that endpoint to move to the next one when its established connection drops; a follower answers "not
 leader, try X" and the host moves there.  A host that hears nothing for
 (ACK_EVERY + 1) heartbeats moves on too, as the worker does.
 
@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import zmq
+import zmq.utils.monitor
 
 from xce.core.errors import ProtocolError
 from xce.proto.codec import decode_envelope
@@ -71,6 +72,7 @@ class Fleet:
         self.next_beat: dict[str, float] = {}
         self.heard: dict[str, float] = {}           # host -> monotonic time of its last message
         self.probes: dict[zmq.Socket, tuple[str, zmq.Socket]] = {}  # monitor -> (endpoint, probe)
+        self.up: dict[zmq.Socket, bool] = {}        # monitor -> its probe's connection is up
         self.stopping = False
         self.counts = {"beats": 0, "moves": 0}
         self.last_registered = 0.0
@@ -92,8 +94,9 @@ class Fleet:
     def probe(self, endpoint: str) -> None:
         keys = next(iter(self.keys.values()), None)
         s = dealer(self.ctx, endpoint, curve=ephemeral(keys.server_public) if keys else None)
-        mon = s.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        mon = s.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED)
         self.probes[mon] = (endpoint, s)
+        self.up[mon] = False
         self.poller.register(mon, zmq.POLLIN)
 
     def move_on(self, h: SimHost, endpoint: str | None = None) -> None:
@@ -172,8 +175,16 @@ class Fleet:
             self.move_on(h, leader)
 
     def lost(self, mon: zmq.Socket) -> None:
-        """A controller dropped its connections: every host on it moves to the next endpoint."""
-        mon.recv_multipart()
+        """A controller dropped its connections: every host on it moves to the next endpoint.
+
+        Only a connection that was up counts: a handshake that failed (a busy controller's
+        CURVE check timing out) would otherwise move every host at once, where a worker's
+        own monitor moves only that worker.
+        """
+        event = zmq.utils.monitor.parse_monitor_message(mon.recv_multipart())["event"]
+        was, self.up[mon] = self.up[mon], event == zmq.EVENT_HANDSHAKE_SUCCEEDED
+        if event != zmq.EVENT_DISCONNECTED or not was:
+            return
         endpoint = self.probes[mon][0]
         log.info("lost the controller at %s; moving its hosts on", endpoint)
         for h in list(self.hosts.values()):
