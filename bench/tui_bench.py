@@ -61,7 +61,7 @@ from xce.replica.mirror import Mirror  # noqa: E402
 from xce.site.config import Config  # noqa: E402
 from xce.tui import synth  # noqa: E402
 from xce.tui.app import XceTop, tune_gc  # noqa: E402
-from xce.tui.live import CHUNK  # noqa: E402
+from xce.client.follow import CHUNK  # noqa: E402
 from xce.tui.model import ConsoleModel  # noqa: E402
 
 EVENT = msgspec.msgpack.Decoder(Event)
