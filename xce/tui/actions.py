@@ -1,5 +1,9 @@
 """What the console asks of the controller, behind one small injectable port.
 
+Besides the event stream: kill, a job's history (bhist) and an array's summary as the
+controller counts it (xce jobs -A: the elements not yet materialised too), for the
+detail screen.
+
 ``Actions.kill`` returns the controller's per-job answer ("kill requested",
 "killed", "already DONE", "not found") or raises an XceError (PermissionDenied,
 Unavailable...).  ``ClientActions`` talks to the controller; ``ReplayActions``
@@ -16,10 +20,16 @@ from typing import Protocol
 
 from xce.client import Client
 from xce.core.errors import PermissionDenied, Unavailable, XceError
+from xce.core.model import HistEvent
+from xce.core.views import ArrayView
 
 
 class Actions(Protocol):
     def kill(self, ids: list[int]) -> dict[int, str]: ...
+
+    def hist(self, job_id: int) -> list[HistEvent]: ...
+
+    def arrays(self, ids: list[int]) -> list[ArrayView]: ...
 
 
 class ClientActions:
@@ -32,6 +42,14 @@ class ClientActions:
         with self.lock:
             return self.client.kill(ids, reason="killed from xce-top")
 
+    def hist(self, job_id: int) -> list[HistEvent]:
+        with self.lock:
+            return self.client.hist(job_id)
+
+    def arrays(self, ids: list[int]) -> list[ArrayView]:
+        with self.lock:
+            return self.client.arrays(ids)
+
     def close(self) -> None:
         self.client.close()
 
@@ -39,6 +57,12 @@ class ClientActions:
 class ReplayActions:
     def kill(self, ids: list[int]) -> dict[int, str]:
         raise Unavailable("this is a replay: there is no controller to send a kill to")
+
+    def hist(self, job_id: int) -> list[HistEvent]:
+        raise Unavailable("this is a replay: there is no controller to ask for the history")
+
+    def arrays(self, ids: list[int]) -> list[ArrayView]:
+        raise Unavailable("this is a replay: there is no controller to ask for the array's summary")
 
 
 ACCEPTED = ("kill requested", "killed")

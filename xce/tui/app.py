@@ -22,6 +22,7 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 
 from xce.tui.actions import Actions, ClientActions, ReplayActions, kill_outcome
+from xce.tui.arrays import ArrayRow
 from xce.tui.dialogs import ConfirmKill, HelpScreen
 from xce.tui.header import header_text
 from xce.tui.live import LiveFeed
@@ -180,9 +181,11 @@ class XceTop(App[int]):
             self.say("select a job first (tab to the jobs view)", error=True)
             return
         with self.model.lock:
-            v = self.model.job_view(jid)
+            v = self.model.row_view(jid)
         what = f"{v.name or '-'} of {v.user}, {v.state}" + (f" on {','.join(v.hosts)}" if v and v.hosts else "") \
             if v else "(unknown job)"
+        if isinstance(v, ArrayRow):
+            what = f"the whole array {v.name} of {v.user}: {v.reason}"
 
         def answered(yes: bool | None) -> None:
             if yes:

@@ -16,7 +16,9 @@ from typing import Any
 
 from rich.text import Text
 
+from xce.core.arrays import element_text, split_id
 from xce.tui import fmt
+from xce.tui.arrays import ArrayRow
 from xce.tui.model import ConsoleModel
 
 Cell = str | Text
@@ -60,16 +62,52 @@ def _state_cell(state: str) -> Cell:
     return cell if cell is not None else Text(state)
 
 
+def _id_cell(v: Any, now: float) -> Cell:
+    """``12[3]`` for an element (as xce jobs writes it), ``▸12[]`` for an array's row, else the id."""
+    return f"▸{v.id}[]" if isinstance(v, ArrayRow) else element_text(v.id)
+
+
+def _id_key(m: ConsoleModel, k: int) -> tuple[int, int]:
+    # An array's row sorts before its elements, the elements by index.
+    array_id, index = split_id(k)
+    return array_id, -1 if index is None else index
+
+
+def _state_key(m: ConsoleModel, k: int) -> int:
+    job = m.mirror.jobs.get(k)
+    g = m.arrays.get(k) if job is None else None
+    state = job.state.value if job is not None else g.state if g is not None else ""
+    return STATE_RANK.get(state, 9)
+
+
+def _hosts_key(m: ConsoleModel, k: int) -> str:
+    job = m.mirror.jobs.get(k)
+    if job is not None:
+        return ",".join(job.hosts)
+    v = m.row_view(k)
+    return ",".join(v.hosts) if v is not None else ""
+
+
+def _start_key(m: ConsoleModel, k: int) -> float:
+    job = m.mirror.jobs.get(k)
+    start = job.start_time if job is not None else getattr(m.row_view(k), "start_time", None)
+    return -(start or 9e18)
+
+
+def _reason_cell(v: Any, now: float) -> Cell:
+    text = fmt.shown_reason(v, now)
+    style = fmt.reason_style(v)
+    return Text(text, style) if style is not None and text else text
+
+
 JOB_COLUMNS: tuple[Column, ...] = (
-    Column("id", "ID", 6, lambda v, n: str(v.id), lambda m, j: j, right=True),
-    Column("name", "NAME", 12, lambda v, n: v.name or "-", lambda m, j: m.mirror.jobs[j].spec.name),
-    Column("user", "USER", 8, lambda v, n: v.user, lambda m, j: m.mirror.jobs[j].spec.user),
-    Column("queue", "QUEUE", 6, lambda v, n: v.queue, lambda m, j: m.mirror.jobs[j].spec.queue),
-    Column("state", "STATE", 5, lambda v, n: _state_cell(v.state),
-           lambda m, j: STATE_RANK.get(m.mirror.jobs[j].state.value, 9)),
-    Column("hosts", "HOSTS", 9, lambda v, n: ",".join(v.hosts) or "-",
-           lambda m, j: ",".join(m.mirror.jobs[j].hosts)),
-    Column("slots", "SLOTS", 5, lambda v, n: str(v.slots), lambda m, j: m.mirror.jobs[j].spec.slots, right=True),
+    Column("id", "ID", 9, _id_cell, _id_key, right=True),
+    Column("name", "NAME", 12, lambda v, n: v.name or "-", lambda m, j: m.row_spec(j).name),
+    Column("user", "USER", 8, lambda v, n: v.user, lambda m, j: m.row_spec(j).user),
+    Column("queue", "QUEUE", 6, lambda v, n: v.queue, lambda m, j: m.row_spec(j).queue),
+    Column("state", "STATE", 5, lambda v, n: _state_cell(v.state), _state_key),
+    Column("hosts", "HOSTS", 9, lambda v, n: ",".join(v.hosts) or "-", _hosts_key),
+    Column("slots", "SLOTS", 5, lambda v, n: str(v.slots), lambda m, j: m.row_spec(j).slots, right=True),
     Column("reserved", "RESV", 7, lambda v, n: fmt.mem(v.mem_reserved),
            lambda m, j: m.usage(j)[0], right=True, live=True),
     Column("actual", "ACTUAL", 7, _actual_cell, lambda m, j: _num(m.usage(j)[1]), right=True, live=True),
@@ -78,9 +116,8 @@ JOB_COLUMNS: tuple[Column, ...] = (
     Column("charged", "CHARGED", 7, lambda v, n: fmt.mem(v.mem_charged), lambda m, j: m.usage(j)[3],
            right=True, live=True),
     Column("eff", "EFF", 4, _eff_cell, lambda m, j: _num(m.usage(j)[4]), right=True, live=True),
-    Column("run", "RUNTIME", 7, lambda v, n: fmt.dur(fmt.run_time(v, n)),
-           lambda m, j: -(m.mirror.jobs[j].start_time or 9e18), right=True),
-    Column("reason", "REASON", 16, lambda v, n: v.reason or "", lambda m, j: m.reason(j)),
+    Column("run", "RUNTIME", 7, lambda v, n: fmt.dur(fmt.run_time(v, n)), _start_key, right=True),
+    Column("reason", "REASON", 16, _reason_cell, lambda m, j: m.reason(j)),
 )
 
 

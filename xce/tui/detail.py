@@ -1,5 +1,7 @@
 """Detail screens: a job (its memory over time against its reservation, accounts
-per host, reason) and a host (its memory history and its jobs).
+per host, reason; then its array, dependency, run limit, script and history) and a
+host (its memory history and its jobs).  A job's history and its array's summary are
+asked of the controller once, in a worker thread, when the screen opens.
 
 Figures come from the model's views; the reservation line is the reservation
 in force at each moment, from xce.core.accounting.reserved_in_force (so a decaying
@@ -8,6 +10,9 @@ reservation slopes).  The screens re-render on every frame the App hands them.
 
 from __future__ import annotations
 
+import shlex
+import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rich.table import Table
@@ -20,8 +25,13 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from xce.core.accounting import reserved_in_force
+from xce.core.arrays import element_text, split_id
+from xce.core.errors import XceError
+from xce.core.model import HistEvent
+from xce.core.views import ArrayView
 from xce.replica.live import mem_decay
 from xce.tui import fmt
+from xce.tui.actions import Actions
 from xce.tui.header import HeaderBar
 from xce.tui.main_screen import FILTER_CSS, TableScreen
 from xce.tui.model import Changes, ConsoleModel
@@ -45,7 +55,8 @@ def job_info(m: ConsoleModel, jid: int, now: float) -> Text:
     t.append(f"  {v.name or '-'}  user {v.user}  queue {v.queue}  ")
     t.append(v.state, fmt.STATE_STYLES.get(v.state, ""))
     t.append(f"  slots {v.slots}  hosts {','.join(v.hosts) or '-'}\n")
-    t.append(f"command {' '.join(v.command)}\nresreq  {v.resreq or '-'}\n")
+    t.append(f"command {shlex.join(v.command)}" + ("   (a job script, kept as submitted)" if v.script else "") + "\n")
+    t.append(f"resreq  {v.resreq or '-'}\n")
     t.append(f"reserved {fmt.mem(v.mem_reserved)}  actual ")
     t.append(fmt.mem(v.mem_actual), fmt.job_style(v, now) or "")
     t.append(f"  peak {fmt.mem(v.mem_peak)}  charged {fmt.mem(v.mem_charged)}  limit {fmt.mem(v.mem_limit)}"
@@ -53,8 +64,80 @@ def job_info(m: ConsoleModel, jid: int, now: float) -> Text:
     if v.exit_code is not None or v.signal is not None:
         t.append(f"exit code {v.exit_code}  signal {v.signal}\n")
     t.append("reason: ", "bold")
-    t.append(v.reason or "-", "yellow" if v.reason else "")
+    why = fmt.shown_reason(v, now)
+    t.append(why or "-", fmt.reason_style(v) or ("yellow" if why else ""))
     return t
+
+
+SCRIPT_LINES = 8  # of a job script shown in its detail (the rest: xce jobs -l, the script file)
+
+
+def job_model_info(m: ConsoleModel, jid: int, facts: JobFacts) -> Text:
+    """The job model's part of a job's detail: array, dependency, run limit, priority, the script's
+    first lines, and what the controller said of its history and its array (fetched on opening)."""
+    v, job = m.job_view(jid), m.job(jid)
+    t = Text()
+    if v is None or job is None:
+        return t
+    array_id, index = split_id(jid)
+    if index is not None:
+        g = m.arrays.get(array_id)
+        t.append("array ", "bold")
+        t.append(f"element {element_text(jid)} of {g.title() if g else array_id}")
+        t.append(f"   {g.counts_text()} (as the console sees them)" if g else "")
+        t.append("\n")
+        for a in facts.arrays:
+            t.append(f"      the controller counts: {a.elements:,} elements  " +
+                     "  ".join(f"{n} {s}" for s, n in sorted(a.counts.items())) + ("  (held)" if a.held else "") + "\n")
+    t.append("dependency ", "bold")
+    t.append(f"{v.depend or '-'}   ")
+    t.append("run limit ", "bold")
+    t.append(f"{fmt.dur(v.run_limit)}   ")
+    t.append("priority ", "bold")
+    t.append(f"{v.priority}   cwd {v.cwd or '-'}\n")
+    if job.spec.script:
+        lines = job.spec.script.splitlines()
+        t.append("script", "bold")
+        t.append(f" ({len(lines)} lines)\n")
+        for line in lines[:SCRIPT_LINES]:
+            t.append(f"  │ {line}\n", "dim")
+        if len(lines) > SCRIPT_LINES:
+            t.append(f"  │ … {len(lines) - SCRIPT_LINES} more (xce jobs -l)\n", "dim")
+    t.append("history", "bold")
+    if facts.problem:
+        t.append(f"  not available: {facts.problem}\n", "dim")
+    elif facts.history is None:
+        t.append("  asking the controller…\n", "dim")
+    else:
+        t.append("\n")
+        for e in facts.history[-HISTORY_LINES:]:
+            t.append(f"  {time.strftime('%H:%M:%S', time.localtime(e.time))}  {e.event:<18} {e.by or '-':<12} {e.detail}\n")
+    return t
+
+
+HISTORY_LINES = 12  # the latest events shown (xce hist has them all)
+
+
+@dataclass(slots=True)
+class JobFacts:
+    """What the detail asked the controller when it opened (Actions.hist, Actions.arrays)."""
+
+    history: list[HistEvent] | None = None
+    arrays: list[ArrayView] = field(default_factory=list)
+    problem: str = ""
+
+
+def fetch_facts(actions: Actions, jid: int) -> JobFacts:
+    """The job's history and, for an element, its array's summary; a refusal is said, not raised."""
+    facts = JobFacts()
+    try:
+        facts.history = actions.hist(jid)
+        array_id, index = split_id(jid)
+        if index is not None:
+            facts.arrays = actions.arrays([array_id])
+    except XceError as e:
+        facts.problem = e.message
+    return facts
 
 
 def accounts_table(m: ConsoleModel, jid: int) -> Table:
@@ -90,7 +173,8 @@ def job_plot(m: ConsoleModel, jid: int, now: float, width: int, height: int) -> 
 
 
 class JobDetailScreen(Screen[None]):
-    DEFAULT_CSS = "JobDetailScreen #plot { height: auto; } JobDetailScreen #accounts { margin-top: 1; }"
+    DEFAULT_CSS = ("JobDetailScreen #plot { height: auto; } JobDetailScreen #accounts { margin-top: 1; } "
+                   "JobDetailScreen #jobmodel { margin-top: 1; }")
     BINDINGS = [Binding("escape", "app.pop_screen", "back"), Binding("k", "app.kill", "kill")]
     app: XceTop
 
@@ -104,13 +188,28 @@ class JobDetailScreen(Screen[None]):
             yield Static(id="info")
             yield Static(id="plot")
             yield Static(id="accounts")
+            yield Static(id="jobmodel")
         yield Footer()
+
+    def on_mount(self) -> None:
+        self.facts = JobFacts()
+        self.app.run_worker(self._fetch, thread=True, group="facts")
+
+    def _fetch(self) -> None:
+        facts = fetch_facts(self.app.actions, self.job_id)
+        self.app.call_from_thread(self._fetched, facts)
+
+    def _fetched(self, facts: JobFacts) -> None:
+        self.facts = facts
+        if self.is_mounted:
+            self.app.render_frame(self)
 
     def frame(self, m: ConsoleModel, ch: Changes, now: float, new_second: bool) -> None:
         self.query_one(HeaderBar).show(self.app.header(now))
         width = max(20, self.app.size.width - LABEL_W - 3)
         height = 8 if self.app.size.height < 30 else 12
         self.query_one("#info", Static).update(job_info(m, self.job_id, now))
+        self.query_one("#jobmodel", Static).update(job_model_info(m, self.job_id, self.facts))
         self.query_one("#plot", Static).update(job_plot(m, self.job_id, now, width, height))
         self.query_one("#accounts", Static).update(accounts_table(m, self.job_id))
 
@@ -147,7 +246,7 @@ class HostDetailScreen(TableScreen):
         yield Static(id="hinfo")
         yield Static(id="hplot")
         yield Static(id="status")
-        yield RowTable(RowSet("jobs", "state", base=f"host:{self.host}"), job_renderer(m, self.app.now),
+        yield RowTable(RowSet("jobs", "state", base=f"host:{self.host}", group=False), job_renderer(m, self.app.now),
                        id="hostjobs")
         yield Input(placeholder="filter the jobs of this host", id="filter")
         yield Footer()

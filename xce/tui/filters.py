@@ -1,6 +1,7 @@
 """The `/` filter language: ``user:`` ``queue:`` ``state:`` ``host:`` and free text.
 
-Terms are separated by spaces and must all match.  ``field:a,b`` matches either
+Terms are separated by spaces and must all match.  ``array:12`` picks array 12's
+elements (the jobs view then lists them rather than the array's one row).  ``field:a,b`` matches either
 value (exact, case-insensitive); free text matches a substring of the id, name,
 user, queue, state, hosts or reason.  A ``!`` before a term inverts that term;
 a lone leading ``!`` inverts the whole filter.  Pure: no model, no widgets.
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-FIELDS = ("user", "queue", "state", "host", "name", "id")
+FIELDS = ("user", "queue", "state", "host", "name", "id", "array")
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,8 @@ The colour vocabulary is shared by every table, the header and the help screen.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.style import Style
 from rich.text import Text
 
@@ -23,13 +25,29 @@ STALE = Style(dim=True)                   # data while the controller is unreach
 LOW_EFFICIENCY = 0.25  # below this share of its reservation a running job "stands out"
 LOW_AFTER_S = 10.0     # ... once it has run this long (start-up is not waste)
 
+# Each job state its own colour and, for what is held or stopped, its own attribute, so the
+# states stay apart without colour too (NO_COLOR: Textual's monochrome keeps bold, italic,
+# underline and reverse): held PSUSP italic, user-stopped USUSP bold, system-stopped SSUSP
+# underlined, UNKWN reversed.  The words themselves differ as well.
 STATE_STYLES: dict[str, Style] = {
     "RUN": Style(color="green"), "PEND": Style(color="yellow"), "DONE": DEAD,
-    "EXIT": Style(color="red"), "UNKWN": Style(color="magenta"), "PSUSP": Style(color="cyan"),
-    "USUSP": Style(color="cyan"), "SSUSP": Style(color="cyan"),
+    "EXIT": Style(color="red"), "UNKWN": Style(color="magenta", reverse=True),
+    "PSUSP": Style(color="cyan", italic=True), "USUSP": Style(color="bright_magenta", bold=True),
+    "SSUSP": Style(color="dark_orange", underline=True),
     "ok": Style(color="green"), "full": Style(color="yellow"), "closed": Style(color="cyan"),
     "unavail": Style(color="red"),
 }
+HELD = Style(italic=True)                 # a reason that holds a job: a dependency, its user
+NEVER = Style(color="red", bold=True)     # a dependency that can never be met; a run limit's end
+
+# What a job in these states waits on when its own reason is empty (a running job's reason
+# stays its own when it is stopped: it decides DONE or EXIT; xce/core/state.py).
+STATE_REASONS = {
+    "USUSP": "suspended by its user (xce stop)",
+    "SSUSP": "suspended by the system",
+    "UNKWN": "state unknown: its host stopped reporting",
+}
+LIMITED = frozenset({"RUN", "USUSP", "SSUSP", "UNKWN"})  # states a run limit still applies in
 
 
 def mem(n: int | None) -> str:
@@ -48,6 +66,27 @@ def run_time(v: JobView, now: float) -> float | None:
     if v.start_time is None:
         return None
     return max(0.0, (v.end_time or now) - v.start_time)
+
+
+def shown_reason(v: Any, now: float) -> str:
+    """The REASON column: the job's own reason (pending, dependency, held, exit), else what its
+    state means; a live job with a run limit says it (LSF's RUNLIMIT; it counts run time less
+    suspended time, which the worker keeps, so no "time left" here).  An array's row: its counts."""
+    why = v.reason or STATE_REASONS.get(v.state, "")
+    limit = getattr(v, "run_limit", None)
+    if limit is not None and v.state in LIMITED:
+        why = f"{why}; run limit {dur(limit)}" if why else f"run limit {dur(limit)}"
+    return why
+
+
+def reason_style(v: Any) -> Style | None:
+    """Why a job can never run, or was ended by its run limit, in red; a hold in italics."""
+    why = v.reason
+    if why.startswith("never satisfied") or "RUNLIMIT" in why:
+        return NEVER
+    if why.startswith(("waiting for", "held")) or v.state in STATE_REASONS:
+        return HELD
+    return None
 
 
 def job_style(v: JobView, now: float) -> Style | None:

@@ -103,7 +103,7 @@ class TableScreen(Screen[None]):
 
 class MainScreen(TableScreen):
     DEFAULT_CSS = FILTER_CSS + " #status { height: 1; background: $boost; } #views { height: 1fr; }"
-    BINDINGS = [Binding("tab", "switch", "hosts⇄jobs", priority=True)]
+    BINDINGS = [Binding("tab", "switch", "hosts⇄jobs", priority=True), Binding("a", "group", "arrays")]
 
     def __init__(self, view: str = "hosts") -> None:
         super().__init__()
@@ -124,6 +124,8 @@ class MainScreen(TableScreen):
         self.table().focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "group":  # the jobs view's; shown only there
+            return self.query_one(ContentSwitcher).current == "jobs"
         return not (action == "switch" and isinstance(self.focused, Input))  # tab inside the filter box
 
     def table(self) -> RowTable:
@@ -138,6 +140,14 @@ class MainScreen(TableScreen):
         self.table().focus()
         self.reframe()
         self.app.refresh_bindings()
+
+    def action_group(self) -> None:
+        """``a``: one row per array ⇄ every element listed."""
+        rows = self.query_one("#jobs", RowTable).rows
+        rows.set_group(not rows.group)
+        self.app.say("arrays: one row each (enter lists an array's elements)" if rows.group
+                     else "arrays: every element listed")
+        self.reframe()
 
     def show(self, view: str) -> None:
         self.query_one(ContentSwitcher).current = view
@@ -166,6 +176,11 @@ class MainScreen(TableScreen):
 
     @on(RowTable.Selected)
     def _open(self, msg: RowTable.Selected) -> None:
+        """Enter on an array's row lists its elements (escape: back to the arrays); else the detail."""
+        if msg.table.rows.kind == "jobs" and msg.key in self.app.model.arrays and \
+                msg.key not in self.app.model.mirror.jobs:
+            self.apply_filter(f"array:{msg.key}")
+            return
         self.app.open_detail(msg.table.rows.kind, msg.key)
 
     def selected_job(self) -> Any:

@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 
 from xce.core import accounting
 from xce.core.accounting import HostTotals
-from xce.core.model import ACTIVE, Job
+from xce.core.model import ACTIVE, Job, JobSpec
 from xce.core.views import HostView, JobView, efficiency, host_state, live_figures
 from xce.proto import schema as S
 from xce.proto.schema import Event, Snapshot
 from xce.replica.live import columns, event_samples
 from xce.replica.mirror import Mirror
+from xce.tui.arrays import ArrayIndex, ArrayRow, array_row
 from xce.tui.history import HostHistory, summed
 from xce.tui.kept import KeptSamples
 from xce.tui.totals import Totals
@@ -99,6 +100,7 @@ class ConsoleModel:
         self._ch = Changes(reset=True)
         self.totals = Totals()
         self.kept = KeptSamples(self.mirror)  # samples the ledger takes when they are read
+        self.arrays = ArrayIndex()  # the Mirror's array elements grouped by array (a row each)
 
     # ---- feeding ----------------------------------------------------------------------------
 
@@ -114,6 +116,7 @@ class ConsoleModel:
         self._hv.clear()
         self._fixed_usage.clear()
         self.totals.reset_jobs(j.state.value for j in self.mirror.jobs.values())
+        self.arrays.rebuild(self.mirror.jobs)
         self.totals.reset_hosts()
         self.totals.dirty = set(self.mirror.hosts)
         self._ch = Changes(reset=True)
@@ -206,16 +209,21 @@ class ConsoleModel:
         os_available = accounting.os_figure(live.os_available.get(name), self.mirror.hosts[name].mem_total)
         log.add_figures(t, tot.mem_actual, tot.mem_reserved, os_available)
 
-    def _moves(self, ev: Event) -> list[tuple[str | None, str | None]]:
-        """Each changed job's (old state, new state), read before the Mirror applies the event."""
+    def _moves(self, ev: Event) -> list[tuple[int, str | None, str | None]]:
+        """Each changed job's (id, old state, new state), read before the Mirror applies the event."""
         jobs = self.mirror.jobs
-        moves = [(jobs[j.id].state.value if j.id in jobs else None, j.state.value) for j in ev.jobs]
-        return moves + [(jobs[jid].state.value, None) for jid in ev.forget if jid in jobs]
+        moves = [(j.id, jobs[j.id].state.value if j.id in jobs else None, j.state.value) for j in ev.jobs]
+        return moves + [(jid, jobs[jid].state.value, None) for jid in ev.forget if jid in jobs]
 
-    def _hard_changes(self, ev: Event, moves: Sequence[tuple[str | None, str | None]]) -> None:
+    def _hard_changes(self, ev: Event, moves: Sequence[tuple[int, str | None, str | None]]) -> None:
         ch, jv, hv, fixed = self._ch, self._jv, self._hv, self._fixed_usage
-        for old, new in moves:
+        jobs, arrays = self.mirror.jobs, self.arrays
+        for jid, old, new in moves:
             self.totals.job_moved(old, new)
+            array_id = arrays.moved(jid, old, jobs.get(jid) if new is not None else None)
+            if array_id is not None:  # an element: its array's row changed too
+                ch.hard.add(array_id)
+                ch.jobs.add(array_id)
         for jid in [*(j.id for j in ev.jobs), *ev.forget, *ev.reasons]:
             ch.hard.add(jid)
             ch.jobs.add(jid)
@@ -314,6 +322,10 @@ class ConsoleModel:
         building the view; any other job's are read from its view.
         """
         job = self.mirror.jobs.get(jid)
+        if job is None and jid in self.arrays:
+            v = self.row_view(jid)
+            assert v is not None
+            return v.mem_reserved, v.mem_actual, v.mem_peak, v.mem_charged, v.efficiency
         if job is not None and self.kept:
             self.kept.settle_job(job)
         accs = self.mirror.live.ledger.by_job.get(jid) if job is not None and job.state in ACTIVE else None
@@ -362,5 +374,27 @@ class ConsoleModel:
         return times, actual, reserved
 
     def reason(self, jid: int) -> str:
-        v = self.job_view(jid)
+        v = self.row_view(jid)
         return v.reason if v else ""
+
+    # ---- arrays: a row per array (arrays.py) ------------------------------------------------
+
+    def row_view(self, key: int) -> JobView | ArrayRow | None:
+        """A jobs-table row: a job's view, or an array's row (its key is the array id)."""
+        if key in self.mirror.jobs:
+            return self.job_view(key)
+        g = self.arrays.get(key)
+        if g is None:
+            return None
+        return array_row(g, self.mirror.jobs, [self.usage(j)[:4] for j in self._active_elements(key)])
+
+    def _active_elements(self, array_id: int) -> list[int]:
+        g, jobs = self.arrays.get(array_id), self.mirror.jobs
+        if g is None:
+            return []
+        return [j for j in g.elements if j in jobs and jobs[j].state in ACTIVE]
+
+    def row_spec(self, key: int) -> JobSpec:
+        """The spec a row sorts and filters by: the job's, or an array element's (its array's fields)."""
+        job = self.mirror.jobs.get(key)
+        return job.spec if job is not None else self.arrays.groups[key].spec

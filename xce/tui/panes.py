@@ -25,7 +25,7 @@ def job_renderer(model: ConsoleModel, now: Now) -> Callable[[Any], tuple[list[Ce
 
     def render(jid: int) -> tuple[list[Cell], Style | None] | None:
         with model.lock:  # rows render during painting, outside the frame's lock
-            v = model.job_view(jid)
+            v = model.row_view(jid)  # a job's view, or an array's row
         if v is None:
             return None
         t = now()
@@ -72,4 +72,6 @@ def status_text(table: RowTable, paused_note: str = "") -> str:
         parts.append(f"on {rs.base.text}")
     if rs.filter.active:
         parts.append(f"filter: {rs.filter.text}")
+    if rs.kind == "jobs" and not rs.group:
+        parts.append("every array element listed (a: one row per array)")
     return " · ".join(parts) + (f"  {paused_note}" if paused_note else "")

@@ -8,12 +8,17 @@ the others keep the keys they were sorted by.  The whole set is re-sorted when
 many rows moved, when the sort column changed, or (for usage columns) at most
 every ``resort_every`` seconds, so 20,000 jobs re-sort at a steady pace rather
 than on every sample.
+
+Arrays (arrays.py): a jobs RowSet that ``group``s shows a row per array (its key the
+array's id) in place of the array's elements, unless a filter names an ``array:``; the
+hosts view's jobs (a host detail) list elements as they are placed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from xce.core.arrays import SHIFT, element_text
 from xce.tui.columns import HOST_COLUMNS, JOB_COLUMNS, Column
 from xce.tui.filters import Filter, parse
 from xce.tui.model import Changes, ConsoleModel
@@ -24,8 +29,9 @@ FIXED = frozenset({"id", "name", "user", "queue", "slots"})  # never change once
 
 class RowSet:
     def __init__(self, kind: str, sort: str, reverse: bool = False, base: str = "",
-                 resort_every: float = 2.0) -> None:
+                 resort_every: float = 2.0, group: bool = True) -> None:
         self.kind = kind
+        self.group = group and kind == "jobs"
         self.columns: tuple[Column, ...] = JOB_COLUMNS if kind == "jobs" else HOST_COLUMNS
         self.sort_col = self.column(sort)
         self.reverse = reverse
@@ -53,6 +59,29 @@ class RowSet:
         self.filter = parse(text)
         self._full = True
 
+    @property
+    def grouped(self) -> bool:
+        """Arrays show as one row each: grouping is on and no filter picks an array's elements."""
+        return self.group and not any(t.field == "array" for t in (*self.base.terms, *self.filter.terms))
+
+    def set_group(self, group: bool) -> None:
+        self.group = group and self.kind == "jobs"
+        self._full = True
+
+    def _rows(self, m: ConsoleModel) -> Any:
+        """The keys this set chooses from: hosts, jobs, or jobs with arrays in place of their elements."""
+        if self.kind == "hosts":
+            return m.mirror.hosts
+        if not (m.arrays and self.grouped):
+            return m.mirror.jobs
+        return [*(k for k in m.mirror.jobs if not k >> SHIFT), *m.arrays.groups]
+
+    def _exists(self, m: ConsoleModel, k: Any) -> bool:
+        """Whether ``k`` is a row of a grouped jobs set: a plain job, or an array with elements."""
+        if k in m.mirror.jobs:
+            return not k >> SHIFT
+        return k in m.arrays
+
     def invalidate(self) -> None:
         """Changes are not being followed: re-read every row at the next update."""
         self._full = True
@@ -60,17 +89,18 @@ class RowSet:
     def update(self, m: ConsoleModel, ch: Changes, now: float) -> bool:
         """Apply one frame's changes; True if ``keys`` (order or membership) changed."""
         entities = m.mirror.jobs if self.kind == "jobs" else m.mirror.hosts
-        self.total = len(entities)
+        grouping = self.kind == "jobs" and bool(m.arrays) and self.grouped
+        self.total = len(entities) - (m.arrays.elements() - len(m.arrays) if grouping else 0)
         col = self.sort_col
         if self._full or ch.reset:
-            self.matches = {k for k in entities if self._match(m, k)}
+            self.matches = {k for k in self._rows(m) if self._match(m, k)}
             self._full = False
             return self._sort(m, now)
         changed = ch.hard if self.kind == "jobs" else ch.hosts
         moved: set[Any] = set()  # rows that joined, left, or may have moved
         filtered = self.base.active or self.filter.active
         for k in changed:
-            hit = k in entities and (not filtered or self._match(m, k))
+            hit = (self._exists(m, k) if grouping else k in entities) and (not filtered or self._match(m, k))
             if hit != (k in self.matches):
                 moved.add(k)
                 (self.matches.add if hit else self.matches.discard)(k)
@@ -121,13 +151,32 @@ class RowSet:
 
 
 def job_fields(m: ConsoleModel, jid: int) -> tuple[dict[str, Any], str]:
-    j = m.mirror.jobs[jid]
+    j = m.mirror.jobs.get(jid)
+    if j is None:
+        return array_fields(m, jid)
     s = j.spec
     hosts = [h.lower() for h in j.hosts]
     reason = m.mirror.live.reasons.get(jid) or j.reason
     fields = {"user": (s.user.lower(),), "queue": (s.queue.lower(),), "state": (j.state.value.lower(),),
               "host": hosts, "name": (s.name.lower(),), "id": (str(jid),)}
-    hay = " ".join((str(jid), s.name, s.user, s.queue, j.state.value, *j.hosts, reason)).lower()
+    array_id = jid >> SHIFT
+    if array_id:
+        fields["array"] = (str(array_id),)
+        fields["id"] = (str(jid), element_text(jid))
+    hay = " ".join((element_text(jid), s.name, s.user, s.queue, j.state.value, *j.hosts, reason)).lower()
+    return fields, hay
+
+
+def array_fields(m: ConsoleModel, array_id: int) -> tuple[dict[str, Any], str]:
+    """An array's row matches a state any of its elements is in, and a host any of them runs on."""
+    g = m.arrays.groups[array_id]
+    s = g.spec
+    states = tuple(st.lower() for st in g.states())
+    v = m.row_view(array_id)
+    hosts = [h.lower() for h in v.hosts] if v is not None else []
+    fields = {"user": (s.user.lower(),), "queue": (s.queue.lower(),), "state": states, "host": hosts,
+              "name": (s.name.lower(),), "id": (str(array_id),)}
+    hay = " ".join((str(array_id), g.title(), s.user, s.queue, *g.states(), *hosts)).lower()
     return fields, hay
 
 

@@ -3,7 +3,8 @@
 ``demo_records()`` is a 90-second recording of a small cluster in which every
 colour of the console appears (under, at, above and across reservations, a
 decaying reservation, a multi-host job, pending, done and failed jobs, full,
-closed and unavailable hosts).  ``big_snapshot``/``one_second`` build 1,000
+closed and unavailable hosts); ``jobmodel_records()`` a short one of the job
+model's rows (an array, held, suspended and unknown jobs, dependencies, run limits).  ``big_snapshot``/``one_second`` build 1,000
 hosts x 20,000 jobs and one second of their updates for bench/tui_bench.py.
 Deterministic: fixed times, no randomness.  Regenerate the fixture with
 
@@ -17,6 +18,9 @@ from collections.abc import Callable
 
 import msgspec
 
+from xce.core.arrays import element_id
+from xce.core.jobspec.arrays import parse_lsf_job_name
+from xce.core.jobspec.depend import parse_depend
 from xce.core.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue
 from xce.core.resreq import parse_resreq
 from xce.proto.schema import Event, HostLive, JobSample, Snapshot
@@ -120,6 +124,78 @@ def demo_records(seconds: int = 90) -> list[Record]:
                        for host, f in uses if host == h.name and jobs[jid].state == JobState.RUN]
             used = sum(s.actual for s in samples)
             emit(t + 0.1, live=[HostLive(h.name, h.mem_total - 1 * G - used, t + 0.1)], samples=samples)
+    return out
+
+
+# ---- the job model: arrays, held, suspended and unknown states, dependencies, run limits ------
+
+ARRAY = 20  # the array's id; its elements are element_id(ARRAY, INDEX)
+SCRIPT = "#!/bin/sh\n#BSUB -J limited\n#BSUB -W 10\n#BSUB -R rusage[mem=200M]\nset -e\nfor i in 1 2 3; do\n  ./step $i\ndone\n"
+
+
+def jobmodel_jobs() -> list[Job]:
+    """An array of 8 (6 elements materialised: 2 running, 1 stopped by its user, done, failed,
+    pending; 2 not yet materialised), a job held by its user (PSUSP), one waiting on a
+    dependency and one whose dependency can never be met, one stopped by the system (SSUSP),
+    one whose host went silent (UNKWN), a job script with a run limit, one ended by it."""
+    run, sweep = JobState.RUN, parse_lsf_job_name("sweep[1-8]%4")[1]
+
+    def el(i: int, state: JobState, hosts: tuple[tuple[str, int], ...] = (), start: float | None = None,
+           **kw: object) -> Job:
+        j = job(element_id(ARRAY, i), "sweep", "dave", "rusage[mem=100M]", state, hosts, start, **kw)
+        return msgspec.structs.replace(j, spec=msgspec.structs.replace(j.spec, array=sweep, index=i))
+
+    done = [HostUsage(host="node1", reserved=100 * M, actual=70 * M, peak=80 * M, charged_peak=100 * M)]
+    limited = job(24, "limited", "erin", "rusage[mem=200M]", run, (("node1", 1),), T0 - 30)
+    limited.spec = msgspec.structs.replace(limited.spec, run_limit=600.0, script=SCRIPT, command=["job.sh"])
+    waiting = job(22, "after", "erin", "rusage[mem=100M]", JobState.PEND, held=True,
+                  reason="waiting for done(21): job 21 is PSUSP")
+    waiting.spec = msgspec.structs.replace(waiting.spec, depend=parse_depend("done(21)"))
+    return [
+        el(1, run, (("node1", 1),), T0 - 40), el(2, run, (("node2", 1),), T0 - 40),
+        el(3, JobState.USUSP, (("node1", 1),), T0 - 40),
+        el(4, JobState.DONE, (("node1", 1),), T0 - 100, end_time=T0 - 60, exit_code=0, usage=done),
+        el(5, JobState.EXIT, (("node1", 1),), T0 - 100, end_time=T0 - 50, exit_code=1, usage=done),
+        el(6, JobState.PEND),
+        job(21, "held", "erin", "rusage[mem=100M]", JobState.PSUSP, reason="held by its user (xce stop)"),
+        waiting,
+        job(23, "sysstop", "frank", "rusage[mem=300M]", JobState.SSUSP, (("node2", 1),), T0 - 20),
+        limited,
+        job(25, "lost", "frank", "rusage[mem=100M]", JobState.UNKWN, (("node3", 1),), T0 - 20),
+        job(26, "orphan", "erin", "rusage[mem=100M]", JobState.PEND, held=True,
+            reason="never satisfied: job 10 ended EXIT"),
+        job(27, "timeout", "frank", "rusage[mem=100M]", JobState.EXIT, (("node1", 1),), T0 - 700, end_time=T0 - 100,
+            exit_code=None, signal=15, reason="TERM_RUNLIMIT: job killed after reaching its run limit", usage=done),
+    ]
+
+
+JOBMODEL_USAGE: dict[int, list[tuple[str, Callable[[float], int]]]] = {
+    element_id(ARRAY, 1): [("node1", _ramp((1e9, 60)))], element_id(ARRAY, 2): [("node2", _ramp((1e9, 150)))],
+    element_id(ARRAY, 3): [("node1", _ramp((1e9, 90)))], 23: [("node2", _ramp((1e9, 280)))],
+    24: [("node1", _ramp((1e9, 120)))],
+}
+
+
+def jobmodel_records(seconds: int = 10) -> list[Record]:
+    """A short recording of ``jobmodel_jobs`` on the demo's hosts: heartbeats with samples only."""
+    jobs = jobmodel_jobs()
+    snap = Snapshot(seq=0, epoch=EPOCH, time=T0, jobs=jobs, hosts=DEMO_HOSTS, queues=[Queue(name="normal")],
+                    default_queue="normal", live=[HostLive(h.name, h.mem_total - 2 * G, T0) for h in DEMO_HOSTS[:3]],
+                    samples=[], reasons={}, leader="tcp://127.0.0.1:7700", term=1)
+    out = [Record(T0 - 0.5, "hello", msgspec.Raw(_enc.encode(Hello(cluster="jobmodel", heartbeat=1.0,
+                                                                   source="synth")))),
+           Record(T0 + 0.02, "snapshot", msgspec.Raw(_enc.encode(snap)), 1)]
+    leader = Mirror()
+    leader.apply_snapshot(snap)
+    for k in range(1, seconds + 1):
+        for h in DEMO_HOSTS[:3]:
+            samples = [JobSample(jid, host, f(k), f(k), float(k)) for jid, uses in JOBMODEL_USAGE.items()
+                       for host, f in uses if host == h.name]
+            ev = Event(seq=len(out) - 1, epoch=EPOCH, time=T0 + k + 0.1, samples=samples,
+                       live=[HostLive(h.name, h.mem_total - 1 * G - sum(s.actual for s in samples), T0 + k + 0.1)])
+            leader.apply_event(ev)
+            stamp(leader, ev)
+            out.append(Record(T0 + k + 0.11, "event", msgspec.Raw(_enc.encode(ev)), 1))
     return out
 
 

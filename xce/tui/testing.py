@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from xce.core.model import HistEvent
+from xce.core.views import ArrayView
 from xce.tui.actions import Actions
 from xce.tui.app import XceTop
 from xce.tui.model import ConsoleModel
@@ -51,10 +53,21 @@ def row_text(app: XceTop, table_id: str, key: Any) -> str:
 
 
 class FakeActions:
-    """Stands in for the controller's kill door: answers every id with ``answer`` (or raises it)."""
+    """Stands in for the controller's doors: kill answers every id with ``answer`` (or raises it);
+    hist and arrays give ``history`` and ``summaries`` (or raise ``answer`` if it is an error)."""
 
-    def __init__(self, answer: str | Exception) -> None:
+    def __init__(self, answer: str | Exception, history: list[HistEvent] | None = None,
+                 summaries: list[ArrayView] | None = None) -> None:
         self.answer, self.calls = answer, []
+        self.history, self.summaries = history or [], summaries or []
+
+    def hist(self, job_id: int) -> list[HistEvent]:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.history
+
+    def arrays(self, ids: list[int]) -> list[ArrayView]:
+        return [a for a in self.summaries if a.id in ids]
 
     def kill(self, ids: list[int]) -> dict[int, str]:
         self.calls.append(ids)

@@ -1,0 +1,230 @@
+"""xce-top and the job model: array rows, held/suspended/unknown states, reasons, the job detail.
+
+On ``synth.jobmodel_records()`` (an array of 8, PSUSP, USUSP, SSUSP, UNKWN, a dependency
+waiting and one never met, a job script with a run limit, one ended by it), replayed to its
+end: the pure grouping (ArrayIndex) through events, the columns, Pilot interaction (enter on
+an array lists its elements, escape goes back, ``a`` lists every element), the detail's
+history and array summary through the Actions port, and snapshots in colour and NO_COLOR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from pytest_textual_snapshot import SVGImageExtension
+
+from xce.core.arrays import element_id
+from xce.core.errors import Unavailable
+from xce.core.model import HistEvent, JobState
+from xce.core.views import ArrayView
+from xce.proto.schema import Event
+from xce.tui import fmt, synth
+from xce.tui.arrays import ArrayIndex
+from xce.tui.detail import JobDetailScreen
+from xce.tui.model import ConsoleModel
+from xce.tui.replay import Player
+from xce.tui.rows import RowSet
+from xce.tui.testing import FakeActions, ready, row_text, until
+from xce.tui.testing import replay_app as _replay_app
+
+A = synth.ARRAY
+EL = [element_id(A, i) for i in range(1, 7)]
+HISTORY = [HistEvent(synth.T0 - 35, "submitted", "erin"), HistEvent(synth.T0 - 30, "dispatched", "scheduler", "node1"),
+           HistEvent(synth.T0 - 30, "started", "node1")]
+SUMMARY = ArrayView(id=A, name="sweep", user="dave", queue="normal", indices="1-8", limit=4, elements=8,
+                    counts={"PEND": 3, "RUN": 2, "USUSP": 1, "DONE": 1, "EXIT": 1})
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("jobmodel") / "jobmodel.xcerec"
+    synth.write(str(path), synth.jobmodel_records())
+    return path
+
+
+def played() -> ConsoleModel:
+    m = ConsoleModel()
+    Player(synth.jobmodel_records(), m).to_end()
+    return m
+
+
+def rows(m: ConsoleModel, text: str = "", group: bool = True) -> list[int]:
+    rs = RowSet("jobs", "id", group=group)
+    rs.set_filter(text)
+    rs.update(m, m.take_changes(), synth.T0 + 10)
+    return list(rs.keys)
+
+
+# ---- the pure parts ----------------------------------------------------------------------------
+
+def test_array_rows_replace_their_elements_and_a_filter_lists_them() -> None:
+    m = played()
+    assert rows(m) == [A, 21, 22, 23, 24, 25, 26, 27]               # one row for the array, before the rest
+    assert rows(m, f"array:{A}") == EL                              # its elements, by index
+    assert rows(m, group=False) == [*EL, 21, 22, 23, 24, 25, 26, 27]  # every element, by array and index
+    assert rows(m, "state:ususp") == [A]                            # an array matches its elements' states
+    assert rows(m, "state:psusp") == [21]
+    assert rows(m, "id:20[3]", group=False) == [EL[2]]
+
+
+def test_array_row_counts_and_figures_come_from_its_elements() -> None:
+    m = played()
+    v = m.row_view(A)
+    assert v is not None and v.state == "RUN" and v.name == "sweep[1-8]%4" and v.hosts == ["node1", "node2"]
+    assert v.reason == "1 PEND  1 DONE  2 RUN  1 EXIT  1 USUSP  +2 unseen of 8"
+    active = [m.job_view(j) for j in EL[:3]]                         # RUN, RUN, USUSP: what it holds now
+    assert (v.mem_reserved, v.mem_actual, v.mem_charged) == (sum(a.mem_reserved for a in active),
+                                                             sum(a.mem_actual for a in active),
+                                                             sum(a.mem_charged for a in active))
+    assert m.usage(A)[:4] == (v.mem_reserved, v.mem_actual, v.mem_peak, v.mem_charged)
+
+
+def test_array_index_follows_events() -> None:
+    """An element that moves, one that is materialised and one that is forgotten move the counts;
+    the array's id is marked changed, so its row is filtered and drawn again."""
+    m = played()
+    m.take_changes()
+    e6, e7 = m.job(EL[5]), msgspec.structs.replace(m.job(EL[5]), id=element_id(A, 7))
+    started = msgspec.structs.replace(e6, state=JobState.RUN, start_time=synth.T0 + 11)
+    seq = m.mirror.seq
+    assert m.apply_event(Event(seq=seq + 1, epoch=synth.EPOCH, time=synth.T0 + 11, jobs=[started, e7],
+                               forget=[EL[3]]), synth.T0 + 11)
+    g = m.arrays.get(A)
+    assert g is not None and {s: n for s, n in g.counts.items() if n} == {"RUN": 3, "USUSP": 1, "EXIT": 1, "PEND": 1}
+    assert g.unseen == 2 and A in m.take_changes().hard
+    rebuilt = ArrayIndex()
+    rebuilt.rebuild(m.mirror.jobs)
+    assert {s: n for s, n in rebuilt.groups[A].counts.items() if n} == {s: n for s, n in g.counts.items() if n}
+    assert m.apply_event(Event(seq=seq + 2, epoch=synth.EPOCH, time=synth.T0 + 12,
+                               forget=[j for j in m.arrays.get(A).elements]), synth.T0 + 12)
+    assert A not in m.arrays and A not in rows(m)
+
+
+def test_reasons_say_dependency_suspension_and_run_limit() -> None:
+    m = played()
+    shown = {j: fmt.shown_reason(m.row_view(j), synth.T0) for j in (21, 22, 23, 24, 25, 26, 27, EL[2])}
+    assert shown == {
+        21: "held by its user (xce stop)",
+        22: "waiting for done(21): job 21 is PSUSP",
+        23: "suspended by the system",
+        24: "run limit 10m00s",
+        25: "state unknown: its host stopped reporting",
+        26: "never satisfied: job 10 ended EXIT",
+        27: "TERM_RUNLIMIT: job killed after reaching its run limit",
+        EL[2]: "suspended by its user (xce stop)",
+    }
+    assert fmt.reason_style(m.row_view(26)) == fmt.reason_style(m.row_view(27)) == fmt.NEVER
+    assert fmt.reason_style(m.row_view(22)) == fmt.HELD
+
+
+def test_held_and_suspended_states_differ_without_colour() -> None:
+    """NO_COLOR leaves bold, italic, underline, reverse: each held/stopped state has its own."""
+    def attrs(state: str) -> tuple[Any, ...]:
+        st = fmt.STATE_STYLES[state]
+        return bool(st.bold), bool(st.italic), bool(st.underline), bool(st.reverse)
+    marked = ["PSUSP", "USUSP", "SSUSP", "UNKWN"]
+    assert len({attrs(s) for s in [*marked, "RUN"]}) == len(marked) + 1
+    assert attrs("RUN") == attrs("PEND") == (False, False, False, False)
+    assert len({fmt.STATE_STYLES[s].color for s in [*marked, "RUN", "PEND", "EXIT"]}) == len(marked) + 3
+
+
+# ---- Pilot ---------------------------------------------------------------------------------------
+
+def test_enter_lists_an_arrays_elements_escape_and_a_group_again(recording: Path) -> None:
+    async def go() -> None:
+        app = _replay_app(recording, view="jobs")
+        async with app.run_test(size=(140, 40)) as pilot:
+            await ready(pilot, app)
+            rs = app.screen.query_one("#jobs").rows
+            assert A in rs.keys and not set(EL) & set(rs.keys)
+            assert row_text(app, "jobs", A).lstrip().startswith(f"▸{A}")
+            await pilot.click("#jobs", offset=(3, 0))                 # sort by ID: the array first
+            await pilot.press("home", "enter")
+            assert list(rs.keys) == EL and rs.filter.text == f"array:{A}"
+            assert f"{A}[3]" in row_text(app, "jobs", EL[2]) and "USUSP" in row_text(app, "jobs", EL[2])
+            await pilot.press("escape")
+            assert A in rs.keys and EL[0] not in rs.keys
+            await pilot.press("a")
+            assert set(EL) <= set(rs.keys) and A not in rs.keys
+            assert "every array element listed" in str(app.screen.query_one("#status").render())
+            await pilot.press("a")
+            assert A in rs.keys
+    asyncio.run(go())
+
+
+def detail_text(app: Any, jid: int, part: str = "#jobmodel") -> str:
+    """The text of a part of job ``jid``'s detail once it is on screen ("" until then)."""
+    s = app.screen
+    if not isinstance(s, JobDetailScreen) or s.job_id != jid or not s.query(part):
+        return ""
+    return str(s.query_one(part).render())
+
+
+def test_job_detail_shows_script_limit_dependency_and_history(recording: Path) -> None:
+    async def go() -> None:
+        app = _replay_app(recording, FakeActions("killed", HISTORY, [SUMMARY]), view="jobs")
+        async with app.run_test(size=(140, 50)) as pilot:
+            await ready(pilot, app)
+            app.open_detail("jobs", 24)
+            text = await until(pilot, lambda: "dispatched" in (t := detail_text(app, 24)) and t, what="the history")
+            assert "run limit 10m00s" in text and "#BSUB -W 10" in text and "scheduler" in text
+            assert "(a job script, kept as submitted)" in detail_text(app, 24, "#info")
+            await pilot.press("escape")
+            app.open_detail("jobs", 22)
+            await until(pilot, lambda: "dependency done(21)" in detail_text(app, 22), what="the dependency")
+            await pilot.press("escape")
+            app.open_detail("jobs", EL[2])
+            text = await until(pilot, lambda: "controller counts" in (t := detail_text(app, EL[2])) and t,
+                               what="the array's summary")
+            assert f"element {A}[3] of sweep[1-8]%4" in text and "8 elements" in text and "3 PEND" in text
+    asyncio.run(go())
+
+
+def test_job_detail_says_why_history_is_missing(recording: Path) -> None:
+    async def go() -> None:
+        app = _replay_app(recording, FakeActions(Unavailable("controller unreachable")), view="jobs")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(pilot, app)
+            app.open_detail("jobs", 24)
+            await until(pilot, lambda: "not available: controller unreachable" in detail_text(app, 24),
+                        what="the refusal")
+    asyncio.run(go())
+
+
+# ---- snapshots -----------------------------------------------------------------------------------
+
+@pytest.fixture
+def _snapshots_in_tests_snapshots(monkeypatch: pytest.MonkeyPatch) -> None:
+    def dirname(cls: Any, *, test_location: Any) -> str:
+        return str(Path(test_location.filepath).parent / "snapshots" / test_location.basename)
+    monkeypatch.setattr(SVGImageExtension, "dirname", classmethod(dirname))
+
+
+SNAPS = {
+    "jobs": ("jobs", [], False),
+    "jobs_nocolor": ("jobs", [], True),
+    "array_elements": ("jobs", ["home", "enter"], False),
+    "job_detail": ("jobs", [], False),
+}
+
+
+@pytest.mark.usefixtures("_snapshots_in_tests_snapshots")
+@pytest.mark.parametrize("view", list(SNAPS))
+def test_jobmodel_view(snap_compare, recording: Path, monkeypatch: pytest.MonkeyPatch, view: str) -> None:
+    start, keys, mono = SNAPS[view]
+    if mono:
+        monkeypatch.setenv("NO_COLOR", "1")
+    app = _replay_app(recording, FakeActions("killed", HISTORY, [SUMMARY]), view=start)
+
+    async def settle(pilot) -> None:  # noqa: ANN001
+        await pilot.pause(0.3)
+        if view == "job_detail":
+            app.open_detail("jobs", 24)
+            await until(pilot, lambda: "dispatched" in detail_text(app, 24), what="the history")
+            await pilot.pause(0.2)
+
+    assert snap_compare(app, press=keys, terminal_size=(120, 40), run_before=settle)

@@ -1,0 +1,161 @@
+"""Job arrays in the console: elements grouped under their array, a row per array.
+
+Owns: ``ArrayIndex``, the elements the Mirror holds grouped by array id
+(xce.core.arrays.split_id), with their counts by state kept as events move them,
+and ``ArrayRow``, the row an array shows in the jobs table.  An array row's key is
+the array's own id (a plain job id, never an element's nor another job's), so the
+jobs table's keys stay ints.
+
+What the console sees of an array is what the event stream carries: the elements the
+controller has materialised (xce/core/arrays.py keeps at most a window of pending ones
+as Jobs) and keeps (ended ones until retention forgets them).  The rest of its indices
+are ``unseen``: not yet materialised, or forgotten; the controller's own summary (``xce
+jobs -A``) tells them apart, and the job detail screen asks it.  Memory figures of a
+row are its elements' JobView figures added up (xce.core.views.summed), never derived
+here.  Pure: no Textual, no sockets, no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xce.core.arrays import split_id
+from xce.core.model import Job, JobSpec
+from xce.core.views import Figures, efficiency, summed
+
+# The state an array row shows: its elements' first state in this order (what needs an eye first).
+ROW_STATE_ORDER = ("RUN", "SSUSP", "USUSP", "UNKWN", "PSUSP", "PEND", "EXIT", "DONE")
+# The order of the counts in a row's reason: bjobs -A's columns (NJOBS PEND DONE RUN EXIT SSUSP USUSP PSUSP).
+COUNT_ORDER = ("PEND", "DONE", "RUN", "EXIT", "SSUSP", "USUSP", "PSUSP", "UNKWN")
+
+
+def array_of(jid: int) -> int | None:
+    """The array id of an element; None for any other job."""
+    array_id, index = split_id(jid)
+    return None if index is None else array_id
+
+
+@dataclass(slots=True)
+class ArrayGroup:
+    id: int
+    spec: JobSpec                      # an element's (name, user, queue, indices and %limit are the array's)
+    elements: set[int] = field(default_factory=set)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return self.spec.array.count if self.spec.array is not None else len(self.elements)
+
+    @property
+    def unseen(self) -> int:
+        """Indices the console holds no element of: not yet materialised, or forgotten."""
+        return max(0, self.total - len(self.elements))
+
+    @property
+    def state(self) -> str:
+        return next((s for s in ROW_STATE_ORDER if self.counts.get(s)), "PEND")
+
+    def states(self) -> tuple[str, ...]:
+        return tuple(s for s, n in self.counts.items() if n)
+
+    def title(self) -> str:
+        """``name[1-1000]%50``: the array as bsub -J names it."""
+        a = self.spec.array
+        if a is None:
+            return self.spec.name
+        return f"{self.spec.name}[{a.text()}]" + (f"%{a.limit}" if a.limit is not None else "")
+
+    def counts_text(self) -> str:
+        """``3 RUN  5 PEND  990 DONE  +2 unseen of 1,000``: bjobs -A's counts in a line."""
+        parts = [f"{self.counts[s]} {s}" for s in COUNT_ORDER if self.counts.get(s)]
+        if self.unseen:
+            parts.append(f"+{self.unseen:,} unseen")
+        return "  ".join(parts) + f" of {self.total:,}"
+
+
+class ArrayIndex:
+    """The arrays the Mirror's elements belong to, kept with every hard change."""
+
+    def __init__(self) -> None:
+        self.groups: dict[int, ArrayGroup] = {}
+
+    def __len__(self) -> int:
+        return len(self.groups)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.groups
+
+    def get(self, array_id: int) -> ArrayGroup | None:
+        return self.groups.get(array_id)
+
+    def rebuild(self, jobs: dict[int, Job]) -> None:
+        self.groups = {}
+        for jid, job in jobs.items():
+            if array_of(jid) is not None:
+                self.moved(jid, None, job)
+
+    def elements(self) -> int:
+        return sum(len(g.elements) for g in self.groups.values())
+
+    def moved(self, jid: int, old: str | None, job: Job | None) -> int | None:
+        """Element ``jid`` went from state ``old`` (None: new) to ``job``'s (None: forgotten).
+
+        Returns its array id (None for a job that is not an element)."""
+        array_id = array_of(jid)
+        if array_id is None:
+            return None
+        g = self.groups.get(array_id)
+        if g is None:
+            if job is None:
+                return array_id
+            g = self.groups[array_id] = ArrayGroup(array_id, job.spec)
+        if old is not None and jid in g.elements:
+            g.counts[old] -= 1
+        if job is None:
+            g.elements.discard(jid)
+            if not g.elements:
+                del self.groups[array_id]
+            return array_id
+        g.elements.add(jid)
+        new = job.state.value
+        g.counts[new] = g.counts.get(new, 0) + 1
+        return array_id
+
+
+@dataclass(slots=True)
+class ArrayRow:
+    """What an array's row shows: the attributes the job columns read of a JobView."""
+
+    id: int
+    name: str
+    user: str
+    queue: str
+    state: str
+    hosts: list[str]
+    slots: int
+    mem_reserved: int
+    mem_actual: int | None
+    mem_peak: int
+    mem_charged: int
+    efficiency: float | None
+    start_time: float | None
+    end_time: float | None
+    reason: str
+    group: ArrayGroup
+
+
+def array_row(g: ArrayGroup, jobs: dict[int, Job], figures: list[Figures]) -> ArrayRow:
+    """The row of ``g``.  ``figures``: the (reserved, actual, peak, charged) of its active elements
+    (RUN, suspended, UNKWN: what the array holds now), read from their views."""
+    members = [jobs[j] for j in g.elements if j in jobs]
+    running = [j for j in members if j.allocs and j.end_time is None]
+    hosts = sorted({a.host for j in running for a in j.allocs})
+    starts = [j.start_time for j in members if j.start_time is not None]
+    ended = bool(members) and all(j.end_time is not None for j in members) and not g.unseen
+    reserved, actual, peak, charged = summed(figures)
+    return ArrayRow(id=g.id, name=g.title(), user=g.spec.user, queue=g.spec.queue, state=g.state, hosts=hosts,
+                    slots=sum(j.spec.slots for j in running), mem_reserved=reserved, mem_actual=actual,
+                    mem_peak=peak, mem_charged=charged, efficiency=efficiency(peak, reserved),
+                    start_time=min(starts) if starts else None,
+                    end_time=max(j.end_time or 0.0 for j in members) if ended else None,
+                    reason=g.counts_text(), group=g)
