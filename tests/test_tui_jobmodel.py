@@ -10,6 +10,8 @@ history and array summary through the Actions port, and snapshots in colour and 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +77,7 @@ def test_array_row_counts_and_figures_come_from_its_elements() -> None:
     m = played()
     v = m.row_view(A)
     assert v is not None and v.state == "RUN" and v.name == "sweep[1-8]%4" and v.hosts == ["node1", "node2"]
-    assert v.reason == "1 PEND  1 DONE  2 RUN  1 EXIT  1 USUSP  +2 unseen of 8"
+    assert v.reason == "2 RUN 1 USUSP 1 PEND 1 EXIT 1 DONE +2 unseen of 8"
     active = [m.job_view(j) for j in EL[:3]]                         # RUN, RUN, USUSP: what it holds now
     assert (v.mem_reserved, v.mem_actual, v.mem_charged) == (sum(a.mem_reserved for a in active),
                                                              sum(a.mem_actual for a in active),
@@ -134,6 +136,28 @@ def test_held_and_suspended_states_differ_without_colour() -> None:
 
 # ---- Pilot ---------------------------------------------------------------------------------------
 
+DEMO = Path(__file__).parent / "fixtures" / "demo.xcerec"
+
+
+def test_no_color_renders_the_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NO_COLOR (Textual's monochrome filter) once crashed the table's painting on an unstyled
+    segment: every row and the screen stayed blank.  Both views paint their rows."""
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    async def go() -> None:
+        app = _replay_app(DEMO, view="jobs")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await ready(pilot, app)
+            assert app.no_color
+            await pilot.pause(0.1)
+            shot = app.export_screenshot()
+            assert "waiting" in shot and "alice" in shot        # job rows
+            await pilot.press("tab")
+            await pilot.pause(0.1)
+            assert "node4" in app.export_screenshot()            # host rows
+    asyncio.run(go())
+
+
 def test_enter_lists_an_arrays_elements_escape_and_a_group_again(recording: Path) -> None:
     async def go() -> None:
         app = _replay_app(recording, view="jobs")
@@ -171,16 +195,18 @@ def test_job_detail_shows_script_limit_dependency_and_history(recording: Path) -
             await ready(pilot, app)
             app.open_detail("jobs", 24)
             text = await until(pilot, lambda: "dispatched" in (t := detail_text(app, 24)) and t, what="the history")
-            assert "run limit 10m00s" in text and "#BSUB -W 10" in text and "scheduler" in text
-            assert "(a job script, kept as submitted)" in detail_text(app, 24, "#info")
+            info = detail_text(app, 24, "#info")
+            assert "#BSUB -W 10" in text and "scheduler" in text and "run limit 10m00s" in info
+            assert "(a job script, kept as submitted)" in info
             await pilot.press("escape")
             app.open_detail("jobs", 22)
-            await until(pilot, lambda: "dependency done(21)" in detail_text(app, 22), what="the dependency")
+            await until(pilot, lambda: "dependency done(21)" in detail_text(app, 22, "#info"), what="the dependency")
             await pilot.press("escape")
             app.open_detail("jobs", EL[2])
             text = await until(pilot, lambda: "controller counts" in (t := detail_text(app, EL[2])) and t,
                                what="the array's summary")
-            assert f"element {A}[3] of sweep[1-8]%4" in text and "8 elements" in text and "3 PEND" in text
+            assert "8 elements" in text and "3 PEND" in text
+            assert f"element {A}[3] of array sweep[1-8]%4" in detail_text(app, EL[2], "#info")
     asyncio.run(go())
 
 
@@ -212,7 +238,17 @@ SNAPS = {
 }
 
 
-@pytest.mark.usefixtures("_snapshots_in_tests_snapshots")
+@pytest.fixture
+def _utc(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The history shows local times: UTC here, whatever the machine's zone."""
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("_snapshots_in_tests_snapshots", "_utc")
 @pytest.mark.parametrize("view", list(SNAPS))
 def test_jobmodel_view(snap_compare, recording: Path, monkeypatch: pytest.MonkeyPatch, view: str) -> None:
     start, keys, mono = SNAPS[view]

@@ -25,8 +25,8 @@ from xce.core.views import Figures, efficiency, summed
 
 # The state an array row shows: its elements' first state in this order (what needs an eye first).
 ROW_STATE_ORDER = ("RUN", "SSUSP", "USUSP", "UNKWN", "PSUSP", "PEND", "EXIT", "DONE")
-# The order of the counts in a row's reason: bjobs -A's columns (NJOBS PEND DONE RUN EXIT SSUSP USUSP PSUSP).
-COUNT_ORDER = ("PEND", "DONE", "RUN", "EXIT", "SSUSP", "USUSP", "PSUSP", "UNKWN")
+# The counts in a row's reason, in the same order: what needs an eye first survives a narrow REASON column.
+COUNT_ORDER = ROW_STATE_ORDER
 
 
 def array_of(jid: int) -> int | None:
@@ -66,11 +66,11 @@ class ArrayGroup:
         return f"{self.spec.name}[{a.text()}]" + (f"%{a.limit}" if a.limit is not None else "")
 
     def counts_text(self) -> str:
-        """``3 RUN  5 PEND  990 DONE  +2 unseen of 1,000``: bjobs -A's counts in a line."""
+        """``3 RUN 5 PEND 990 DONE +2 unseen of 1,000``: bjobs -A's counts in a line, active states first."""
         parts = [f"{self.counts[s]} {s}" for s in COUNT_ORDER if self.counts.get(s)]
         if self.unseen:
             parts.append(f"+{self.unseen:,} unseen")
-        return "  ".join(parts) + f" of {self.total:,}"
+        return " ".join(parts) + f" of {self.total:,}"
 
 
 class ArrayIndex:

@@ -63,8 +63,8 @@ def _state_cell(state: str) -> Cell:
 
 
 def _id_cell(v: Any, now: float) -> Cell:
-    """``12[3]`` for an element (as xce jobs writes it), ``▸12[]`` for an array's row, else the id."""
-    return f"▸{v.id}[]" if isinstance(v, ArrayRow) else element_text(v.id)
+    """``12[3]`` for an element (as xce jobs writes it), ``▸12`` for an array's row, else the id."""
+    return f"▸{v.id}" if isinstance(v, ArrayRow) else element_text(v.id)
 
 
 def _id_key(m: ConsoleModel, k: int) -> tuple[int, int]:

@@ -28,7 +28,7 @@ from xce.core.accounting import reserved_in_force
 from xce.core.arrays import element_text, split_id
 from xce.core.errors import XceError
 from xce.core.model import HistEvent
-from xce.core.views import ArrayView
+from xce.core.views import ArrayView, JobView
 from xce.replica.live import mem_decay
 from xce.tui import fmt
 from xce.tui.actions import Actions
@@ -63,9 +63,23 @@ def job_info(m: ConsoleModel, jid: int, now: float) -> Text:
              f"  efficiency {fmt.pct(v.efficiency)}  run time {fmt.dur(fmt.run_time(v, now))}\n")
     if v.exit_code is not None or v.signal is not None:
         t.append(f"exit code {v.exit_code}  signal {v.signal}\n")
+    t.append_text(job_model_line(m, jid, v))
     t.append("reason: ", "bold")
     why = fmt.shown_reason(v, now)
     t.append(why or "-", fmt.reason_style(v) or ("yellow" if why else ""))
+    return t
+
+
+def job_model_line(m: ConsoleModel, jid: int, v: JobView) -> Text:
+    """Its array, dependency, run limit and priority (bjobs -l's lines), when it has any."""
+    t = Text()
+    array_id, index = split_id(jid)
+    if index is not None:
+        g = m.arrays.get(array_id)
+        t.append(f"element {element_text(jid)} of array {g.title() if g else array_id}")
+        t.append(f"  ({g.counts_text()} seen)\n" if g else "\n")
+    if v.depend or v.run_limit is not None or v.priority:
+        t.append(f"dependency {v.depend or '-'}  run limit {fmt.dur(v.run_limit)}  priority {v.priority}\n")
     return t
 
 
@@ -73,28 +87,17 @@ SCRIPT_LINES = 8  # of a job script shown in its detail (the rest: xce jobs -l, 
 
 
 def job_model_info(m: ConsoleModel, jid: int, facts: JobFacts) -> Text:
-    """The job model's part of a job's detail: array, dependency, run limit, priority, the script's
-    first lines, and what the controller said of its history and its array (fetched on opening)."""
+    """Below the plot: the script's first lines, and what the controller said of the job's history
+    and its array (asked when the screen opened)."""
     v, job = m.job_view(jid), m.job(jid)
     t = Text()
     if v is None or job is None:
         return t
     array_id, index = split_id(jid)
-    if index is not None:
-        g = m.arrays.get(array_id)
+    for a in facts.arrays if index is not None else ():
         t.append("array ", "bold")
-        t.append(f"element {element_text(jid)} of {g.title() if g else array_id}")
-        t.append(f"   {g.counts_text()} (as the console sees them)" if g else "")
-        t.append("\n")
-        for a in facts.arrays:
-            t.append(f"      the controller counts: {a.elements:,} elements  " +
-                     "  ".join(f"{n} {s}" for s, n in sorted(a.counts.items())) + ("  (held)" if a.held else "") + "\n")
-    t.append("dependency ", "bold")
-    t.append(f"{v.depend or '-'}   ")
-    t.append("run limit ", "bold")
-    t.append(f"{fmt.dur(v.run_limit)}   ")
-    t.append("priority ", "bold")
-    t.append(f"{v.priority}   cwd {v.cwd or '-'}\n")
+        t.append(f"the controller counts {a.elements:,} elements: " +
+                 " ".join(f"{n} {s}" for s, n in sorted(a.counts.items())) + ("  (held)" if a.held else "") + "\n")
     if job.spec.script:
         lines = job.spec.script.splitlines()
         t.append("script", "bold")

@@ -33,6 +33,7 @@ HEADER = Style(bold=True, bgcolor="grey23")
 SORTED = Style(bold=True, bgcolor="grey23", color="bright_white", underline=True)
 CURSOR = Style(reverse=True)
 GREY = Style(dim=True, color="bright_black")
+PLAIN = Style.null()
 
 
 class RowTable(ScrollView, can_focus=True):
@@ -222,9 +223,13 @@ class RowTable(ScrollView, can_focus=True):
         width = self.size.width
         filters = self.get_line_filters()
         _, background = self.background_colors
+        # NO_COLOR's monochrome filter reads every segment's style; blank and padded cells have none.
+        styled = self.app.no_color
         strips = []
         for y in crop.line_range:
             strip = self.render_line(y).adjust_cell_length(width)
+            if styled:
+                strip = Strip([Segment(t, st or PLAIN, c) for t, st, c in strip], strip.cell_length)
             for line_filter in filters:
                 strip = strip.apply_filter(line_filter, background)
             strips.append(strip)
