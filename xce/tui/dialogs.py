@@ -14,10 +14,11 @@ from xce.tui import fmt
 KEYS = (
     ("tab", "switch between the hosts and jobs views"),
     ("↑ ↓ PgUp PgDn Home End", "move the cursor"),
-    ("enter / double-click", "open the detail of the host or job"),
+    ("enter / double-click", "open the detail (on an array ▸: list its elements)"),
+    ("a", "jobs: one row per array ⇄ every element"),
     ("s / S", "sort by the next / previous column (or click a column title)"),
     ("r", "reverse the sort"),
-    ("/", "filter: user: queue: state: host: name: id: or free text; ! inverts"),
+    ("/", "filter: user: queue: state: host: name: id: array: text; ! inverts"),
     ("k", "kill the selected job (asks first)"),
     ("p", "pause / resume updates (and the replay)"),
     ("+ - .", "replay: faster, slower, step one message"),
@@ -43,6 +44,12 @@ def help_text() -> Text:
                             (fmt.DEAD, "■", "ended job, unavailable host")):
         t.append(f"  {ch * 3} ", style)
         t.append(f"{what}\n")
+    t.append("\nStopped  ", "bold")
+    for state, what in (("PSUSP", "held"), ("USUSP", "by its user"), ("SSUSP", "by the system"),
+                        ("UNKWN", "host silent")):
+        t.append(state, fmt.STATE_STYLES[state])
+        t.append(f" {what}  ")
+    t.append("\n")
     t.append("\nFilter examples: ", "bold")
     t.append("user:alice state:RUN   !state:DONE   host:node1 oom   ! queue:normal")
     return t

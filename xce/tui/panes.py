@@ -72,6 +72,6 @@ def status_text(table: RowTable, paused_note: str = "") -> str:
         parts.append(f"on {rs.base.text}")
     if rs.filter.active:
         parts.append(f"filter: {rs.filter.text}")
-    if rs.kind == "jobs" and not rs.group:
+    if rs.kind == "jobs" and not rs.group and not rs.base.active:  # toggled off (a host's jobs never group)
         parts.append("every array element listed (a: one row per array)")
     return " · ".join(parts) + (f"  {paused_note}" if paused_note else "")
