@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from xce.core import accounting
+from xce.core.arrays import SHIFT
 from xce.core.accounting import HostTotals
 from xce.core.model import ACTIVE, Job, JobSpec
 from xce.core.views import HostView, JobView, efficiency, host_state, live_figures
@@ -220,10 +221,10 @@ class ConsoleModel:
         jobs, arrays = self.mirror.jobs, self.arrays
         for jid, old, new in moves:
             self.totals.job_moved(old, new)
-            array_id = arrays.moved(jid, old, jobs.get(jid) if new is not None else None)
-            if array_id is not None:  # an element: its array's row changed too
-                ch.hard.add(array_id)
-                ch.jobs.add(array_id)
+            if jid >> SHIFT:  # an element: its array's row changed too
+                array_id = arrays.moved(jid, old, jobs.get(jid) if new is not None else None)
+                ch.hard.add(array_id)  # type: ignore[arg-type]
+                ch.jobs.add(array_id)  # type: ignore[arg-type]
         for jid in [*(j.id for j in ev.jobs), *ev.forget, *ev.reasons]:
             ch.hard.add(jid)
             ch.jobs.add(jid)
