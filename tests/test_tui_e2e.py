@@ -97,3 +97,44 @@ def test_reconnects_after_the_controller_is_stopped_and_started(cluster: Cluster
             assert not app.screen.query_one("#jobs").greyed
             assert m.snapshots >= 2
     run(go())
+
+
+def test_an_array_groups_its_elements_and_a_stopped_one_shows_its_history(cluster: Cluster) -> None:
+    """The job model through the real doors: an array's row with its counts, Enter lists its
+    elements, a stopped element is USUSP with its reason, and its detail has the controller's
+    history (HIST through ClientActions)."""
+    from xce.core.arrays import element_id
+    from xce.core.jobspec.arrays import parse_lsf_job_name
+    from xce.tui.detail import JobDetailScreen
+
+    async def go() -> None:
+        app = live_app(cluster.state_dir)
+        m, c = app.model, cluster.client
+        async with app.run_test(size=(140, 40)) as pilot:
+            await until(pilot, lambda: m.synced and m.link == "live" and m.mirror.hosts, 20, "the console to sync")
+            name, arr = parse_lsf_job_name("tops[1-2]")
+            aid = c.submit(["sleep", "60"], resreq="rusage[mem=10M]", name=name, array=arr)
+            first = element_id(aid, 1)
+            rows = app.screen.query_one("#jobs").rows
+            try:
+                await until(pilot, lambda: aid in rows.keys and "2 RUN" in row_text(app, "jobs", aid), 30,
+                            "the array's row with both elements running")
+                assert first not in rows.keys and "tops[1-2]" in row_text(app, "jobs", aid)
+                c.stop([first])
+                await until(pilot, lambda: "1 USUSP" in row_text(app, "jobs", aid), 20, "the stop in the counts")
+                app.screen.query_one("#jobs").move_to(list(rows.keys).index(aid))
+                await pilot.press("enter")
+                await until(pilot, lambda: first in rows.keys, 5, "the array's elements listed")
+                assert "suspended by its user" in row_text(app, "jobs", first)
+                app.open_detail("jobs", first)
+
+                def history() -> str:
+                    s = app.screen
+                    ok = isinstance(s, JobDetailScreen) and s.query("#jobmodel")
+                    return str(s.query_one("#jobmodel").render()) if ok else ""
+                await until(pilot, lambda: "suspended" in history() and "dispatched" in history(), 20,
+                            "the controller's history in the detail")
+                assert "the controller counts 2 elements" in history()
+            finally:
+                c.kill([aid])
+    run(go())

@@ -27,6 +27,7 @@ from xce.proto.schema import Event
 from xce.tui import fmt, synth
 from xce.tui.arrays import ArrayIndex
 from xce.tui.detail import JobDetailScreen
+from xce.tui.dialogs import ConfirmKill
 from xce.tui.model import ConsoleModel
 from xce.tui.replay import Player
 from xce.tui.rows import RowSet
@@ -264,3 +265,19 @@ def test_jobmodel_view(snap_compare, recording: Path, monkeypatch: pytest.Monkey
             await pilot.pause(0.2)
 
     assert snap_compare(app, press=keys, terminal_size=(120, 40), run_before=settle)
+
+
+def test_kill_on_an_arrays_row_asks_for_the_whole_array(recording: Path) -> None:
+    async def go() -> None:
+        actions = FakeActions("kill requested")
+        app = _replay_app(recording, actions, view="jobs")
+        async with app.run_test(size=(140, 40)) as pilot:
+            await ready(pilot, app)
+            table = app.screen.query_one("#jobs")
+            table.move_to(list(table.rows.keys).index(A))
+            await pilot.press("k")
+            dialog = await until(pilot, lambda: isinstance(app.screen, ConfirmKill) and app.screen)
+            assert "the whole array sweep[1-8]%4" in dialog.what and "2 RUN" in dialog.what
+            await pilot.press("y")
+            await until(pilot, lambda: actions.calls == [[A]], what="the kill of the array's id")
+    asyncio.run(go())
