@@ -26,6 +26,7 @@ from xce.core.views import ArrayView
 from xce.proto.schema import Event
 from xce.tui import fmt, synth
 from xce.tui.arrays import ArrayIndex
+from xce.tui.commands import console_commands
 from xce.tui.detail import JobDetailScreen
 from xce.tui.dialogs import ConfirmKill
 from xce.tui.model import ConsoleModel
@@ -178,6 +179,10 @@ def test_enter_lists_an_arrays_elements_escape_and_a_group_again(recording: Path
             assert "every array element listed" in str(app.screen.query_one("#status").render())
             await pilot.press("a")
             assert A in rs.keys
+            palette = next(c for c in console_commands(app) if c.title.startswith("Arrays"))
+            palette.callback()                                         # the same from the palette
+            await pilot.pause()
+            assert not rs.group and EL[0] in rs.keys
     asyncio.run(go())
 
 

@@ -91,23 +91,20 @@ class ArrayIndex:
     def rebuild(self, jobs: dict[int, Job]) -> None:
         self.groups = {}
         for jid, job in jobs.items():
-            if array_of(jid) is not None:
-                self.moved(jid, None, job)
+            array_id = array_of(jid)
+            if array_id is not None:
+                self.moved(array_id, jid, None, job)
 
     def elements(self) -> int:
         return sum(len(g.elements) for g in self.groups.values())
 
-    def moved(self, jid: int, old: str | None, job: Job | None) -> int | None:
-        """Element ``jid`` went from state ``old`` (None: new) to ``job``'s (None: forgotten).
-
-        Returns its array id (None for a job that is not an element)."""
-        array_id = array_of(jid)
-        if array_id is None:
-            return None
+    def moved(self, array_id: int, jid: int, old: str | None, job: Job | None) -> None:
+        """Element ``jid`` of array ``array_id`` went from state ``old`` (None: new) to ``job``'s
+        (None: forgotten)."""
         g = self.groups.get(array_id)
         if g is None:
             if job is None:
-                return array_id
+                return
             g = self.groups[array_id] = ArrayGroup(array_id, job.spec)
         if old is not None and jid in g.elements:
             g.counts[old] -= 1
@@ -115,11 +112,10 @@ class ArrayIndex:
             g.elements.discard(jid)
             if not g.elements:
                 del self.groups[array_id]
-            return array_id
+            return
         g.elements.add(jid)
         new = job.state.value
         g.counts[new] = g.counts.get(new, 0) + 1
-        return array_id
 
 
 @dataclass(slots=True)

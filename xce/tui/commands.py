@@ -20,6 +20,8 @@ def console_commands(app: XceTop) -> Iterator[SystemCommand]:
     yield SystemCommand("Filter", "filter the current table (/)", lambda: app.table_action("filter"))
     yield SystemCommand("Clear filter", "show every row", lambda: app.table_action("clear"))
     yield SystemCommand("Reverse sort", "reverse the current sort (r)", lambda: app.table_action("reverse"))
+    yield SystemCommand("Arrays: group / list elements", "jobs view: one row per array ⇄ every element (a)",
+                        lambda: (app.show_view("jobs"), app.main_screen().action_group()))
     yield SystemCommand("Kill job", "kill the selected job, after a confirmation (k)", app.action_kill)
     yield SystemCommand("Pause / resume", "freeze or resume the display (p)", app.action_pause)
     yield SystemCommand("Help", "keys and colours (?)", app.action_help)

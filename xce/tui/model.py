@@ -21,8 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from xce.core import accounting
-from xce.core.arrays import SHIFT
 from xce.core.accounting import HostTotals
+from xce.core.arrays import SHIFT
 from xce.core.model import ACTIVE, Job, JobSpec
 from xce.core.views import HostView, JobView, efficiency, host_state, live_figures
 from xce.proto import schema as S
@@ -221,10 +221,11 @@ class ConsoleModel:
         jobs, arrays = self.mirror.jobs, self.arrays
         for jid, old, new in moves:
             self.totals.job_moved(old, new)
-            if jid >> SHIFT:  # an element: its array's row changed too
-                array_id = arrays.moved(jid, old, jobs.get(jid) if new is not None else None)
-                ch.hard.add(array_id)  # type: ignore[arg-type]
-                ch.jobs.add(array_id)  # type: ignore[arg-type]
+            array_id = jid >> SHIFT  # an element's array (xce.core.arrays.element_id); 0 for a plain job
+            if array_id:  # its array's row changed too
+                arrays.moved(array_id, jid, old, jobs.get(jid) if new is not None else None)
+                ch.hard.add(array_id)
+                ch.jobs.add(array_id)
         for jid in [*(j.id for j in ev.jobs), *ev.forget, *ev.reasons]:
             ch.hard.add(jid)
             ch.jobs.add(jid)
