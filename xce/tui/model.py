@@ -24,7 +24,7 @@ from xce.core import accounting
 from xce.core.accounting import HostTotals
 from xce.core.arrays import SHIFT
 from xce.core.model import ACTIVE, Job, JobSpec
-from xce.core.views import HostView, JobView, efficiency, host_state, live_figures
+from xce.core.views import Figures, HostView, JobView, efficiency, host_state, live_figures
 from xce.proto import schema as S
 from xce.proto.schema import Event, Snapshot
 from xce.replica.live import columns, event_samples
@@ -388,13 +388,24 @@ class ConsoleModel:
         g = self.arrays.get(key)
         if g is None:
             return None
-        return array_row(g, self.mirror.jobs, [self.usage(j)[:4] for j in self._active_elements(key)])
+        return array_row(g, self.mirror.jobs, self._array_figures(g.elements))
 
-    def _active_elements(self, array_id: int) -> list[int]:
-        g, jobs = self.arrays.get(array_id), self.mirror.jobs
-        if g is None:
-            return []
-        return [j for j in g.elements if j in jobs and jobs[j].state in ACTIVE]
+    def _array_figures(self, elements: Iterable[int]) -> list[Figures]:
+        """The (reserved, actual, peak, charged) that add up to the live elements' JobView figures:
+        their accounts (kept batches settled per host, not per element), or the view of one without."""
+        jobs, by_job, kept = self.mirror.jobs, self.mirror.live.ledger.by_job, self.kept
+        live = [jobs[j] for j in elements if j in jobs and jobs[j].state in ACTIVE]
+        if kept:
+            for host in {a.host for job in live for a in job.allocs}:
+                kept.flush(host)
+        out: list[Figures] = []
+        for job in live:
+            accs = by_job.get(job.id)
+            if accs:
+                out.extend((a.reserved, a.actual, a.peak, a.charged) for a in accs)
+            else:
+                out.append(self.usage(job.id)[:4])
+        return out
 
     def row_spec(self, key: int) -> JobSpec:
         """The spec a row sorts and filters by: the job's, or an array element's (its array's fields)."""
