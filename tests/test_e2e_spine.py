@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 
-from conftest import Cluster, wait_for
+from conftest import Cluster, local_cluster, wait_for
 
 MB = 1024 * 1024
 ENV = dict(os.environ)  # jobs run python with xce importable, as a bsub-like submit would
@@ -130,7 +130,15 @@ def test_stopped_worker_makes_host_unavail_and_jobs_follow_queue_policy(cluster2
     c.kill([rerun])
 
 
-def test_restarted_worker_reattaches_to_running_job(cluster2: Cluster, tmp_path: Path) -> None:
+def test_restarted_worker_reattaches_to_running_job(tmp_path: Path) -> None:
+    # 1 s heartbeats: the host is lost only after 9 s of silence, longer than a loaded machine
+    # takes to restart a worker (with 0.5 s it was lost first, now and then, under load).
+    with local_cluster(tmp_path, "--hosts", "2", "--slots-per-host", "2", "--mem-per-host", "2G",
+                       "--heartbeat", "1") as cluster2:
+        _reattach(cluster2, tmp_path)
+
+
+def _reattach(cluster2: Cluster, tmp_path: Path) -> None:
     c = cluster2.client
     marker = tmp_path / "runs"
     jid = c.submit(["sh", "-c", f"echo started >> {marker}; sleep 4; exit 7"],

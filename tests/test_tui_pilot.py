@@ -249,8 +249,12 @@ def test_hidden_tables_catch_up_when_shown() -> None:
             hosts.rows.set_sort("mem_actual")                    # a usage column: moves with samples
             start = app.player.i
             await until(pilot, lambda: app.player.i > start + 20, what="the replay to go on")
+            # Held still while we compare: at x10 a record could land between the switch and the
+            # comparison, and the comparison would then race the next redraw, not test the switch.
+            app.player.paused = True
             await pilot.press("tab")                             # to hosts: re-read at once
             assert main.table() is hosts and list(hosts.rows.keys) == fresh(app, "hosts", "mem_actual")
+            app.player.paused = False
             await pilot.press("tab", "enter")                    # a job's detail over the jobs table
             assert type(app.screen).__name__ == "JobDetailScreen"
             mark = app.player.i
