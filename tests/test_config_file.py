@@ -16,12 +16,14 @@ import pytest
 
 from xce.core.errors import ConfigError
 from xce.site.config import (
+    reclaim_queue,
     BackfillConf,
     ClusterConf,
     Config,
     ControllerConf,
     FairshareConf,
     QueueConf,
+    ReclaimConf,
     ResourceConf,
     SchedulerConf,
     WorkerConf,
@@ -36,7 +38,8 @@ EXAMPLE_RESOURCES = {"example_lic": ResourceConf(kind="virtual", scope="cluster"
 # Config fields that are not settings: ``source`` is filled in by the loader with the file's path.
 NOT_SETTINGS = {"source"}
 SECTIONS = {"cluster": ClusterConf, "controller": ControllerConf, "scheduler": SchedulerConf,
-            "worker": WorkerConf, "fairshare": FairshareConf, "backfill": BackfillConf}
+            "worker": WorkerConf, "fairshare": FairshareConf, "backfill": BackfillConf,
+            "reclaim": ReclaimConf}
 TABLES = {"queues": QueueConf, "resources": ResourceConf}
 
 
@@ -51,7 +54,7 @@ def test_file_loads_and_equals_the_defaults_but_for_the_example():
     # Spelled out, so a change of default in xce/site/config.py points here.
     for name in SECTIONS:
         assert getattr(cfg, name) == getattr(Config(), name), name
-    assert cfg.queues == Config().queues == {"normal": QueueConf(default=True)}
+    assert cfg.queues == Config().queues == {"normal": QueueConf(default=True), "reclaim": reclaim_queue()}
     assert cfg.default_queue() == "normal"
     assert Config().resources == {}
     assert cfg.resources == EXAMPLE_RESOURCES

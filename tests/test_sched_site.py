@@ -19,7 +19,7 @@ BAD = [
     ({"fairshare": {"mem_weight": -1}}, "key fairshare.mem_weight: must be >= 0"),
     ({"fairshare": {"tree": {"members": {"a": 0}}}}, "key fairshare.tree.members.a: shares must be >= 1"),
     ({"fairshare": {"tree": {"members": {"g": {"by": "team"}}}}}, "key fairshare.tree.members.g.by: must be"),
-    ({"fairshare": {"queues": {"nope": {}}}}, "key fairshare.queues.nope: no such queue (queues: normal)"),
+    ({"fairshare": {"queues": {"nope": {}}}}, "key fairshare.queues.nope: no such queue (queues: normal, reclaim)"),
     ({"fairshare": {"tree": {"colour": 1}}}, "key fairshare.tree: Object contains unknown field `colour`"),
     ({"backfill": {"mode": "aggressive"}}, "key backfill.mode: must be 'off', 'easy' or 'conservative'"),
     ({"backfill": {"depth": 0}}, "key backfill.depth: must be >= 1"),

@@ -555,7 +555,8 @@ FULL_SPEC = JobSpec(command=["python", "-c", "pass"], name="full", user="ann", q
                     resreq=FULL_REQ.text, mem_limit=3 * G, cwd="/scratch/ann", env={"OMP_NUM_THREADS": "2"},
                     stdout="out.%J", stderr="err.%J", rerunnable=True, priority=5,
                     run_limit=600.0, run_estimate=300.0, project="climate", group="geo",
-                    stdout_overwrite=True, stderr_overwrite=True, submit_host="login1", script="#!/bin/sh\ntrue\n")
+                    stdout_overwrite=True, stderr_overwrite=True, submit_host="login1", script="#!/bin/sh\ntrue\n",
+                    reclaim=True)
 
 
 def full_state() -> ClusterState:
@@ -566,7 +567,8 @@ def full_state() -> ClusterState:
                                  virtual={"gpu": 2}, **kw)
     cmds: list[Cmd] = [
         SetQueues(time=T0, queues=[Queue(name="re", priority=70, rerunnable=True, description="reruns",
-                                         run_limit_default=300.0, run_limit_max=3600.0, dep_never="kill")],
+                                         run_limit_default=300.0, run_limit_max=3600.0, dep_never="kill",
+                                         reclaimable=True, reclaim_policy="suspend")],
                   default_queue="re"),
         *[RegisterHost(time=T0, host=mk(n)) for n in ("n1", "n2", "n3")],
         Submit(time=T0 + 1, specs=[FULL_SPEC], reqs=[FULL_REQ], key="k1"),

@@ -13,8 +13,21 @@ Other batch systems' memory views, for the simulator's side-by-side policies
     flat (Slurm, PBS, Kubernetes): capacity(host)     - sum(reserved of jobs on host)
     lsf:                           os_available(host) - sum(reserved of jobs on host)
 
-Memory pressure (the worker's MEMPRESSURE kill) takes the job furthest above its
-reservation in force, never one within it: ``pressure_victim``.
+Reclaimable memory (docs/accounting.md "Reclaimable memory"): the slack a settled job has
+never used even at its peak, less a safety margin, lent to jobs that accept reclamation::
+
+    settled(job)        = run time >= min_run  and  no peak rise (past PEAK_STEP) for window
+    lendable(job)       = max(0, slack(reserved, peak) - margin x reserved)     # settled, not reclaiming
+    reclaimable(host)   = sum(lendable of the settled jobs on host)             # <= sum(slack)
+    reclaim_room(host)  = available_for_scheduling(host) + reclaimable(host)   # what a reclaiming job may take
+
+A reclaiming job is charged like any other (its reservation is slack until it reports), so
+the room falls as it is placed; a room below 0 (an owner grew, its peak rose and it is no
+longer settled; or a reclaiming job outgrew its reservation) sends reclaiming jobs away.
+
+Memory pressure (the worker's MEMPRESSURE kill, the controller's reclaim) takes a reclaiming
+job first, then the job furthest above its reservation in force, never one within it:
+``pressure_victim``.
 
 For virtual resources (slots, licences): available = total - sum(allocated).
 
@@ -27,7 +40,7 @@ The module does no I/O and reads no clock: ``now`` is always a parameter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from operator import gt, sub
@@ -67,15 +80,56 @@ def reserved_in_force(amount: int, duration_s: int | None, decay: bool, start: f
     return int(amount * (duration_s - elapsed) / duration_s)
 
 
-def pressure_victim(overages: Iterable[tuple[K, int]]) -> K | None:
-    """The MEMPRESSURE victim: the key with the largest positive overage (actual minus the
-    reservation in force), the first one on a tie; None when every job is within its
-    reservation (the promise made to them is kept).  The worker and the simulator both ask it."""
+def pressure_victim(overages: Iterable[tuple[K, int]], reclaiming: Container[K] = frozenset()) -> K | None:
+    """The MEMPRESSURE victim: a reclaiming job first (the one furthest above, or least below, its
+    reservation in force), else the key with the largest positive overage (actual minus the
+    reservation in force); the first one on a tie; None when every job is within its reservation
+    and none is reclaiming (the promise made to them is kept).  The worker, the controller's
+    reclaim and the simulator all ask it."""
     best, best_over = None, 0
+    lent, lent_over = None, 0
     for key, over in overages:
-        if over > best_over:
+        if key in reclaiming:
+            if lent is None or over > lent_over:
+                lent, lent_over = key, over
+        elif over > best_over:
             best, best_over = key, over
-    return best
+    return lent if lent is not None else best
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimRules:
+    """When a job's slack may be lent (config ``[reclaim]``): seconds run, seconds of a stable
+    peak, and the share of its reservation kept back as a safety margin."""
+
+    min_run: float = 60.0
+    window: float = 60.0
+    margin: float = 0.1
+
+
+RECLAIM = ReclaimRules()
+PEAK_STEP = 1 << 20  # a peak "rose" when it passed the settled one by this, or 1 % of the reservation
+
+
+def peak_rose(settled_peak: int, peak: int, reserved: int) -> bool:
+    """Whether ``peak`` is a rise that unsettles a job (not the noise of a steady one)."""
+    return peak > settled_peak + max(PEAK_STEP, reserved // 100)
+
+
+def settled(since: float, peak_at: float, now: float, rules: ReclaimRules) -> bool:
+    """A job that has run ``min_run`` seconds (``since`` its start) and whose peak has not risen
+    for ``window`` seconds (``peak_at``: its last rise)."""
+    return now - since >= rules.min_run and now - peak_at >= rules.window
+
+
+def lendable(reserved: int, peak: int, rules: ReclaimRules) -> int:
+    """What a settled job lends: the slack it left even at its peak, less the margin."""
+    return max(0, slack(reserved, peak) - int(reserved * rules.margin))
+
+
+def reclaim_room(available_mem: int, reclaimable: int) -> int:
+    """Memory a reclaiming job may take on a host; below 0, reclaiming jobs must go."""
+    return available_mem + reclaimable
 
 
 NO_OVERAGE = 1 << 62  # a reservation of 0 carries no overage: its "overage base" is out of reach
@@ -89,10 +143,12 @@ class HostBook:
     cluster sends hosts x jobs reports a second.  ``actual`` holds 0 for a job not yet
     reported (``unreported``), which gives every formula its "whole reservation is
     slack" answer; ``over_base`` is the reservation, or NO_OVERAGE where it is 0.
+    Settling (``settled``): ``since`` the job's start, ``peak_at`` when its peak last rose
+    (``peak_rose``) to ``settled_peak``; ``reclaiming`` holds the jobs that borrow (and so lend nothing).
     """
 
     __slots__ = ("ids", "index", "attempt", "reserved", "over_base", "actual", "peak", "cpu", "allocated",
-                 "unreported")
+                 "unreported", "since", "peak_at", "settled_peak", "reclaiming")
 
     def __init__(self) -> None:
         self.ids: list[int] = []
@@ -105,8 +161,13 @@ class HostBook:
         self.cpu: list[float] = []
         self.allocated: list[dict[str, int]] = []  # the accounts' own dicts: virtual resources
         self.unreported: set[int] = set()
+        self.since: list[float] = []
+        self.peak_at: list[float] = []
+        self.settled_peak: list[int] = []
+        self.reclaiming: set[int] = set()
 
-    def add(self, job_id: int, reserved: int, attempt: int, allocated: dict[str, int]) -> None:
+    def add(self, job_id: int, reserved: int, attempt: int, allocated: dict[str, int], since: float = 0.0,
+            reclaiming: bool = False) -> None:
         reserved = _shared(reserved)
         self.index[job_id] = len(self.ids)
         self.ids.append(job_id)
@@ -118,10 +179,15 @@ class HostBook:
         self.cpu.append(0.0)
         self.allocated.append(allocated)
         self.unreported.add(job_id)
+        self.since.append(since)
+        self.peak_at.append(since)
+        self.settled_peak.append(0)
+        if reclaiming:
+            self.reclaiming.add(job_id)
 
     def reorder(self, order: list[int]) -> None:
         """Slots in ``order`` (a permutation of them) become slots 0, 1, 2, ..."""
-        for name in ("ids", "attempt", "reserved", "over_base", "actual", "peak", "cpu", "allocated"):
+        for name in _COLUMNS:
             col = getattr(self, name)
             setattr(self, name, list(map(col.__getitem__, order)))
         self.index = dict(zip(self.ids, range(len(self.ids))))
@@ -129,12 +195,30 @@ class HostBook:
     def remove(self, job_id: int) -> None:
         """Keeps the others in order (the order a worker reports in: see observe_host)."""
         i = self.index.pop(job_id)
-        for col in (self.ids, self.attempt, self.reserved, self.over_base, self.actual, self.peak, self.cpu,
-                    self.allocated):
-            del col[i]
+        for name in _COLUMNS:
+            del getattr(self, name)[i]
         if i < len(self.ids):  # the later slots moved up by one
             self.index.update(zip(self.ids[i:], range(i, len(self.ids))))
         self.unreported.discard(job_id)
+        self.reclaiming.discard(job_id)
+
+    def rose(self, i: int, now: float | None) -> None:
+        """Slot ``i``'s peak moved: a rise past the settled peak restarts its settling window."""
+        if now is not None and peak_rose(self.settled_peak[i], self.peak[i], self.reserved[i]):
+            self.settled_peak[i], self.peak_at[i] = self.peak[i], now
+
+    def reclaimable(self, now: float, rules: ReclaimRules) -> int:
+        """Σ lendable of the settled jobs that do not borrow themselves (reported ones only)."""
+        skip = self.unreported | self.reclaiming
+        total = 0
+        for jid, r, p, since, at in zip(self.ids, self.reserved, self.peak, self.since, self.peak_at):
+            if r and jid not in skip and settled(since, at, now, rules):
+                total += lendable(r, p, rules)
+        return total
+
+
+_COLUMNS = ("ids", "attempt", "reserved", "over_base", "actual", "peak", "cpu", "allocated", "since", "peak_at",
+            "settled_peak")
 
 
 _SHARED: dict[int, int] = {}
@@ -351,8 +435,11 @@ class Ledger:
         return t
 
     def open(self, job_id: int, host: str, reserved: int, allocated: dict[str, int],
-             attempt: int = 0) -> Account:
-        """Charge a placement: the whole reservation counts as slack until a report arrives."""
+             attempt: int = 0, since: float = 0.0, reclaiming: bool = False) -> Account:
+        """Charge a placement: the whole reservation counts as slack until a report arrives.
+
+        ``since``: the job's start (its settling starts there); ``reclaiming``: it runs on
+        reclaimable memory, so it lends none."""
         acc = self.accounts.get((job_id, host))
         if acc is not None:
             return acc
@@ -360,28 +447,31 @@ class Ledger:
         if book is None:
             book = self.books[host] = HostBook()
         acc = Account(job_id, host, allocated=dict(allocated), book=book)
-        book.add(job_id, reserved, attempt, acc.allocated)
+        book.add(job_id, reserved, attempt, acc.allocated, since, reclaiming)
         self.accounts[(job_id, host)] = acc
         self.by_job.setdefault(job_id, []).append(acc)
         self._totals(host).add(acc)
         return acc
 
-    def report(self, job_id: int, host: str, actual: int, peak: int | None = None) -> bool:
+    def report(self, job_id: int, host: str, actual: int, peak: int | None = None,
+               now: float | None = None) -> bool:
         """Apply one usage report as a delta; False if the account is unknown."""
         acc = self.accounts.get((job_id, host))
         if acc is None:
             return False
-        self.observe(acc, actual, peak)
+        self.observe(acc, actual, peak, now=now)
         return True
 
-    def observe(self, acc: Account, actual: int, peak: int | None = None, cpu_time: float | None = None) -> None:
+    def observe(self, acc: Account, actual: int, peak: int | None = None, cpu_time: float | None = None,
+                now: float | None = None) -> None:
         """``report`` for a caller that already holds the account."""
         self.observe_host(acc.host, [acc.job_id], None, [actual], [peak or 0],
-                          [acc.cpu_time if cpu_time is None else cpu_time])
+                          [acc.cpu_time if cpu_time is None else cpu_time], now)
 
     def observe_host(self, host: str, job_ids: list[int], attempts: list[int] | None,
                      actuals: list[int], peaks: list[int],
-                     cpu_times: list[float]) -> tuple[list[int], list[int], list[int], list[float]] | None:
+                     cpu_times: list[float],
+                     now: float | None = None) -> tuple[list[int], list[int], list[int], list[float]] | None:
         """Apply one host's usage reports (columns: the same index is the same task) as deltas.
 
         The hottest call of a big cluster (hosts x jobs reports a second).  A batch that
@@ -392,13 +482,14 @@ class Ledger:
         touched.  A report for an account this ledger does not hold, or for another
         attempt of the job, is dropped (``attempts`` None: samples a controller already
         checked).  Returns the reports whose figures moved (job ids, actuals, peaks, CPU):
-        the samples worth publishing; None when nothing moved.
+        the samples worth publishing; None when nothing moved.  ``now`` (the reports' time) dates
+        a rise of a peak for settling (``HostBook.rose``); None leaves settling as it was.
         """
         b = self.books.get(host)
         if b is None:
             return None
         if job_ids == b.ids and (attempts is None or attempts == b.attempt):
-            return self._observe_all(host, b, actuals, peaks, cpu_times)
+            return self._observe_all(host, b, actuals, peaks, cpu_times, now)
         index, held, r_col, o_col = b.index, b.attempt, b.reserved, b.over_base
         a_col, p_col, c_col = b.actual, b.peak, b.cpu
         unreported = b.unreported
@@ -428,6 +519,8 @@ class Ledger:
             if old_peak > peak:
                 peak = old_peak
             p_col[i] = peak
+            if peak > old_peak:
+                b.rose(i, now)
             if first:
                 unreported.discard(jid)
             out[0].append(jid)
@@ -444,8 +537,8 @@ class Ledger:
         t.mem_overage += d_over
         return out
 
-    def _observe_all(self, host: str, b: HostBook, actuals: list[int], peaks: list[int],
-                     cpu_times: list[float]) -> tuple[list[int], list[int], list[int], list[float]] | None:
+    def _observe_all(self, host: str, b: HostBook, actuals: list[int], peaks: list[int], cpu_times: list[float],
+                     now: float | None) -> tuple[list[int], list[int], list[int], list[float]] | None:
         """``observe_host`` for a batch of every account on the host, in the book's order."""
         new_peak = running_max(b.peak, peaks, actuals)
         first = bool(b.unreported)
@@ -466,7 +559,10 @@ class Ledger:
         if new_peak is b.peak:
             new_peak = b.peak.copy()  # published: the next heartbeat's update must not reach it
         else:
+            rose = [i for i, (old, new) in enumerate(zip(b.peak, new_peak)) if new > old]
             b.peak[:] = new_peak
+            for i in rose:
+                b.rose(i, now)
         b.unreported.clear()
         return b.ids.copy(), actuals, new_peak, cpu_times
 
@@ -516,6 +612,16 @@ class Ledger:
         """The jobs with an open account on ``host`` (its book's order)."""
         book = self.books.get(host)
         return list(book.ids) if book is not None else []
+
+    def reclaimable(self, host: str, now: float, rules: ReclaimRules = RECLAIM) -> int:
+        """The host's reclaimable memory at ``now`` (the module docstring's term)."""
+        b = self.books.get(host)
+        return b.reclaimable(now, rules) if b is not None else 0
+
+    def reclaiming(self, host: str) -> set[int]:
+        """The jobs on ``host`` that run on reclaimable memory."""
+        b = self.books.get(host)
+        return b.reclaiming if b is not None else set()
 
     def rederive(self) -> None:
         """Round boundary: recompute every host's totals from the accounts.

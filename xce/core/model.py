@@ -13,6 +13,7 @@ burst of submits.
 
 from __future__ import annotations
 
+from collections.abc import Container, Iterable
 from enum import StrEnum
 
 import msgspec
@@ -85,6 +86,9 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # A job script, kept as submitted (xce/core/jobspec/build.py); then command is [name, *args] and
     # the worker runs its own copy of the script under its #! line or /bin/sh (docs/jobs.md).
     script: str = ""
+    # Reclamation (docs/accounting.md): the job accepts to run on memory other jobs reserved and do
+    # not use, and to be the first to go when they want it back.  Appended with a default, as above.
+    reclaim: bool = False
 
 
 def check_mem_limit(limit: int | None) -> None:
@@ -211,6 +215,21 @@ class Queue(msgspec.Struct, kw_only=True, frozen=True, gc=False):
     run_limit_default: float | None = None  # seconds given to a job without -W (LSF RUNLIMIT's first figure)
     run_limit_max: float | None = None      # seconds; a job's -W above it is refused at submit
     dep_never: str = "keep"                 # a job whose dependency can never be met: "keep" or "kill"
+    reclaimable: bool = False               # its jobs run on reclaimable memory (docs/accounting.md)
+    reclaim_policy: str = "requeue"         # what an owner's growth does to them: requeue, suspend or kill
+
+
+RECLAIM_POLICIES = ("requeue", "suspend", "kill")
+
+
+def reclaim_queues(queues: Iterable[Queue]) -> frozenset[str]:
+    """The names of the queues marked reclaimable."""
+    return frozenset(q.name for q in queues if q.reclaimable)
+
+
+def reclaiming(spec: JobSpec, reclaimable_queues: Container[str]) -> bool:
+    """Whether a job runs on reclaimable memory: it asked to, or its queue is marked reclaimable."""
+    return spec.reclaim or spec.queue in reclaimable_queues
 
 
 class HistEvent(msgspec.Struct, frozen=True, gc=False, array_like=True):

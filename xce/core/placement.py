@@ -5,7 +5,7 @@ a short pipeline, as in Nomad and the Kubernetes scheduler:
 
     order pending (queue priority, fairshare, job priority, submit: xce/core/sched/order.py)
       -> for each job: LIMITS of its user/group/project/queue (xce/core/sched/limits.py)
-      -> FILTER hosts (schedulable, select, slots, mem, virtual)
+      -> FILTER hosts (schedulable, select, slots, mem or, for a reclaiming job, reclaim, virtual)
       -> VETO a host where it would delay a reservation, or pass a host limit
       -> RANK the survivors (order[], default: most memory available first)
       -> take the first that fit, charge a tentative overlay, go on;
@@ -25,13 +25,13 @@ misfit, and lets a failed plain demand rule out every wider, hungrier one (``_Be
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from xce.core import accounting
 from xce.core.accounting import Ledger
-from xce.core.model import Alloc, Host, Job, JobState
+from xce.core.model import Alloc, Host, Job, JobState, reclaiming
 from xce.core.resreq import ResReq, select_matches
 from xce.core.sched.backfill import Backfill, BackfillRules, Release, Reservation
 from xce.core.sched.fairshare import Fairshare
@@ -54,21 +54,23 @@ class Demand:
     ptile: int | None = None
     select: str | None = None
     order: tuple[tuple[str, bool], ...] = ()
+    reclaim: bool = False  # runs on reclaimable memory (accounting.reclaim_room), not on available alone
 
     def mem_for(self, slots_here: int, first: bool) -> int:
         return self.mem_task * slots_here + self.mem_host + (self.mem_job if first else 0)
 
 
-def job_demand(job: Job, cluster_resources: Mapping[str, int] | None = None) -> Demand:
-    return demand_of(job.spec.slots, job.req, cluster_resources or {})
+def job_demand(job: Job, cluster_resources: Mapping[str, int] | None = None,
+               reclaim_queues: Container[str] = frozenset()) -> Demand:
+    return demand_of(job.spec.slots, job.req, cluster_resources or {}, reclaiming(job.spec, reclaim_queues))
 
 
-def demand_of(slots: int, req: ResReq, cluster_resources: Mapping[str, int]) -> Demand:
-    return _demand(slots, req, frozenset(cluster_resources) if cluster_resources else frozenset())
+def demand_of(slots: int, req: ResReq, cluster_resources: Mapping[str, int], reclaim: bool = False) -> Demand:
+    return _demand(slots, req, frozenset(cluster_resources) if cluster_resources else frozenset(), reclaim)
 
 
 @lru_cache(maxsize=4096)  # pure, of immutable arguments: a round asks it per (slots, request), rounds repeat them
-def _demand(slots: int, req: ResReq, cluster_resources: frozenset[str]) -> Demand:
+def _demand(slots: int, req: ResReq, cluster_resources: frozenset[str], reclaim: bool) -> Demand:
     mem = {"task": 0, "host": 0, "job": 0}
     virtual: dict[str, int] = {}
     cluster: dict[str, int] = {}
@@ -83,7 +85,7 @@ def _demand(slots: int, req: ResReq, cluster_resources: frozenset[str]) -> Deman
     return Demand(slots=slots, mem_task=mem["task"], mem_host=mem["host"], mem_job=mem["job"],
                   virtual=tuple(sorted(virtual.items())), cluster=tuple(sorted(cluster.items())),
                   span_hosts=req.span_hosts, ptile=req.span_ptile, select=req.select,
-                  order=tuple((k.name, k.descending) for k in req.order))
+                  order=tuple((k.name, k.descending) for k in req.order), reclaim=reclaim)
 
 
 def total_mem(d: Demand, hosts_used: int) -> int:
@@ -103,10 +105,19 @@ class HostCap:
     slack: int
     virtual_free: dict[str, int] = field(default_factory=dict)
     attrs: dict[str, int | str] = field(default_factory=dict)
+    reclaimable: int = 0  # accounting's reclaimable(host), fixed for the round: lenders' figures do not move in it
 
     @property
     def mem_available(self) -> int:
         return accounting.available(self.os_available, self.slack)
+
+    @property
+    def reclaim_room(self) -> int:
+        return accounting.reclaim_room(self.mem_available, self.reclaimable)
+
+    def mem_room(self, d: Demand) -> int:
+        """The memory ``d`` may take here: the room of reclaimable memory for a reclaiming job."""
+        return self.reclaim_room if d.reclaim else self.mem_available
 
     def select_attrs(self) -> dict[str, int | str]:
         return {**self.attrs, "mem": self.mem_available, "slots": self.slots_free,
@@ -115,7 +126,7 @@ class HostCap:
     def clone(self) -> HostCap:
         """A copy to move forward on its own (backfill's view of the host at a later time)."""
         return HostCap(self.name, self.schedulable, self.slots_total, self.slots_free, self.mem_total,
-                       self.os_available, self.slack, dict(self.virtual_free), self.attrs)
+                       self.os_available, self.slack, dict(self.virtual_free), self.attrs, self.reclaimable)
 
     def charge(self, slots: int, mem: int, virtual: Iterable[tuple[str, int]]) -> None:
         # A fresh placement is unreported: its whole reservation is slack.
@@ -127,12 +138,14 @@ class HostCap:
 
 
 def host_caps(hosts: Iterable[Host], ledger: Ledger, os_available: Mapping[str, int],
-              mem_view: accounting.MemView = accounting.mem_view_xce) -> dict[str, HostCap]:
+              mem_view: accounting.MemView = accounting.mem_view_xce,
+              reclaim: tuple[float, accounting.ReclaimRules] | None = None) -> dict[str, HostCap]:
     """Build the round's view from hard host state, the ledger and soft OS figures.
 
     ``mem_view`` says what memory a host offers: XCE's (OS-available minus slack) in the
     daemons; the simulator also replays other batch systems' views (accounting.MEM_VIEWS),
-    whose deduction (Σ reserved) then sits where XCE's slack does.
+    whose deduction (Σ reserved) then sits where XCE's slack does.  ``reclaim`` (now, rules)
+    gives each host its reclaimable memory; None: none (reclaiming jobs take only what is available).
     """
     caps: dict[str, HostCap] = {}
     for h in hosts:
@@ -144,7 +157,8 @@ def host_caps(hosts: Iterable[Host], ledger: Ledger, os_available: Mapping[str, 
             name=h.name, schedulable=why, slots_total=h.slots_total,
             slots_free=h.slots_total - t.allocated.get("slots", 0), mem_total=h.mem_total,
             os_available=base, slack=deducted,
-            virtual_free=free, attrs={"ncpus": h.ncpus, **h.attrs})
+            virtual_free=free, attrs={"ncpus": h.ncpus, **h.attrs},
+            reclaimable=ledger.reclaimable(h.name, *reclaim) if reclaim is not None else 0)
     return caps
 
 
@@ -181,6 +195,8 @@ def f_slots(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
 
 
 def ok_mem(d: Demand, h: HostCap, slots: int, first: bool) -> bool:
+    if d.reclaim:
+        return True  # its memory is the reclaim step's
     need = d.mem_for(slots, first)
     return need == 0 or h.mem_available >= need
 
@@ -191,6 +207,21 @@ def f_mem(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
     need = d.mem_for(slots, first)
     return (f"mem: needs {fmt_bytes(need)}, {h.name} has {fmt_bytes(h.mem_available)} available "
             f"for scheduling (OS {fmt_bytes(h.os_available)} - slack {fmt_bytes(h.slack)})")
+
+
+def ok_reclaim(d: Demand, h: HostCap, slots: int, first: bool) -> bool:
+    if not d.reclaim:
+        return True
+    need = d.mem_for(slots, first)
+    return need == 0 or h.reclaim_room >= need
+
+
+def f_reclaim(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+    """A reclaiming job takes what is available plus what settled jobs lend (accounting.reclaim_room)."""
+    if ok_reclaim(d, h, slots, first):
+        return None
+    return (f"reclaim: needs {fmt_bytes(d.mem_for(slots, first))}, {h.name} has {fmt_bytes(max(0, h.reclaim_room))} "
+            f"reclaimable (available {fmt_bytes(h.mem_available)} + settled slack {fmt_bytes(h.reclaimable)})")
 
 
 def ok_virtual(d: Demand, h: HostCap, slots: int, first: bool) -> bool:
@@ -206,13 +237,14 @@ def f_virtual(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
 
 
 FILTERS: tuple[Callable[[Demand, HostCap, int, bool], str | None], ...] = (
-    f_schedulable, f_select, f_slots, f_mem, f_virtual)
+    f_schedulable, f_select, f_slots, f_mem, f_reclaim, f_virtual)
 
 
 def fits(d: Demand, h: HostCap, slots: int, first: bool = True) -> bool:
     """``fit_reason(...) is None`` without building the reason: the filters' checks, cheapest
     first (they have no side effects, so the order changes only the cost)."""
     return (ok_schedulable(d, h, slots, first) and ok_slots(d, h, slots, first) and ok_mem(d, h, slots, first)
+            and (not d.reclaim or ok_reclaim(d, h, slots, first))
             and (not d.virtual or ok_virtual(d, h, slots, first))
             and (d.select is None or ok_select(d, h, slots, first)))
 
@@ -286,6 +318,8 @@ def _most_slots(d: Demand, h: HostCap) -> int:
 def rank_key(d: Demand) -> Callable[[HostCap], tuple]:
     """order[r] prefers more of r available; order[-r] prefers less. Ties by name."""
     if not d.order:
+        if d.reclaim:
+            return lambda h: (-h.reclaim_room, h.name)
         return lambda h: (-h.mem_available, h.name)
     keys = d.order
 
@@ -350,7 +384,7 @@ class _Beaten:
     def key(d: Demand) -> tuple | None:
         if d.mem_host or d.mem_job or d.virtual or d.cluster or d.ptile is not None:
             return None
-        return (d.select, d.order, d.span_hosts)
+        return (d.select, d.order, d.span_hosts, d.reclaim)
 
     def beats(self, d: Demand, k: tuple | None) -> bool:
         """Whether ``d`` (of key ``k``) is as wide and as hungry as a failed demand of its key."""
@@ -376,17 +410,18 @@ def schedule(caps: Mapping[str, HostCap], pending: list[Job], now: float,
              cluster_free: Mapping[str, int] | None = None,
              cluster_names: Iterable[str] = (), *, backfill: BackfillRules = EASY,
              releases: Iterable[Release] = (), limits: LimitBook | None = None,
-             explain: bool = True) -> Plan:
+             explain: bool = True, reclaim_queues: Container[str] = frozenset()) -> Plan:
     """Place ``pending`` (already in priority order) onto ``caps`` (mutated as an overlay).
 
     ``backfill`` gives blocked jobs reservations that lower jobs may not delay (``releases``
     say when running jobs give back what they hold; without them they hold it for good);
     ``limits`` (mutated too) holds jobs that would pass a limit.  ``explain=False``: the
     same placements and reservations and no reasons, which lets the round skip building
-    words, walks whose only product is words, and jobs it could only hold.
+    words, walks whose only product is words, and jobs it could only hold.  A job of
+    ``reclaim_queues``, or one that asks (``model.reclaiming``), runs on reclaimable memory.
     """
     plan = Plan()
-    rnd = _Round(caps, now, cluster_free, cluster_names, backfill, releases, limits, explain)
+    rnd = _Round(caps, now, cluster_free, cluster_names, backfill, releases, limits, explain, reclaim_queues)
     if not explain and not rnd.sweeps:
         # place() holds a job wider than the free slots at once (they only fall in a round);
         # with no reason to give and no reservation to sweep for, holding it does nothing.
@@ -402,13 +437,16 @@ class _Round:
 
     def __init__(self, caps: Mapping[str, HostCap], now: float, cluster_free: Mapping[str, int] | None,
                  cluster_names: Iterable[str], backfill: BackfillRules, releases: Iterable[Release],
-                 limits: LimitBook | None, explain: bool = True) -> None:
+                 limits: LimitBook | None, explain: bool = True,
+                 reclaim_queues: Container[str] = frozenset()) -> None:
         self.caps = caps
+        self.reclaim_queues = reclaim_queues
         self.explain = explain
         self.beaten = _Beaten() if not explain else None
         self.classes: dict[Demand, _Class] = {}
-        # by the job's (slots, request): its demand, and its class once asked for (hashing a Demand is dearer)
-        self.keyed: dict[tuple[int, ResReq], list] = {}
+        # by the job's (slots, request, reclaiming): its demand, and its class once asked for (hashing a
+        # Demand is dearer)
+        self.keyed: dict[tuple[int, ResReq, bool], list] = {}
         self.ranked: dict[tuple, tuple[list[HostCap], int]] = {}  # classes differing only in size share
         # one ranking (and its widest host)
         self.cfree = dict(cluster_free or {})
@@ -421,10 +459,11 @@ class _Round:
 
     def demand(self, job: Job) -> list:
         """[demand, class or None] of the job: ``job_class`` fills the class in."""
-        dk = (job.spec.slots, job.req)
+        rec = reclaiming(job.spec, self.reclaim_queues)
+        dk = (job.spec.slots, job.req, rec)
         dc = self.keyed.get(dk)
         if dc is None:
-            dc = self.keyed[dk] = [demand_of(job.spec.slots, job.req, self.cnames), None]
+            dc = self.keyed[dk] = [demand_of(job.spec.slots, job.req, self.cnames, rec), None]
         return dc
 
     def job_class(self, dc: list) -> _Class:
@@ -438,7 +477,7 @@ class _Round:
     def klass(self, d: Demand) -> _Class:
         cls = self.classes.get(d)
         if cls is None:
-            rk = (d.select, d.order)
+            rk = (d.select, d.order, d.reclaim)
             if rk not in self.ranked:
                 cands = [h for h in self.caps.values() if h.schedulable is None
                          and (d.select is None or f_select(d, h, 0, True) is None)]
@@ -642,7 +681,7 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None,
         else:  # as many slots as are free here and memory per task allows
             take = min(h.slots_free, remaining)
             if d.mem_task:
-                room = h.mem_available - d.mem_host - (0 if allocs else d.mem_job)
+                room = h.mem_room(d) - d.mem_host - (0 if allocs else d.mem_job)
                 take = min(take, max(0, room // d.mem_task))
         if take <= 0:
             continue
@@ -682,7 +721,7 @@ def _best_reason(d: Demand, cands: list[HostCap], fallback: str) -> str:
     """The reason against the host that came closest (most memory available for scheduling)."""
     if not cands:
         return fallback
-    best = max(cands, key=lambda h: (h.slots_free >= min(d.slots, d.ptile or d.slots), h.mem_available))
+    best = max(cands, key=lambda h: (h.slots_free >= min(d.slots, d.ptile or d.slots), h.mem_room(d)))
     return fit_reason(d, best, min(d.slots, d.ptile or d.slots), True) or fallback
 
 

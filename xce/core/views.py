@@ -113,6 +113,7 @@ class HostView(msgspec.Struct, kw_only=True):
     mem_overage: int
     mem_charged: int
     mem_available: int
+    mem_reclaimable: int = 0  # accounting's reclaimable(host): settled jobs' slack less the margin
     ncpus: int = 1
     last_seen: float | None = None
     virtual_total: dict[str, int] = {}
@@ -130,7 +131,7 @@ def host_state(host: Host, totals: HostTotals) -> HostState:
 
 
 def host_view(host: Host, ledger: Ledger, os_available: int | None,
-              last_seen: float | None = None) -> HostView:
+              last_seen: float | None = None, reclaimable: int = 0) -> HostView:
     t = ledger.host_totals(host.name)
     osa = accounting.os_figure(os_available, host.mem_total)
     return HostView(
@@ -138,7 +139,8 @@ def host_view(host: Host, ledger: Ledger, os_available: int | None,
         slots_used=t.allocated.get("slots", 0), mem_total=host.mem_total,
         mem_os_available=osa, mem_reserved=t.mem_reserved, mem_actual=t.mem_actual,
         mem_slack=t.mem_slack, mem_overage=t.mem_overage, mem_charged=t.mem_charged,
-        mem_available=accounting.available_mem(osa, t), ncpus=host.ncpus, last_seen=last_seen,
+        mem_available=accounting.available_mem(osa, t), mem_reclaimable=reclaimable,
+        ncpus=host.ncpus, last_seen=last_seen,
         virtual_total=dict(host.virtual),
         virtual_used={k: v for k, v in t.allocated.items() if k != "slots"},
     )

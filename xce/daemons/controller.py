@@ -163,7 +163,7 @@ class Controller:
         keys = auth_dir(cfg.state_dir) / KEYS_FILE if cfg.state_dir else None
         tokens = TokenService.from_state_dir(cfg.state_dir) if keys and keys.exists() else None
         return Context(
-            cfg=cfg, raft=raft, live=Live(), book=Book(), stream=Stream(epoch=new_epoch()),
+            cfg=cfg, raft=raft, live=Live(cfg.reclaim_rules()), book=Book(), stream=Stream(epoch=new_epoch()),
             policy=load_policy(),
             # Parsed requirements are immutable, and users repeat the same few strings.
             parse=functools.lru_cache(maxsize=4096)(lambda text: parse_resreq(text, resources)),

@@ -38,11 +38,13 @@ from xce.site.config import Config, load
 log = logging.getLogger("xce.scheduler")
 
 
-def round_caps(m: Mirror) -> dict[str, HostCap]:
+def round_caps(m: Mirror, now: float | None = None) -> dict[str, HostCap]:
     """What a round places against: host totals re-derived from the job accounts (where
-    each reconciled figure lives), not deltas carried over from earlier rounds."""
+    each reconciled figure lives), not deltas carried over from earlier rounds; and each
+    host's reclaimable memory as of ``now`` (None: none)."""
     m.live.ledger.rederive()
-    return host_caps(m.hosts.values(), m.live.ledger, m.live.os_available)
+    reclaim = (now, m.live.rules) if now is not None else None
+    return host_caps(m.hosts.values(), m.live.ledger, m.live.os_available, reclaim=reclaim)
 
 
 class Scheduler:
@@ -55,6 +57,7 @@ class Scheduler:
         self.conn = Connection(endpoints_of(cfg), token=daemon_token(cfg.state_dir), timeout=5.0, ctx=self.ctx,
                                curve=self.keys)
         self.mirror = Mirror()
+        self.mirror.live.rules = cfg.reclaim_rules()
         self.follower = EventFollower(self.conn, cfg.controller.pub_address, self.mirror,
                                       silence=max(3.0, 3 * cfg.worker.heartbeat), on_link=self._link)
         self.heap = HeapUpkeep()
@@ -103,7 +106,7 @@ class Scheduler:
         if not m.pending and not suspended:
             return
         t0 = time.perf_counter()
-        caps = round_caps(m)
+        caps = round_caps(m, now)
         credit_suspended(caps, suspended)
         full = not any(h.schedulable is None and h.slots_free > 0 for h in caps.values())
         if full and self.waiting_when_full.issuperset(m.pending) and not (
@@ -124,7 +127,7 @@ class Scheduler:
             return
         cfree = cluster_free(self.mirror.running.values(), self.cluster_totals)
         plan = schedule(caps, pending, now, cfree, self.cluster_totals, backfill=self.policy.policy.backfill,
-                        releases=got.releases, limits=got.limits)
+                        releases=got.releases, limits=got.limits, reclaim_queues=m.live.reclaim_queues)
         preempts = self._preemptions(pending, plan, caps, cfree, now) if rules.on else []
         ms = (time.perf_counter() - t0) * 1000
         # The plan charged its placements to ``caps``: full now means full once they run.

@@ -13,7 +13,7 @@ import logging
 
 import msgspec
 
-from xce.core.model import Job, JobState, Queue
+from xce.core.model import Job, JobState, Queue, reclaim_queues
 from xce.core.state import ClusterState, SetQueues
 from xce.proto import schema as S
 from xce.reactors.context import Context
@@ -36,6 +36,7 @@ def on_applied(ctx: Context, now: float, out: Outbox) -> None:
     leadership(ctx, now, out)
     st = ctx.state
     changes = ctx.raft.take_changes()
+    ctx.live.reclaim_queues = reclaim_queues(st.queues.values())  # before any account opens
     if st is not ctx.known_state:  # a snapshot was installed: rebuild everything
         ctx.known_state = st
         ctx.live.rebuild(st.jobs.values(), now)
@@ -96,7 +97,8 @@ def leadership(ctx: Context, now: float, out: Outbox) -> None:
             ctx.live.last_seen[name] = now + grace
         queues = [Queue(name=n, priority=q.priority, rerunnable=q.rerunnable, description=q.description,
                         run_limit_default=q.run_limit_default or None, run_limit_max=q.run_limit or None,
-                        dep_never=q.dep_never) for n, q in cfg.queues.items()]
+                        dep_never=q.dep_never, reclaimable=q.reclaimable, reclaim_policy=q.reclaim_policy)
+                  for n, q in cfg.queues.items()]
         if (sorted(st.queues.values(), key=lambda q: q.name) != sorted(queues, key=lambda q: q.name)
                 or st.default_queue != cfg.default_queue()):
             out.commit(SetQueues(time=now, queues=queues, default_queue=cfg.default_queue()))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from xce.core.errors import InvalidRequest
 from xce.core.limits import HOST_NAME, check_text
-from xce.core.model import ACTIVE, TERMINAL, Host, JobState
+from xce.core.model import ACTIVE, TERMINAL, Host, JobState, reclaiming
 from xce.core.placement import build_allocs, check_placement, cluster_free, cluster_short, demand_of, host_caps
 from xce.core.resources import WIRE_NAMES
 from xce.core.result import Err, Result
@@ -33,7 +33,7 @@ def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int,
     """The placements that still fit the leader's own Ledger and the site's limits, checked
     with the scheduler's rules (placement.check_placement, cluster_short, LimitBook.check)."""
     st = ctx.state
-    caps = host_caps(st.hosts.values(), ctx.live.ledger, ctx.live.os_available)
+    caps = host_caps(st.hosts.values(), ctx.live.ledger, ctx.live.os_available, reclaim=(now, ctx.live.rules))
     if ctx.site.preemption.on:  # a preempted (SSUSP) job's slots are free, as the round sees them
         credit_suspended(caps, st.jobs.values())
     cfree = cluster_free(st.jobs.values(), ctx.cluster_totals) if ctx.cluster_totals else {}
@@ -46,7 +46,7 @@ def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int,
         if job is None or job.state != JobState.PEND or job.attempt != p.attempt:
             rejected[p.job_id] = STALE_PLACEMENT
             continue
-        d = demand_of(job.spec.slots, job.req, ctx.cluster_totals)
+        d = demand_of(job.spec.slots, job.req, ctx.cluster_totals, reclaiming(job.spec, ctx.live.reclaim_queues))
         why = check_placement(d, p.allocs, caps) or (cluster_short(d, cfree) if d.cluster else None)
         if why is not None:
             rejected[p.job_id] = why
@@ -187,7 +187,7 @@ def on_heartbeat(ctx: Context, req: Request, body: S.Heartbeat, out: Outbox) -> 
     u = body.usage
     if u.job_id:  # reconciled as one batch (Ledger.observe_host); the samples that moved are published
         moved = live.ledger.observe_host(body.host, u.job_id, u.attempt, getattr(u, MEM_WIRE), u.memory_peak,
-                                         u.cpu_time)
+                                         u.cpu_time, now)
         if moved is not None:
             news["samples"].append(S.HostSamples(body.host, *moved))
     news["live"].append(S.HostLive(body.host, body.os_available, now, host_mem(live.ledger.host_totals(body.host))))

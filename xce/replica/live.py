@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 
 from xce.core import accounting
 from xce.core.accounting import HostTotals, Ledger
-from xce.core.model import ACTIVE, Host, Job
+from xce.core.model import ACTIVE, Host, Job, reclaiming
 from xce.core.resreq import rusage_amount
 from xce.core.views import HostView, JobView, host_view, job_view
 from xce.proto.schema import Event, HostLive, HostMem, HostSamples, JobSample
@@ -52,13 +52,17 @@ def mem_decay(job: Job) -> tuple[int | None, bool]:
 
 
 class Live:
-    def __init__(self) -> None:
+    def __init__(self, rules: accounting.ReclaimRules = accounting.RECLAIM) -> None:
         self.ledger = Ledger()
         self.os_available: dict[str, int] = {}
         self.last_seen: dict[str, float] = {}
         self.reasons: dict[int, str] = {}
         self.decaying: set[int] = set()
         self.attempts: dict[int, int] = {}
+        # Reclamation: the reclaimable queues (from the hard queues, set by the owner before it
+        # syncs jobs) and when a job has settled (the site's [reclaim]).
+        self.reclaim_queues: frozenset[str] = frozenset()
+        self.rules = rules
 
     def sync_job(self, job: Job, now: float) -> None:
         """Open or close the job's accounts to match its hard state."""
@@ -71,11 +75,13 @@ class Live:
             self.forget_job(job.id)  # an older placement's accounts, if any
             self.attempts[job.id] = job.attempt
             duration, decay = mem_decay(job)
+            borrows = reclaiming(job.spec, self.reclaim_queues)
             for a in job.allocs:
                 if a.host in job.finished_hosts:
                     continue
                 reserved = accounting.reserved_in_force(a.mem, duration, decay, job.start_time, now)
-                self.ledger.open(job.id, a.host, reserved, a.virtual, job.attempt)
+                self.ledger.open(job.id, a.host, reserved, a.virtual, job.attempt,
+                                 since=job.start_time or now, reclaiming=borrows)
             if duration is not None:
                 self.decaying.add(job.id)
         else:
@@ -99,25 +105,30 @@ class Live:
                 r = accounting.reserved_in_force(a.mem, duration, decay, job.start_time, now)
                 self.ledger.set_reserved(jid, a.host, r)
 
-    def apply_sample(self, s: JobSample) -> bool:
+    def apply_sample(self, s: JobSample, now: float | None = None) -> bool:
         acc = self.ledger.accounts.get((s.job_id, s.host))
         if acc is None:
             return False
-        self.ledger.observe(acc, s.actual, s.peak, s.cpu_time)
+        self.ledger.observe(acc, s.actual, s.peak, s.cpu_time, now)
         return True
 
-    def apply_samples(self, samples: Sequence[JobSample]) -> int:
+    def apply_samples(self, samples: Sequence[JobSample], now: float | None = None) -> int:
         """``apply_sample`` for many; returns how many found an account."""
         n = 0
         for hs in columns(samples):
             book = self.ledger.books.get(hs.host)
             n += sum(map(book.index.__contains__, hs.job_id)) if book else 0
-            self.apply_host_samples(hs)
+            self.apply_host_samples(hs, now)
         return n
 
-    def apply_host_samples(self, hs: HostSamples) -> None:
-        """One host's batch: a mirror's hottest call (20,000 samples a second on a big cluster)."""
-        self.ledger.observe_host(hs.host, hs.job_id, None, hs.actual, hs.peak, hs.cpu_time)
+    def apply_host_samples(self, hs: HostSamples, now: float | None = None) -> None:
+        """One host's batch: a mirror's hottest call (20,000 samples a second on a big cluster).
+        ``now``: when they were taken (a peak's rise restarts the job's settling then)."""
+        self.ledger.observe_host(hs.host, hs.job_id, None, hs.actual, hs.peak, hs.cpu_time, now)
+
+    def reclaimable(self, host: str, now: float | None = None) -> int:
+        """The host's reclaimable memory at ``now`` (default: its last heartbeat)."""
+        return self.ledger.reclaimable(host, self.last_seen.get(host, 0.0) if now is None else now, self.rules)
 
     def apply_live(self, h: HostLive) -> None:
         self.os_available[h.host] = h.os_available
@@ -130,9 +141,9 @@ class Live:
     def lives(self) -> list[HostLive]:
         return [HostLive(h, osa, self.last_seen.get(h, 0.0)) for h, osa in self.os_available.items()]
 
-    def host_view(self, host: Host) -> HostView:
+    def host_view(self, host: Host, now: float | None = None) -> HostView:
         return host_view(host, self.ledger, self.os_available.get(host.name),
-                         self.last_seen.get(host.name))
+                         self.last_seen.get(host.name), self.reclaimable(host.name, now))
 
     def job_view(self, job: Job) -> JobView:
         v = job_view(job, self.ledger)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xce.core.model import ACTIVE, Alloc, Host, Job, JobState, Queue
+from xce.core.model import ACTIVE, Alloc, Host, Job, JobState, Queue, reclaim_queues
 from xce.core.resreq import ResReq
 from xce.proto.schema import Event, Snapshot, past_usage_book
 from xce.replica.live import Live, event_samples
@@ -87,11 +87,12 @@ class Mirror:
         self.default_queue = snap.default_queue
         self.seq, self.epoch, self.time = snap.seq, snap.epoch, snap.time
         self.leader, self.term = snap.leader, snap.term
-        self.live = Live()
+        self.live = Live(self.live.rules)
+        self.live.reclaim_queues = reclaim_queues(self.queues.values())
         self.live.rebuild(self.jobs.values(), snap.time)
         for h in snap.live:
             self.live.apply_live(h)
-        self.live.apply_samples(snap.samples)
+        self.live.apply_samples(snap.samples, snap.time)
         self.live.reasons = dict(snap.reasons)
         self.usage_past, self.usage_as_of = past_usage_book(snap.usage_past), snap.usage_as_of
 
@@ -109,6 +110,8 @@ class Mirror:
         self.time = ev.time
         for q in ev.queues:
             self.queues[q.name] = q
+        if ev.queues:
+            self.live.reclaim_queues = reclaim_queues(self.queues.values())
         for h in ev.hosts:
             self.hosts[h.name] = h
         for j in ev.jobs:
@@ -125,7 +128,7 @@ class Mirror:
             self.live.apply_live(hl)
         if samples:
             for hs in event_samples(ev):
-                self.live.apply_host_samples(hs)
+                self.live.apply_host_samples(hs, ev.time)
         for jid, why in ev.reasons.items():
             if why:
                 self.live.reasons[jid] = why

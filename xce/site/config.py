@@ -13,8 +13,10 @@ from pathlib import Path
 
 import msgspec
 
+from xce.core.accounting import ReclaimRules
 from xce.core.errors import ConfigError, XceError
 from xce.core.jobspec.arrays import ARRAY_SIZE_CAP
+from xce.core.model import RECLAIM_POLICIES
 from xce.core.resources import BUILTIN, ResourceDef
 from xce.core.units import parse_mem
 from xce.site.local import (  # one definition, shared with the fast CLI path
@@ -86,6 +88,24 @@ class QueueConf(msgspec.Struct, forbid_unknown_fields=True):
     dep_never: str = "keep"                 # a job whose dependency can never be met: "keep" or "kill"
     preempt: list[str] = []          # lower-priority queues whose running jobs this queue's may preempt
     preempt_action: str = "suspend"  # how this queue's jobs are preempted: suspend (SSUSP) | requeue | kill
+    reclaimable: bool = False                # its jobs run on reclaimable memory (docs/accounting.md)
+    reclaim_policy: str = "requeue"          # when an owner wants it back: requeue, suspend or kill
+
+
+RECLAIM_QUEUE = "reclaim"  # the built-in reclaimable queue, added unless the site marks one of its own
+
+
+def reclaim_queue() -> QueueConf:
+    return QueueConf(priority=10, reclaimable=True, description="jobs that run on memory other jobs "
+                     "reserved and do not use; the first to go when they want it back")
+
+
+class ReclaimConf(msgspec.Struct, forbid_unknown_fields=True):
+    """When a job's unused reservation may be lent (docs/accounting.md "Reclaimable memory")."""
+
+    min_run: float = 60.0  # seconds a job must have run
+    window: float = 60.0   # seconds its peak must have held still
+    margin: float = 0.1    # share of its reservation kept back
 
 
 class PreemptionConf(msgspec.Struct, forbid_unknown_fields=True):
@@ -145,7 +165,9 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     scheduler: SchedulerConf = msgspec.field(default_factory=SchedulerConf)
     worker: WorkerConf = msgspec.field(default_factory=WorkerConf)
     security: SecurityConf = msgspec.field(default_factory=SecurityConf)
-    queues: dict[str, QueueConf] = msgspec.field(default_factory=lambda: {"normal": QueueConf(default=True)})
+    queues: dict[str, QueueConf] = msgspec.field(
+        default_factory=lambda: {"normal": QueueConf(default=True), RECLAIM_QUEUE: reclaim_queue()})
+    reclaim: ReclaimConf = msgspec.field(default_factory=ReclaimConf)
     resources: dict[str, ResourceConf] = {}
     fairshare: FairshareConf = msgspec.field(default_factory=FairshareConf)
     backfill: BackfillConf = msgspec.field(default_factory=BackfillConf)
@@ -171,6 +193,10 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     def lost_after(self) -> float:
         """Seconds a silent host takes to be lost: its jobs are then requeued or end EXIT."""
         return self.controller.lost_after or LOST_FACTOR * self.unknown_after()
+
+    def reclaim_rules(self) -> ReclaimRules:
+        r = self.reclaim
+        return ReclaimRules(min_run=r.min_run, window=r.window, margin=r.margin)
 
     def default_queue(self) -> str:
         defaults = [n for n, q in self.queues.items() if q.default]
@@ -222,6 +248,8 @@ def from_dict(data: dict, source: str = "<config>") -> Config:
         raise ConfigError(f"{source}: {_key_message(str(e))}") from None
     cfg.source = source
     _check(cfg, source)
+    if not any(q.reclaimable for q in cfg.queues.values()) and RECLAIM_QUEUE not in cfg.queues:
+        cfg.queues[RECLAIM_QUEUE] = reclaim_queue()  # built in: a site that names its own queues keeps it
     return cfg
 
 
@@ -292,6 +320,15 @@ def _check(cfg: Config, source: str) -> None:
         if name in BUILTIN:
             raise bad(f"resources.{name}", "is a builtin resource")
     _check_policy(cfg, bad)
+    _check_reclaim(cfg.reclaim, bad)
+
+
+def _check_reclaim(r: ReclaimConf, bad: Callable[[str, str], ConfigError]) -> None:
+    for key in ("min_run", "window"):
+        if not 0 <= getattr(r, key) < float("inf"):
+            raise bad(f"reclaim.{key}", f"must be a number of seconds >= 0, got {getattr(r, key)}")
+    if not 0 <= r.margin < 1:
+        raise bad("reclaim.margin", f"must be a share of a reservation in [0, 1), got {r.margin}")
 
 
 def _check_host_timeouts(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
@@ -362,6 +399,9 @@ def _check_queue(name: str, q: QueueConf, bad: Callable[[str, str], ConfigError]
                   f"{q.run_limit_default:g} s is above the queue's run_limit {q.run_limit:g} s")
     if q.dep_never not in ("keep", "kill"):
         raise bad(f"queues.{name}.dep_never", f"must be 'keep' or 'kill', got {q.dep_never!r}")
+    if q.reclaim_policy not in RECLAIM_POLICIES:
+        raise bad(f"queues.{name}.reclaim_policy", f"must be one of {', '.join(RECLAIM_POLICIES)}, "
+                  f"got {q.reclaim_policy!r}")
 
 
 def _check_tree(node: ShareConf, key: str, bad: Callable[[str, str], ConfigError]) -> None:
