@@ -784,11 +784,13 @@ class ClusterState:
     def sys_suspend(self, cmd: SysSuspend, ch: Changes) -> dict[int, str]:
         for job in self._targets(ch, cmd.job_ids, "sys_suspend", frozenset({S.RUN})):
             self._set(ch, job, "sys_suspend", cmd.time, "controller", cmd.reason)
+            job.reason = cmd.reason  # why it is SSUSP (bjobs' suspending reason); cleared on resume
         return {jid: S.SSUSP.value for jid in cmd.job_ids}
 
     def sys_resume(self, cmd: SysResume, ch: Changes) -> dict[int, str]:
         for job in self._targets(ch, cmd.job_ids, "sys_resume", frozenset({S.SSUSP})):
             self._set(ch, job, "sys_resume", cmd.time, "controller")
+            job.reason = ""
         return {jid: S.RUN.value for jid in cmd.job_ids}
 
     def host_unknown(self, cmd: HostUnknown, ch: Changes) -> list[int]:

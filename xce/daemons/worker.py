@@ -354,7 +354,7 @@ class Worker:
             task = self.runner.start(body.job_id, body.attempt, body.spec, body.alloc.mem,
                                      body.mem_duration_s, body.mem_decay, self.env_of(body),
                                      index=body.element.index if body.element else body.spec.index,
-                                     holder=not first)
+                                     holder=not first, reclaiming=body.reclaiming)
         except XceError as e:
             usage = HostUsage(host=self.name, reserved=body.alloc.mem)
             self.finish_now(body.job_id, body.attempt, now, None, None, f"start failed: {e.message}", usage)
@@ -451,8 +451,10 @@ class Worker:
         if self.floor is not None and self.os_available() < self.floor:
             victim = self.runner.largest_overage()
             if victim is not None and victim.kill_reason is None:
-                log.warning("memory pressure: killing job %d (largest overage)", victim.job_id)
-                self.runner.kill(victim, "MEMPRESSURE")
+                why = "RECLAIMED" if victim.reclaiming else "MEMPRESSURE"
+                log.warning("memory pressure: killing job %d (%s)", victim.job_id,
+                            "reclaiming" if victim.reclaiming else "largest overage")
+                self.runner.kill(victim, why)
 
     def heartbeat(self, now: float) -> None:
         """Report usage that moved: by 1 MiB or 1 %, a new peak, or 10 heartbeats of silence.

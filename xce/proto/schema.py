@@ -464,6 +464,7 @@ class RunJob(msgspec.Struct, kw_only=True):
     mem_decay: bool = False
     slots: list[int] = []                # slots per host, as ``hosts``; [] from older leaders: 1 each
     element: ArrayElement | None = None  # set when the job is an element of an array
+    reclaiming: bool = False             # it runs on reclaimable memory (the pressure kill takes it first)
 
 
 class OrderKey(msgspec.Struct):

@@ -84,6 +84,8 @@ class Book:
     # (job, host) -> (attempt, stop?, sent): a SIGSTOP/SIGCONT the state wants and no worker confirmed yet
     signals: dict[tuple[int, str], tuple[int, bool, float]] = field(default_factory=dict)
     peeks: dict[int, Peek] = field(default_factory=dict)  # ticket -> the client waiting for a JOB_OUTPUT
+    # (job, attempt) -> when reclaim sent it away; (job, -1) -> when it resumed it (reclaim.py)
+    reclaimed: dict[tuple[int, int], float] = field(default_factory=dict)
     last_ticket: int = 0
 
     def ticket(self) -> int:

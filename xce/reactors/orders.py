@@ -11,7 +11,7 @@ import logging
 
 from xce.core.arrays import split_id
 from xce.core.limits import body_limit
-from xce.core.model import ACTIVE, HostUsage, Job, JobState
+from xce.core.model import ACTIVE, HostUsage, Job, JobState, reclaiming
 from xce.core.state import Finish
 from xce.proto import schema as S
 from xce.proto.codec import encode
@@ -58,7 +58,7 @@ def dispatch(ctx: Context, job: Job, host: str, now: float, out: Outbox) -> None
         return  # re-sent once its worker registers
     order = S.RunJob(job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
                      mem_duration_s=duration, mem_decay=decay, slots=[a.slots for a in job.allocs],
-                     element=array_element(job))
+                     element=array_element(job), reclaiming=reclaiming(job.spec, ctx.live.reclaim_queues))
     data = encode(Op.RUN_JOB, 0, order, term=ctx.raft.term())
     limit = body_limit(Op.RUN_JOB.name)
     if len(data) > limit:  # a worker would refuse it: end the share now, not re-send it forever

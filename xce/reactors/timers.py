@@ -100,6 +100,8 @@ def prune_confirmed(ctx: Context) -> None:
     book.confirmed = {k: a for k, a in book.confirmed.items()
                       if (j := jobs.get(k[0])) is not None and j.state in ACTIVE and j.attempt == a}
     book.suspended = {k: v for k, v in book.suspended.items() if k in book.confirmed}
+    book.reclaimed = {k: t for k, t in book.reclaimed.items()
+                      if (j := jobs.get(k[0])) is not None and j.state in ACTIVE}
 
 
 def on_keys_changed(ctx: Context, names: set[str]) -> None:

@@ -17,6 +17,7 @@ from xce.core.sched.preempt import credit_suspended
 from xce.core.state import Finish, Kill, Place, RegisterHost, Requeue, SysResume, SysSuspend
 from xce.proto import schema as S
 from xce.reactors.clients import replier
+from xce.reactors import reclaim
 from xce.reactors.context import Context
 from xce.reactors.orders import dispatch, end_share, orders
 from xce.reactors.outbox import Outbox, Request
@@ -190,6 +191,7 @@ def on_heartbeat(ctx: Context, req: Request, body: S.Heartbeat, out: Outbox) -> 
                                          u.cpu_time, now)
         if moved is not None:
             news["samples"].append(S.HostSamples(body.host, *moved))
+    reclaim.on_usage(ctx, body.host, now, out)  # also when nothing moved: settling and the floor move with time
     news["live"].append(S.HostLive(body.host, body.os_available, now, host_mem(live.ledger.host_totals(body.host))))
     if body.ack:  # workers ask now and then, to know the controller still listens
         out.reply(req, S.HeartbeatReply(known=True))

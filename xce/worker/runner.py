@@ -115,7 +115,7 @@ HOLD_COMMAND = [shutil.which("sleep") or "/bin/sleep", "2147483647"]
 STOP_SIGNALS = frozenset({signal.SIGSTOP, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU})
 # Kills the worker decides for itself; any other kill of a holder is an order from the
 # controller (the job ended on its first host, or was killed there), not the share's failure.
-WORKER_KILLS = frozenset({"MEMLIMIT", "MEMPRESSURE", "TERM_RUNLIMIT"})
+WORKER_KILLS = frozenset({"MEMLIMIT", "MEMPRESSURE", "RECLAIMED", "TERM_RUNLIMIT"})
 LOST_DOWN = "exit status lost: the worker was down when the job ended"
 LOST_REAPED = "exit status lost: the job's process was reaped by someone else"
 EnvOf = Callable[[str, "str | None"], dict[str, str]]  # (cwd, the -o path given) -> variables
@@ -149,6 +149,7 @@ class Task:
     hard_killed: bool = False
     run_limit: float | None = None  # seconds of running (suspended time excluded); None: none
     holder: bool = False            # a parallel job's share on a host other than the first
+    reclaiming: bool = False        # runs on reclaimable memory: the first to go under pressure
     suspended_at: float | None = None  # when a stop signal was sent, while it holds
     suspended_total: float = 0.0       # seconds suspended before suspended_at
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
@@ -275,7 +276,8 @@ class Runner:
     # ------------------------------------------------------------------ launching
 
     def start(self, job_id: int, attempt: int, spec: JobSpec, reserved: int, duration_s: int | None,
-              decay: bool, extra_env: dict[str, str] | EnvOf, *, index: int = 0, holder: bool = False) -> Task:
+              decay: bool, extra_env: dict[str, str] | EnvOf, *, index: int = 0, holder: bool = False,
+              reclaiming: bool = False) -> Task:
         """Launch one attempt; the same (job, attempt) again returns the running task.
 
         ``extra_env``: variables over ``spec.env``, or a function of the resolved cwd and
@@ -353,7 +355,8 @@ class Runner:
             task = Task(job_id=job_id, attempt=attempt, pid=pid, start_time=self.clock(), key=key,
                         stdout=out, stderr=err, mem_limit=spec.mem_limit, reserved=reserved,
                         duration_s=duration_s, decay=decay, meter=meter,
-                        proc_start=st.start if st else 0, run_limit=spec.run_limit, holder=holder, _proc=proc)
+                        proc_start=st.start if st else 0, run_limit=spec.run_limit, holder=holder,
+                        reclaiming=reclaiming, _proc=proc)
             os.write(rec_fd, json.dumps(self._record(task)).encode() + b"\n")
             os.write(go_w, b"\n")  # the command may run now
         except BaseException:
@@ -430,7 +433,7 @@ class Runner:
                 "proc_start": task.proc_start, "start_time": task.start_time, "stdout": task.stdout,
                 "stderr": task.stderr, "mem_limit": task.mem_limit, "reserved": task.reserved,
                 "duration_s": task.duration_s, "decay": task.decay, "method": task.meter.method,
-                "run_limit": task.run_limit, "holder": task.holder}
+                "run_limit": task.run_limit, "holder": task.holder, "reclaiming": task.reclaiming}
 
     def persist(self, task: Task) -> None:
         """Save what changes while a task runs (kill reason, peak, slack integral).
@@ -493,6 +496,7 @@ class Runner:
                         meter=meter, peak=upd.get("peak", 0), slack_integral=upd.get("slack_integral", 0.0),
                         kill_reason=upd.get("kill_reason"), adopted=True, proc_start=start,
                         run_limit=rec.get("run_limit"), holder=rec.get("holder", False),
+                        reclaiming=rec.get("reclaiming", False),
                         suspended_at=upd.get("suspended_at"), suspended_total=upd.get("suspended_total", 0.0),
                         _last_t=upd.get("saved_at"), _persisted=bool(upd))
             self._tasks[key] = task
@@ -646,11 +650,14 @@ class Runner:
         return out
 
     def largest_overage(self) -> Task | None:
-        """The running task furthest above its reservation in force (for MEMPRESSURE)."""
+        """The pressure victim (accounting.pressure_victim): a reclaiming task first, else the running
+        task furthest above its reservation in force; None if every task is within its own."""
         now = self.clock()
+        running = [t for t in self._tasks.values() if t.ended is None and t.last is not None]
         return pressure_victim(
-            (t, t.last.rss - reserved_in_force(t.reserved, t.duration_s, t.decay, t.start_time, now))
-            for t in self._tasks.values() if t.ended is None and t.last is not None)
+            ((t, t.last.rss - reserved_in_force(t.reserved, t.duration_s, t.decay, t.start_time, now))
+             for t in running if t.last is not None),
+            {t for t in running if t.reclaiming})
 
     # ------------------------------------------------------------------ killing
 
