@@ -71,8 +71,9 @@ def pick(ctx: Context, host: str, jobs: list[Job], now: float) -> Job | None:
     ledger, sent = ctx.live.ledger, ctx.book.reclaimed
     cands = [j for j in jobs if j.state == JobState.RUN and not j.kill_requested
              and now - sent.get((j.id, j.attempt), -RESEND_AFTER) >= RESEND_AFTER]
-    overs = [(j, acc.used - acc.slack) for j in cands if (acc := ledger.accounts.get((j.id, host))) is not None]
-    return accounting.pressure_victim(overs, {j for j, _ in overs})
+    overs = [(j.id, acc.used - acc.slack) for j in cands if (acc := ledger.accounts.get((j.id, host))) is not None]
+    victim = accounting.pressure_victim(overs, {jid for jid, _ in overs})
+    return next((j for j in cands if j.id == victim), None)
 
 
 def send_away(ctx: Context, job: Job, why: str, now: float, out: Outbox) -> None:
