@@ -116,7 +116,8 @@ def host_rows(hosts: Sequence[Any], long: bool) -> str:
     for h in hosts:
         out.append(f"HOST {h.name}  status {h.state}  slots {h.slots_used}/{h.slots_total}  ncpus {h.ncpus}")
         out.append("  mem: " + ", ".join(f"{k} {fmt_bytes(getattr(h, 'mem_' + k))}" for k in (
-            "total", "os_available", "reserved", "actual", "slack", "overage", "charged", "available")))
+            "total", "os_available", "reserved", "actual", "slack", "reclaimable", "overage", "charged",
+            "available")))
         for name, total in sorted(h.virtual_total.items()):
             out.append(f"  {name}: {h.virtual_used.get(name, 0)}/{total} used")
     return "\n".join(out)

@@ -205,7 +205,7 @@ def on_hosts(ctx: Context, req: Request, body: S.HostsRequest, out: Outbox) -> N
         if n not in hosts:
             raise NotFound(f"host {n} is not known")
     names = body.names or sorted(hosts)
-    out.reply(req, S.HostsReply(hosts=[ctx.live.host_view(hosts[n]) for n in names], stale=staleness(ctx)))
+    out.reply(req, S.HostsReply(hosts=[ctx.live.host_view(hosts[n], req.now) for n in names], stale=staleness(ctx)))
 
 
 def staleness(ctx: Context) -> S.Staleness | None:

@@ -1,6 +1,6 @@
 """/v1/hosts, /v1/queues, /v1/fairshare, /v1/limits, /v1/status: the cluster as the CLI's --json shows it.
 
-Hosts are HostView (reserved, actual, slack, overage, available for scheduling,
+Hosts are HostView (reserved, actual, slack, reclaimable, overage, available for scheduling,
 all from xce/core/accounting.py through the controller); close/open are admin actions
 and answer with the host's new view; DELETE removes a host (204), refused (409)
 while jobs run there.  Status is the controller's StatusReply,

@@ -19,6 +19,8 @@ HOST_GAUGES = [
     ("xce_host_mem_reserved_bytes", "mem_reserved", "Memory reserved by jobs on the host."),
     ("xce_host_mem_actual_bytes", "mem_actual", "Memory jobs on the host actually use."),
     ("xce_host_mem_slack_bytes", "mem_slack", "Reserved but unused memory (max(0, reserved - actual))."),
+    ("xce_host_mem_reclaimable_bytes", "mem_reclaimable",
+     "Settled jobs' slack less the safety margin: what reclaiming jobs may run on."),
     ("xce_host_mem_overage_bytes", "mem_overage", "Memory used beyond reservations (max(0, actual - reserved))."),
     ("xce_host_mem_available_bytes", "mem_available", "Memory available for scheduling."),
     ("xce_host_slots_total", "slots_total", "Slots of the host."),

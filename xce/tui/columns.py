@@ -145,6 +145,7 @@ HOST_COLUMNS: tuple[Column, ...] = (
     _host_mem("mem_reserved", "RESV"),
     _host_mem("mem_actual", "ACTUAL"),
     _host_mem("mem_slack", "SLACK"),
+    _host_mem("mem_reclaimable", "RECLM"),
     Column("mem_overage", "OVER", 7, _over_cell, lambda m, h: _hv(m, h).mem_overage, right=True, live=True),
     _host_mem("mem_available", "AVAIL"),
     Column("bar", "MEMORY  actual│overage│slack│free", 34, lambda v, n: fmt.mem_bar(v, 34),

@@ -51,7 +51,7 @@ class KeptSamples:
             if left:
                 self.mirror.live.apply_host_samples(HostSamples(
                     old.host, [old.job_id[i] for i in left], [old.actual[i] for i in left],
-                    [old.peak[i] for i in left], [old.cpu_time[i] for i in left]))
+                    [old.peak[i] for i in left], [old.cpu_time[i] for i in left]), self.mirror.time)
         self.batches[hs.host] = hs
         self.reported[hs.host] = mem
 
@@ -64,18 +64,18 @@ class KeptSamples:
         """Apply a batch now, after any older one of its host that was kept."""
         if self.batches:
             self.flush(hs.host)
-        self.mirror.live.apply_host_samples(hs)
+        self.mirror.live.apply_host_samples(hs, self.mirror.time)
 
     def flush(self, host: str) -> None:
         hs = self.batches.pop(host, None)
         if hs is not None:
-            self.mirror.live.apply_host_samples(hs)
+            self.mirror.live.apply_host_samples(hs, self.mirror.time)
 
     def settle(self) -> None:
         """Let the ledger take every kept batch (before reading every job's or host's figures)."""
         live = self.mirror.live
         for hs in self.batches.values():
-            live.apply_host_samples(hs)
+            live.apply_host_samples(hs, self.mirror.time)
         self.batches.clear()
 
     def settle_job(self, job: Job) -> None:
