@@ -133,7 +133,8 @@ def dry_run_text(spec: Any, req: Any, res: dict[str, Any], queue: str | None, as
               ("Slots", spec.slots), ("Mem limit", fmt_bytes(spec.mem_limit) if spec.mem_limit else ""),
               ("Requirements", spec.resreq), *_resreq_fields(req, res), ("Working dir", spec.cwd),
               ("Output", spec.stdout or ""), ("Errors", spec.stderr or ""),
-              ("Rerunnable", {True: "yes", False: "no", None: ""}[spec.rerunnable])]
+              ("Rerunnable", {True: "yes", False: "no", None: ""}[spec.rerunnable]),
+              ("Reclaim", "yes (runs on reclaimable memory)" if spec.reclaim else "")]
     return "\n".join([head] + [f"  {k + ':':<14} {v}" for k, v in fields if v not in ("", None)])
 
 

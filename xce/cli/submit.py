@@ -26,7 +26,7 @@ from xce.core.jobspec.errors import DirectiveError
 from xce.core.jobspec.options import BSUB_OPTIONS, OptionSet, parse_bsub_args
 from xce.core.limits import SPEC_FIELD
 
-FLAGS = ("--rerunnable", "--dry-run", "--json", "--help", "-h")
+FLAGS = ("--rerunnable", "--reclaim", "--dry-run", "--json", "--help", "-h")
 VALUES = {"--cwd": "-cwd", "--state-dir": "", "--timeout": ""}  # "": not bsub's; kept by the door
 
 USAGE = """\
@@ -38,7 +38,8 @@ block (the command line wins):
   -W [HH:]MM (run limit)  -We [HH:]MM (estimate)  -o/-oo FILE  -e/-eo FILE (%J job id, %I index)
   -cwd DIR  -P PROJECT  -G GROUP  -w 'done(12) && ended(13)'  -sp PRIORITY
   -env all|none|VAR,...  -K (wait, exit with the job's code)  -I (show its output as it runs)
-XCE's own: --cwd DIR  --rerunnable  --dry-run  --json  --state-dir DIR  --timeout S
+XCE's own: --cwd DIR  --rerunnable  --reclaim (run on reclaimable memory; docs/accounting.md)
+  --dry-run  --json  --state-dir DIR  --timeout S
 See docs/cli.md and docs/jobmodel.md."""
 
 
@@ -104,6 +105,8 @@ def build(args: SubmitArgs) -> BuiltJob:
     built = bsub_job(args.options, sub)
     if "--rerunnable" in args.flags:
         built.fields["rerunnable"] = True
+    if "--reclaim" in args.flags:
+        built.fields["reclaim"] = True
     return built
 
 

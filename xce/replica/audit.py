@@ -11,7 +11,10 @@ Checks, naming every violation:
 - every RUN job has a task on each host whose share still runs, one heartbeat after it was
   placed or its host registered with this leader, whichever is later (given the leader's
   dispatch records: ``Dispatch``);
-- no account belongs to a job that is not running.
+- no account belongs to a job that is not running;
+- each host's reclaimable memory (accounting's term) is between 0 and its slack, equals the
+  account-by-account sum of what its settled, non-reclaiming jobs lend, and nothing is lent
+  by a job that runs on reclaimable memory itself.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from xce.core import accounting
 from xce.core.model import ACTIVE, Job, JobState
 from xce.core.placement import allocation_reason, job_demand
 from xce.core.sched.preempt import suspended_slots
@@ -64,8 +68,9 @@ def audit(state: ClusterState, live: Live, cluster_resources: Mapping[str, int] 
         if jid not in state.jobs:
             c.problems.append(f"account for unknown job {jid}")
     _hosts(state, live, c.problems)
+    lending = _reclaim(state, live, dispatch.now if dispatch is not None else None, c.problems)
     checked = {"hosts": len(state.hosts), "running_jobs": c.running, "accounts": len(ledger.accounts),
-               "dispatches": c.dispatches}
+               "dispatches": c.dispatches, "lending_hosts": lending}
     return c.problems, checked
 
 
@@ -112,3 +117,28 @@ def _hosts(state: ClusterState, live: Live, problems: list[str]) -> None:
         for fld in ("mem_reserved", "mem_slack", "mem_overage", "mem_actual"):
             if getattr(t, fld) < 0:
                 problems.append(f"host {name}: negative {fld} {getattr(t, fld)}")
+
+
+def _reclaim(state: ClusterState, live: Live, now: float | None, problems: list[str]) -> int:
+    """Reclaimable memory per host against its slack and an account-by-account sum; how many hosts lend."""
+    lending = 0
+    for name in state.hosts:
+        at = live.last_seen.get(name, 0.0) if now is None else now
+        got = live.reclaimable(name, at)
+        slack = live.ledger.host_totals(name).mem_slack
+        book = live.ledger.books.get(name)
+        fresh = 0
+        for jid in book.ids if book is not None else ():
+            acc = live.ledger.accounts[(jid, name)]
+            if acc.actual is None or not acc.reserved:
+                continue
+            i = book.index[jid]
+            if acc.job_id not in book.reclaiming and accounting.settled(book.since[i], book.peak_at[i], at,
+                                                                         live.rules):
+                fresh += accounting.lendable(acc.reserved, acc.peak, live.rules)
+        if not 0 <= got <= slack:
+            problems.append(f"host {name}: reclaimable {got} outside [0, slack {slack}]")
+        if got != fresh:
+            problems.append(f"host {name}: reclaimable {got} != {fresh} summed account by account")
+        lending += got > 0
+    return lending

@@ -90,6 +90,8 @@ class SubmitBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                                 description="a -w expression: done(12) && ended(\"prep*\")")] = ""
     array: Annotated[str, Meta(max_length=4096, pattern=NO_NUL,
                                description="array indices as -J has them in brackets, and %N: 1-100:2%10")] = ""
+    reclaim: Annotated[bool, Meta(description="run on reclaimable memory, the first to go when its owners "
+                                              "want it back (docs/accounting.md)")] = False
 
 
 class SwitchBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
