@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import sys
 from pathlib import Path
 
@@ -23,8 +24,9 @@ def audit_ok(c: Cluster) -> None:
 
 
 def test_overage_blocks_and_slack_holds_the_promise(tmp_path: Path) -> None:
+    # --reclaim-settle 1: the second half (reclaim_in_settled_slack) runs in this cluster.
     with local_cluster(tmp_path, "--hosts", "1", "--slots-per-host", "4", "--mem-per-host", "2G",
-                       "--heartbeat", "0.5") as cl:
+                       "--heartbeat", "0.5", "--reclaim-settle", "1") as cl:
         c = cl.client
         # A reserves 500M and grows to ~1.2G: its overage is charged on the host.
         a = c.submit(memhog("1200:120"), resreq="rusage[mem=500M]", env=ENV, name="A")
@@ -71,6 +73,51 @@ def test_overage_blocks_and_slack_holds_the_promise(tmp_path: Path) -> None:
         assert rec["A"].accounts[0].mem_charged >= 1150 * MB
         assert rec["B"].mem_slack_integral > 0
         audit_ok(cl)
+        reclaim_in_settled_slack(cl, tmp_path)
+
+
+def reclaim_in_settled_slack(cl: Cluster, tmp_path: Path) -> None:
+    """docs/accounting.md "Reclaimable memory", the live timeline: a reclaiming job starts in a settled
+    job's slack that a normal job cannot use, and is requeued (RECLAIMED) when the owner grows back;
+    the owner is untouched and the audit clean throughout."""
+    c = cl.client
+    grow = tmp_path / "grow"
+    # The owner reserves 1.5G and settles at 100M until told to grow to 1.3G (within its reservation).
+    owner = c.submit(memhog("100:@" + str(grow), "1300:120"), resreq="rusage[mem=1500M]", env=ENV, name="owner")
+    wait_for(lambda: (c.hosts()[0].mem_reclaimable or 0) >= 1 * G, 30, "the owner settled, its slack reclaimable")
+    host = c.hosts()[0]
+    assert host.mem_available < 1 * G <= host.mem_reclaimable + host.mem_available
+    assert host.mem_reclaimable <= host.mem_slack
+    r = cl.xce("hosts", "-l")
+    assert "reclaimable " in r.stdout and "slack " in r.stdout
+    audit_ok(cl)
+    # A normal job of 1G cannot use that slack; a reclaiming one of 1G runs in it.
+    normal = c.submit(["true"], resreq="rusage[mem=1G]", name="normal")
+    lent = c.submit(memhog("200:120"), resreq="rusage[mem=1G]", queue="reclaim", env=ENV, name="lent")
+    wait_for(lambda: c.job(lent).state == "RUN" and (c.job(lent).mem_actual or 0) >= 150 * MB, 20,
+             "the reclaiming job running")
+    vn = c.job(normal)
+    assert vn.state == "PEND" and vn.reason.startswith("mem: needs 1.0G"), vn.reason
+    audit_ok(cl)
+    # The owner grows back into its reservation: the reclaiming job goes (requeued), the owner stays.
+    grow.touch()
+    grown_at = time.time()
+    v = wait_for(lambda: (v := c.job(lent)).state == "PEND" and v, 20, "the reclaiming job requeued")
+    assert "RECLAIMED" in v.reason, v.reason
+    assert any(e.event == "requeued" and "RECLAIMED" in e.detail for e in c.hist(lent)), c.hist(lent)
+    vo = wait_for(lambda: (v := c.job(owner)).mem_actual and v.mem_actual >= 1200 * MB and v, 20, "owner at 1.3G")
+    assert vo.state == "RUN" and not vo.reason
+    assert not any("kill" in e.event or "suspend" in e.event for e in c.hist(owner)), c.hist(owner)
+    audit_ok(cl)
+    # A new reclaiming job waits with the reclaim step's reason (the requeued one shows why it was requeued).
+    late = c.submit(["true"], resreq="rusage[mem=1G]", queue="reclaim", name="late")
+    wait_for(lambda: c.job(late).reason.startswith("reclaim: needs 1.0G, node1 has"), 20, "the reclaim step's reason")
+    if os.environ.get("XCE_TIMELINE"):  # docs/accounting.md's timeline
+        print(f"TIMELINE {grown_at:.2f} the owner is told to grow")
+        for jid in (owner, lent):
+            for e in c.hist(jid):
+                print(f"TIMELINE {e.time:.2f} job {jid} {e.event} {e.by} {e.detail}")
+    c.kill([owner, lent, normal, late])
 
 
 def test_memory_pressure_kills_the_largest_overage_never_a_job_within_its_reservation(tmp_path: Path) -> None:

@@ -461,6 +461,8 @@ def cmd_up(a: argparse.Namespace) -> int:
             args += ["--demo"]
         if a.mem_floor:
             args += ["--mem-floor", a.mem_floor]
+        if a.reclaim_settle is not None:
+            args += ["--reclaim-settle", str(a.reclaim_settle)]
         if a.durability:
             args += ["--durability", a.durability]
         if a.config:
@@ -487,6 +489,8 @@ def cmd_up(a: argparse.Namespace) -> int:
     extra: dict[str, Any] = {}
     if a.mem_floor:
         extra["worker"] = {"mem_floor": a.mem_floor}
+    if a.reclaim_settle is not None:
+        extra["reclaim"] = {"min_run": a.reclaim_settle, "window": a.reclaim_settle}
     if a.durability:
         extra["controller"] = {"durability": a.durability}
     extra.setdefault("controller", {}).update(_compaction_conf(a))
@@ -723,6 +727,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--durability", choices=["mmap", "fsync"], help="Raft journal policy (docs/ha.md)")
     s.add_argument("--mem-floor", help="kill the largest overage first when a host's OS-available "
                    "memory falls below this (e.g. 300M)")
+    s.add_argument("--reclaim-settle", type=float, metavar="SECONDS",
+                   help="reclaim.min_run and reclaim.window: how long a job runs, and its peak holds "
+                   "still, before its slack is lent to reclaiming jobs (docs/accounting.md)")
     s.add_argument("--compact-entries", type=int, help="controller.compact_entries (docs/ha.md)")
     s.add_argument("--compact-seconds", type=float, help="controller.compact_seconds (docs/ha.md)")
     s.add_argument("--detach", action="store_true", help="return once the cluster is ready")

@@ -1,12 +1,15 @@
 """A job that holds memory in a shape over time: `python -m xce.jobs.memhog STEPS...`.
 
 Each step is ``MB:SECONDS`` — grow (or shrink) the resident set to MB and hold
-it for SECONDS.  Pages are touched so they are really resident.  Used by the
+it for SECONDS — or ``MB:@PATH``: hold it until the file PATH exists (a test's
+cue, instead of a guess at how long the step must last).  Pages are touched so
+they are really resident.  Used by the
 demo and the tests to make usage land under, at, above and across a reservation.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -25,6 +28,11 @@ def main(argv: list[str]) -> int:
             have += len(chunk)
         while held and have > target:
             have -= len(held.pop())
+        if secs_s.startswith("@"):
+            print(f"holding {have >> 20} MB until {secs_s[1:]} exists", flush=True)
+            while not os.path.exists(secs_s[1:]):
+                time.sleep(0.05)
+            continue
         print(f"holding {have >> 20} MB for {secs_s or 0}s", flush=True)
         time.sleep(float(secs_s or 0))
     return 0
