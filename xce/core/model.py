@@ -222,6 +222,14 @@ class Queue(msgspec.Struct, kw_only=True, frozen=True, gc=False):
 RECLAIM_POLICIES = ("requeue", "suspend", "kill")
 
 
+RECLAIMED = "RECLAIMED"  # the reason of a job sent away, or suspended, for its lenders (reactors/reclaim.py)
+
+
+def reclaim_suspended(job: Job) -> bool:
+    """An SSUSP job the controller's reclaim suspended: its to resume, not preemption's."""
+    return job.state == JobState.SSUSP and job.reason.startswith(RECLAIMED)
+
+
 def reclaim_queues(queues: Iterable[Queue]) -> frozenset[str]:
     """The names of the queues marked reclaimable."""
     return frozenset(q.name for q in queues if q.reclaimable)

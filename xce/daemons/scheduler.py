@@ -22,7 +22,7 @@ import zmq
 from xce.client import Connection, endpoints_of
 from xce.client.follow import EventFollower, Sync
 from xce.core.errors import XceError
-from xce.core.model import Alloc, Job, JobState
+from xce.core.model import Alloc, Job, JobState, reclaim_suspended
 from xce.core.placement import HostCap, Plan, cluster_free, host_caps, schedule
 from xce.core.sched.limits import HELD
 from xce.core.sched.preempt import credit_suspended, fitter, preempt, resumable
@@ -122,7 +122,9 @@ class Scheduler:
                                        prio, now, flying)
         pending = [j for j in got.ordering.order(m.pending.values()) if self.in_flight.get(j.id) != j.attempt]
         # Preempted jobs resume first, unless work of a queue that preempts theirs still waits.
-        resume = resumable(suspended, caps, rules, {j.spec.queue for j in pending}) if suspended else []
+        # (A job the controller's reclaim suspended is its own to resume: docs/accounting.md.)
+        preempted = [j for j in suspended if not reclaim_suspended(j)]
+        resume = resumable(preempted, caps, rules, {j.spec.queue for j in pending}) if preempted else []
         if not pending and not resume:
             return
         cfree = cluster_free(self.mirror.running.values(), self.cluster_totals)

@@ -8,31 +8,30 @@ memory is under ``worker.mem_floor``.  Then one reclaiming job a heartbeat goes,
 ``accounting.pressure_victim`` picks, as its queue's ``reclaim_policy`` says:
 
     requeue -> Requeue (killed, then PEND; its memory comes back)    reason RECLAIMED
-    suspend -> SysSuspend (SSUSP, SIGSTOP; a stopped process keeps its pages)
+    suspend -> SysSuspend (SSUSP; a stopped process keeps its pages)
     kill    -> Kill (EXIT)
+
+Only the state change is committed: the kill orders follow from it (orders.py), and so do
+SIGSTOP and SIGCONT (the convergence of xce/reactors/signals.py).
 
 Jobs already on their way out count as gone (their charge is added back to the room), so
 one owner's growth does not send more reclaiming jobs away than it needs.  A job within its
 reservation is never touched here: only reclaiming jobs are candidates.  A job suspended
-for it resumes (SysResume, SIGCONT) once the host is no longer short.
+for it resumes (SysResume) once the host is no longer short.
 """
 
 from __future__ import annotations
 
 import logging
-import signal
 
 from xce.core import accounting
-from xce.core.model import Job, JobState
+from xce.core.model import RECLAIMED, Job, JobState, reclaim_suspended
 from xce.core.state import Cmd, Kill, Requeue, SysResume, SysSuspend
 from xce.core.units import fmt_bytes, parse_mem
-from xce.proto import schema as S
-from xce.proto.opcodes import Op
 from xce.reactors.context import Context
 from xce.reactors.outbox import Outbox
 
 log = logging.getLogger("xce.controller")
-RECLAIMED = "RECLAIMED"
 RESEND_AFTER = 5.0  # seconds before a decision whose command has not taken effect is made again
 
 
@@ -82,30 +81,16 @@ def send_away(ctx: Context, job: Job, why: str, now: float, out: Outbox) -> None
     policy = queue.reclaim_policy if queue is not None else "requeue"
     ctx.book.reclaimed[(job.id, job.attempt)] = now
     log.warning("reclaim: job %d (%s): %s", job.id, policy, why)
-    if policy == "suspend":
-        out.commit(SysSuspend(time=now, job_ids=[job.id], reason=why),
-                   lambda result, out: _signal(ctx, job, JobState.SSUSP, signal.SIGSTOP, out))
-        return
-    cmd: Cmd = (Kill(time=now, job_ids=[job.id], reason=why, by="controller") if policy == "kill"
+    cmd: Cmd = (SysSuspend(time=now, job_ids=[job.id], reason=why) if policy == "suspend"
+                else Kill(time=now, job_ids=[job.id], reason=why, by="controller") if policy == "kill"
                 else Requeue(time=now, job_ids=[job.id], reason=why, by="controller"))
-    out.commit(cmd)  # the kill orders follow from the applied state (orders.orders)
+    out.commit(cmd)
 
 
 def resume_one(ctx: Context, host: str, jobs: list[Job], now: float, out: Outbox) -> None:
     """The first job suspended for reclaim on ``host`` runs again."""
-    job = next((j for j in jobs if j.state == JobState.SSUSP and j.reason.startswith(RECLAIMED)), None)
+    job = next((j for j in jobs if reclaim_suspended(j)), None)
     if job is None or now - ctx.book.reclaimed.get((job.id, -1), -RESEND_AFTER) < RESEND_AFTER:
         return
     ctx.book.reclaimed[(job.id, -1)] = now
-    out.commit(SysResume(time=now, job_ids=[job.id]),
-               lambda result, out: _signal(ctx, job, JobState.RUN, signal.SIGCONT, out))
-
-
-def _signal(ctx: Context, job: Job, state: JobState, sig: int, out: Outbox) -> None:
-    """Once committed: ``sig`` to the job's running shares if the job is now in ``state``."""
-    job = ctx.state.jobs.get(job.id) or job
-    if job.state != state:
-        return
-    for host in job.hosts:
-        if host not in job.finished_hosts and host in ctx.book.workers:
-            out.order(host, Op.SIGNAL_JOB, S.SignalJob(job_id=job.id, attempt=job.attempt, signal=sig))
+    out.commit(SysResume(time=now, job_ids=[job.id]))
