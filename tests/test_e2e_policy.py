@@ -72,7 +72,7 @@ def test_a_site_config_its_limit_holds_a_job_and_a_high_queue_preempts_a_low_one
     with local_cluster(tmp_path, "--hosts", "1", "--slots-per-host", "4", "--mem-per-host", "2G",
                        "--heartbeat", "0.5", "--config", str(site)) as cl:
         c = cl.client
-        assert {q.name for q in c.queues().queues} == {"low", "high"}
+        assert {q.name for q in c.queues().queues} == {"low", "high", "reclaim"}  # reclaim: built in (accounting.md)
         ids = c.submit_many([{"command": "sleep 30"}] * 3)
         held = wait_for(lambda: (v := c.job(ids[2])).reason and v, 20, "the third job's reason")
         assert [c.job(j).state for j in ids[:2]] == ["RUN", "RUN"] and held.state == "PEND"
