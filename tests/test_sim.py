@@ -20,7 +20,7 @@ from xce.core.placement import pending_order, schedule
 from xce.core.sched.backfill import releases
 from xce.proto.schema import HostLive
 from xce.sim import metrics
-from xce.sim.engine import Engine
+from xce.sim.engine import Engine, fair_state
 from xce.sim.model import Machine, UsageModel, machine, sim_jobs
 from xce.sim.policies import POLICIES, policies
 from xce.sim.swf import TraceError, load, parse
@@ -38,9 +38,10 @@ HEADER = """; Version: 2.2
 
 
 def line(job: int, submit: float, run: float, procs: int, used_kb: float = -1, req_kb: float = -1,
-         wait: float = 0, user: int = 1, queue: int = 1, req_procs: int | None = None) -> str:
+         wait: float = 0, user: int = 1, queue: int = 1, req_procs: int | None = None, req_time: float = -1) -> str:
     req_p = procs if req_procs is None else req_procs
-    return (f"{job} {submit} {wait} {run} {procs} -1 {used_kb} {req_p} -1 {req_kb} 1 {user} 1 1 {queue} -1 -1 -1")
+    return (f"{job} {submit} {wait} {run} {procs} -1 {used_kb} {req_p} {req_time} {req_kb} 1 {user} 1 1 {queue} "
+            "-1 -1 -1")
 
 
 def replay(lines: list[str], policy: str, m: Machine, usage: UsageModel = UsageModel(ramp=0.1, steps=1),
@@ -162,6 +163,32 @@ def test_xce_charges_the_overgrown_job_and_waits_instead(policy: str) -> None:
     assert b.start == 100 and not a.killed and r["summary"]["mem_kills"] == 0
 
 
+@pytest.mark.parametrize("run_limits,ends", [(False, [100, 52, 200]), (True, [55, 52, 155])])
+def test_a_job_past_its_requested_time_is_killed_as_the_worker_kills_it(run_limits: bool, ends: list) -> None:
+    # 2 slots, kill grace 5 s.  j1 asks 50 s and runs 100: past its -W it is killed, gone 5 s
+    # later (TERM_RUNLIMIT).  j2 asks 50 s and runs 52: killed too, its own end comes first.
+    # j3 (2 slots, no requested time) waits for both.
+    trace = parse([*HEADER.splitlines(), line(1, 0, 100, 1, req_time=50), line(2, 0, 52, 1, req_time=50),
+                   line(3, 1, 100, 2)])
+    jobs, _ = sim_jobs(trace, Machine(1, 2, 0), memory=False)
+    eng = Engine(Machine(1, 2, 0), jobs, POLICIES["flat"], UsageModel(memory=False), 5.0, run_limits=run_limits)
+    out = eng.run()
+    assert [r.end for r in out.records] == ends
+    assert [r.timed_out for r in out.records] == [run_limits, run_limits, False]
+    assert metrics.summary(out)["runlimit_kills"] == 2 * run_limits
+    if run_limits:
+        assert {eng.cs.jobs[j].reason for j in (1, 2)} == {"TERM_RUNLIMIT"}
+
+
+@pytest.mark.parametrize("policy,order", [("xce", [1, 2, 3]), ("xce-fair", [1, 3, 2])])
+def test_fairshare_starts_the_user_with_less_usage_first(policy: str, order: list) -> None:
+    # One slot.  u1's j1 runs 0-100; u1's j2 (at 10) and u2's j3 (at 20) wait.  In submit order
+    # j2 goes next; under fairshare u2, who has used nothing, goes first.
+    recs = replay([line(1, 0, 100, 1, user=1), line(2, 10, 50, 1, user=1), line(3, 20, 50, 1, user=2)],
+                  policy, Machine(1, 1, 0))["records"]
+    assert [i + 1 for i, _ in sorted(enumerate(recs), key=lambda r: r[1].start)] == order
+
+
 def test_noise_is_seeded_and_the_same_for_every_policy() -> None:
     t = parse([*HEADER.splitlines(), line(7, 0, 100, 1, used_kb=1000, req_kb=1000)])
     (j,), _ = sim_jobs(t, machine(t))
@@ -193,15 +220,22 @@ class Checked(Engine):
         prio = {q.name: q.priority for q in self.cs.queues.values()}
         caps = round_caps(m)
         rules = self.policy.backfill
-        daemon = schedule(caps, pending_order(m.pending.values(), prio), self.now, backfill=rules,
-                          releases=releases(m.running.values(), rules, self.now, m.live.ledger))
+        if self.policy.fairshare:  # the scheduler's own path: its book folds every job the cluster keeps
+            self.daemon_fair = getattr(self, "daemon_fair", None) or fair_state(self.policy)
+            got = self.daemon_fair.round_inputs(m.jobs.values(), m.pending.values(), m.running.values(),
+                                                m.live.ledger, prio, self.now)
+            order, rel = got.ordering.order(m.pending.values()), got.releases
+        else:
+            order = pending_order(m.pending.values(), prio)
+            rel = releases(m.running.values(), rules, self.now, m.live.ledger)
+        daemon = schedule(caps, order, self.now, backfill=rules, releases=rel)
         mine = super().plan(ordered)
         assert mine.placements == daemon.placements
         type(self).compared += 1
         return mine
 
 
-@pytest.mark.parametrize("policy", ["xce", "xce-easy"])
+@pytest.mark.parametrize("policy", ["xce", "xce-easy", "xce-fair", "xce-fair-easy"])
 def test_every_round_of_a_replay_is_the_daemons_decision(policy: str) -> None:
     trace = load(TRACE, limit=150)
     m = machine(trace, slots=32, mem=640 * MB)

@@ -393,7 +393,10 @@ class _Beaten:
 
     def failed(self, d: Demand, k: tuple | None) -> None:
         if k is not None:
-            self.front.setdefault(k, []).append((d.slots, d.mem_task))
+            # Entries as wide and as hungry as this one are implied by it: the front stays short.
+            s, m = d.slots, d.mem_task
+            front = self.front.get(k, [])
+            self.front[k] = [(s0, m0) for s0, m0 in front if s0 < s or m0 < m] + [(s, m)]
 
 
 Veto = Callable[[Demand, HostCap, int, bool], str | None]
@@ -639,7 +642,7 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None,
             if names and h.name in names:
                 i += 1
                 continue
-            if fits(d, h, slots, True):
+            if h.slots_free >= slots and fits(d, h, slots, True):  # (the slot test first: a full host's no, cheaply)
                 no = veto(d, h, slots, True) if veto else None
                 if no is None:
                     cls.pos = i
@@ -667,8 +670,9 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None,
     n, mem_job = len(cands), d.mem_job
     while i < n:
         h = cands[i]
-        # (first=True differs from False only by the per-job memory)
-        if not fits(d, h, least, False) and (not mem_job or not fits(d, h, least, True)):
+        # (first=True differs from False only by the per-job memory; a host without ``least``
+        # slots free fails ok_slots either way, told apart without a call)
+        if h.slots_free < least or (not fits(d, h, least, False) and (not mem_job or not fits(d, h, least, True))):
             if i == sp:
                 sp += 1
             i += 1

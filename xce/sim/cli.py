@@ -43,6 +43,9 @@ def register(sub: Any) -> None:
                    help="seconds from a MEMPRESSURE decision to the victim's end, at worst "
                         f"(default: the worker's kill_grace, {WorkerConf().kill_grace:g})")
     s.add_argument("--mem-floor", default="0", help="worker.mem_floor: kill below this OS-available (0)")
+    s.add_argument("--run-limits", action="store_true",
+                   help="kill a job that runs past its requested time (SWF field 9) as the worker kills one "
+                        "past its -W (TERM_RUNLIMIT); by default the trace's run times stand")
     s.add_argument("--limit", type=int, help="replay only the first N jobs of the trace")
     s.add_argument("--record", action="store_true",
                    help="add the trace's own recorded waits as a row (compare on the trace's machine)")
@@ -51,34 +54,37 @@ def register(sub: Any) -> None:
     s.set_defaults(func=cmd_sim)
 
 
-def progress_bar(label: str) -> Callable[[float], None] | None:
-    """A bar on stderr, only when stderr is a terminal."""
+def progress_bar(label: str) -> Callable[[float, int], None] | None:
+    """A bar on stderr, only when stderr is a terminal: the share of jobs done, the time so
+    far and the cost of a simulated event so far."""
     if not sys.stderr.isatty():
         return None
     t0 = time.perf_counter()
 
-    def show(done: float) -> None:
-        n = int(done * 30)
-        sys.stderr.write(f"\r{label:>6} [{'#' * n}{'.' * (30 - n)}] {done:4.0%} {time.perf_counter() - t0:5.1f}s")
+    def show(done: float, events: int) -> None:
+        n, spent = int(done * 30), time.perf_counter() - t0
+        per = f"{spent / events * 1e6:6.0f} us/event" if events else ""
+        sys.stderr.write(f"\r{label:>13} [{'#' * n}{'.' * (30 - n)}] {done:4.0%} {spent:6.1f}s {per}")
         sys.stderr.flush()
 
     return show
 
 
 def run_policy(m: Machine, jobs: list[SimJob], name: str, usage: UsageModel, kill_grace: float,
-               mem_floor: int, show: bool = True) -> tuple[Outcome, dict[str, Any]]:
+               mem_floor: int, show: bool = True, run_limits: bool = False) -> tuple[Outcome, dict[str, Any]]:
     (pol,) = policies(name)
     bar = progress_bar(pol.name) if show else None
     t0, c0 = time.perf_counter(), time.process_time()
-    outcome = Engine(m, jobs, pol, usage, kill_grace, mem_floor, bar).run()
+    outcome = Engine(m, jobs, pol, usage, kill_grace, mem_floor, bar, run_limits).run()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     if bar is not None:
-        bar(1.0)
+        bar(1.0, outcome.events)
         sys.stderr.write("\n")
     row = metrics.summary(outcome)
     row["wall_s"] = wall
     row["cpu_s"] = cpu  # this process's CPU: what a busy shared machine does not inflate
     row["us_per_event"] = wall / max(1, outcome.events) * 1e6
+    row["cpu_us_per_event"] = cpu / max(1, outcome.events) * 1e6
     return outcome, row
 
 
@@ -96,7 +102,8 @@ def cmd_sim(a: argparse.Namespace) -> int:
     jobs, skipped = sim_jobs(trace, m, memory=m.mem > 0)
     outcomes, rows = [], []
     for name in names:
-        o, row = run_policy(m, jobs, name, usage, a.kill_grace, parse_mem(a.mem_floor))
+        o, row = run_policy(m, jobs, name, usage, a.kill_grace, parse_mem(a.mem_floor),
+                            run_limits=a.run_limits)
         outcomes.append(o)
         rows.append(row)
     if a.record:
@@ -104,7 +111,7 @@ def cmd_sim(a: argparse.Namespace) -> int:
     meta = {"trace": Path(a.trace).name, "jobs": len(jobs), "skipped": skipped,
             "machine": {"hosts": m.hosts, "slots": m.slots, "mem": m.mem},
             "usage": {"ramp": usage.ramp, "steps": usage.steps, "noise": usage.noise, "seed": usage.seed},
-            "kill_grace": a.kill_grace}
+            "kill_grace": a.kill_grace, "run_limits": a.run_limits}
     if a.report:
         page = report.write_report(Path(a.report), outcomes, rows, meta)
         print(f"report: {page}", file=sys.stderr)

@@ -11,27 +11,39 @@ scheduling round (the daemon's scheduler runs a round on any event that could he
 undebounced by default).  Rounds stay cheap without changing a decision because
 resources only grow when a job ends, is killed or reports less memory: until then every
 job that failed a round fails again (the argument placement.py makes within a round),
-so such a round only needs the jobs submitted since.  Host views are rebuilt from the
+so such a round only needs the jobs submitted since (in the policy's order among
+themselves: with fairshare that order moves with usage, but jobs that fail whatever their
+place fail in any order, and failing takes nothing).  Host views are rebuilt from the
 ledger only for hosts something happened on.
+
+Fairshare goes through the scheduler's own ``PolicyState.round_inputs``: each ended job is
+handed to its usage book once (as a cluster that forgot it would: its usage stays), and
+the pending jobs as one per (user, group, project, queue) key, which is all a share tree
+reads of them.  With ``run_limits`` a job that runs past its requested time (SWF field 9,
+its -W) is killed as the worker kills it (TERM_RUNLIMIT: the decision the moment it is
+past, its end ``kill_grace`` later at worst, or at its own end if that comes first).
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from xce.core.accounting import pressure_victim
 from xce.replica.live import Live
 from xce.core.model import Alloc, Host, Job, JobSpec, JobState, Queue
 from xce.core.placement import HostCap, Plan, host_caps, job_demand, never_fits, pending_order, schedule
 from xce.core.sched.backfill import releases
+from xce.core.sched.fairshare import Key, key_of
+from xce.core.sched.site import PolicyState, SitePolicy
+from xce.site.config import Config
 from xce.core.resreq import ResReq, parse_resreq
 from xce.sim.model import Machine, SimJob, UsageModel
 from xce.sim.policies import Policy
 from xce.core.state import ClusterState, Finish, Kill, Place, RegisterHost, SetQueues, Submit
 
-END, KILL, STEP = 0, 1, 2
+END, KILL, RUNLIMIT, STEP = 0, 1, 2, 3  # at one instant: ends, kills, then usage reports
 SAMPLES = 600  # points of each time series
 
 
@@ -45,7 +57,8 @@ class JobRecord:
     run: float
     slots: int
     user: str
-    killed: bool = False
+    killed: bool = False  # MEMPRESSURE
+    timed_out: bool = False  # TERM_RUNLIMIT
     rejected: str = ""
     mem_seconds: float = 0.0  # byte-seconds of actual memory over the run (lost if killed)
 
@@ -89,12 +102,23 @@ def host_name(i: int) -> str:
     return f"h{i:04d}"
 
 
+def fair_state(policy: Policy) -> PolicyState | None:
+    """The scheduler's between-rounds state under the daemons' default fairshare, or None."""
+    if not policy.fairshare:
+        return None
+    return PolicyState(replace(SitePolicy.from_config(Config()), backfill=policy.backfill, limits=()))
+
+
 class Engine:
     def __init__(self, m: Machine, jobs: list[SimJob], policy: Policy, usage: UsageModel,
                  kill_grace: float = 0.0, mem_floor: int = 0,
-                 progress: Callable[[float], None] | None = None) -> None:
+                 progress: Callable[[float, int], None] | None = None, run_limits: bool = False) -> None:
         self.m, self.jobs, self.policy, self.usage = m, jobs, policy, usage
         self.kill_grace, self.mem_floor, self.progress = kill_grace, mem_floor, progress
+        self.run_limits = run_limits
+        self.fair = fair_state(policy)
+        self.ended_since: list[Job] = []  # for the fairshare book: each ended job once
+        self.pend_keys: dict[Key, dict[int, Job]] = {}  # pending jobs by fairshare key
         self.cs = ClusterState()
         self.live = Live()
         self.heap: list[tuple[float, int, int, int, int]] = []  # (time, kind, seq, job id, arg)
@@ -119,6 +143,7 @@ class Engine:
         self.series = Series()
         self.now = 0.0
         self.kills = 0
+        self.timeouts = 0
         self.ended = 0  # jobs that ran and ended, or were refused: the progress bar's measure
         self.next_progress = 0
         self.events = 0
@@ -173,7 +198,7 @@ class Engine:
             self._round()
             if self.progress is not None and self.events >= self.next_progress:
                 self.next_progress = self.events + 20_000
-                self.progress(self.ended / max(1, n))
+                self.progress(self.ended / max(1, n), self.events)
         self._sample(force=True)
         end = max((r.end for r in self.records.values() if r.end is not None), default=self.t0)
         return Outcome(self.policy.name, self.m, list(self.records.values()), self.acc, self.series,
@@ -194,6 +219,10 @@ class Engine:
             self.kills += 1
             self.records[jid].killed = True
             self._finish(job, "MEMPRESSURE")
+        elif kind == RUNLIMIT:
+            self.timeouts += 1
+            self.records[jid].timed_out = True
+            self._finish(job, "TERM_RUNLIMIT")
         else:
             self._report(job, arg & 0xFFFF)
 
@@ -271,6 +300,8 @@ class Engine:
             return
         self.pending[jid] = job
         self.new.append(job)
+        if self.fair is not None:
+            self.pend_keys.setdefault(key_of(job), {})[jid] = job
 
     def _round(self) -> None:
         if not self.new and not self.freed:
@@ -289,7 +320,13 @@ class Engine:
         self.rounds += 1
         # Ids follow submit order and the queue holds only PEND jobs: with one priority for
         # every queue (SWF has none), the queue in hand is pending_order's answer already.
-        ordered = list(todo) if self.one_priority else pending_order(todo, self.prio)
+        if self.fair is not None:
+            got = self.fair.round_inputs(self.ended_since, [next(iter(p.values())) for p in self.pend_keys.values()],
+                                         self.running.values(), self.live.ledger, self.prio, self.now)
+            self.ended_since = []
+            ordered = got.ordering.order(todo)
+        else:
+            ordered = list(todo) if self.one_priority else pending_order(todo, self.prio)
         plan = self.plan(ordered)
         for jid, allocs in plan.placements:
             self._place(self.cs.jobs[jid], allocs)
@@ -304,13 +341,22 @@ class Engine:
         now = self.now
         attempt = self.cs.apply(Place(time=now, job_id=job.id, attempt=job.attempt, allocs=allocs))
         del self.pending[job.id]
+        if self.fair is not None:
+            same = self.pend_keys[key := key_of(job)]
+            del same[job.id]
+            if not same:
+                del self.pend_keys[key]
         self.running[job.id] = job
         self._changing(job.hosts, lambda: self.live.sync_job(job, now))
         self.slots_used += job.spec.slots
         sj = self.sim[job.id]
         self.records[job.id].start = now
         self.last_use[job.id] = (now, 0)
-        self._push(now + sj.run, END, job.id, attempt << 16)
+        limit = job.spec.run_limit
+        if self.run_limits and limit is not None and sj.run > limit:  # the worker's rule: past -W, killed
+            self._push(now + min(sj.run, limit + self.kill_grace), RUNLIMIT, job.id, attempt << 16)
+        else:
+            self._push(now + sj.run, END, job.id, attempt << 16)
         for k, (dt, _) in enumerate(self.reports.setdefault(job.id, self.usage.reports(sj))):
             if dt < sj.run:
                 self._push(now + dt, STEP, job.id, attempt << 16 | k)
@@ -376,6 +422,8 @@ class Engine:
         self.slots_used -= job.spec.slots
         self.records[job.id].end = now
         self.ended += 1
+        if self.fair is not None:
+            self.ended_since.append(job)
         self.reports.pop(job.id, None)
         self.freed = True
         if reason:

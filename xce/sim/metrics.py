@@ -77,6 +77,7 @@ def summary(o: Outcome) -> dict[str, Any]:
            "mem_kills": len(killed),
            "mem_seconds_lost": sum(r.mem_seconds for r in killed),
            "slot_seconds_lost": sum((r.end - r.start) * r.slots for r in killed),  # type: ignore[operator]
+           "runlimit_kills": sum(1 for r in o.records if r.timed_out),
            "oversubscribed_host_minutes": a.over_hosts / 60.0,
            "events": o.events, "rounds": o.rounds}
     return out

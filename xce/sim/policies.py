@@ -1,10 +1,12 @@
 """Named policies: configurations of the one replay engine, never engines of their own.
 
 A policy says what memory a host offers the scheduler (one of accounting.MEM_VIEWS, the
-same functions placement.host_caps applies in the daemons) and which backfill stage of the
-pure core runs (xce.core.sched.backfill: off = greedy, EASY, conservative).  Fairshare and
-reclaimable memory (issue 18) are still to come as further entries.  Adding a policy is
-one entry in POLICIES; the engine reads nothing else.
+same functions placement.host_caps applies in the daemons), which backfill stage of the
+pure core runs (xce.core.sched.backfill: off = greedy, EASY, conservative), and whether
+the queue is ordered by fairshare (xce.core.sched.fairshare, with the daemons' default
+tree, weights and half-life: ``SitePolicy.from_config(Config())``).  Reclaimable memory
+(issue 18) is still to come as a further entry.  Adding a policy is one entry in
+POLICIES; the engine reads nothing else.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class Policy:
     mem_view: MemView
     backfill: BackfillRules = GREEDY  # the core's backfill stage (xce.core.sched.backfill)
     about: str = ""
+    fairshare: bool = False  # order by the daemons' default fairshare before submit order
 
 
 _VIEWS = (("flat", "Slurm, PBS, Kubernetes: capacity - sum of requests"),
@@ -34,6 +37,10 @@ POLICIES: dict[str, Policy] = {
     **{v: Policy(v, MEM_VIEWS[v], GREEDY, about) for v, about in _VIEWS},
     **{f"{v}-easy": Policy(f"{v}-easy", MEM_VIEWS[v], EASY, about + "; EASY backfill on the requested times")
        for v, about in _VIEWS},
+    # The daemons' own default stages: fairshare, with and without EASY backfill.
+    "xce-fair": Policy("xce-fair", MEM_VIEWS["xce"], GREEDY, _VIEWS[2][1] + "; fairshare", fairshare=True),
+    "xce-fair-easy": Policy("xce-fair-easy", MEM_VIEWS["xce"], EASY,
+                            _VIEWS[2][1] + "; fairshare and EASY backfill (the daemons' defaults)", fairshare=True),
 }
 
 

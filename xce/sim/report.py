@@ -23,7 +23,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("policy", "policy", "s"), ("util slots", "util_slots", "%"), ("util mem", "util_mem", "%"),
     ("wait mean", "wait_mean_s", "t"), ("median", "wait_median_s", "t"), ("p95", "wait_p95_s", "t"),
     ("bsld", "bounded_slowdown_mean", "f"), ("makespan", "makespan_s", "d"),
-    ("kills", "mem_kills", "n"), ("GB-h lost", "mem_seconds_lost", "g"),
+    ("kills", "mem_kills", "n"), ("GB-h lost", "mem_seconds_lost", "g"), ("runlimit", "runlimit_kills", "n"),
     ("oversub min", "oversubscribed_host_minutes", "f"), ("slack/resv", "slack_share", "%"),
     ("fair", "fairness_jain", "f3"), ("run s", "wall_s", "f"), ("us/event", "us_per_event", "f"),
 )
@@ -71,7 +71,8 @@ def describe(meta: dict[str, Any]) -> str:
     mem = fmt_bytes(m["mem"]) if m["mem"] else "no memory model"
     return (f"{meta['trace']}: {meta['jobs']} jobs replayed ({meta['skipped']} skipped); "
             f"{m['hosts']} hosts x {m['slots']} slots, {mem} each; ramp {u['ramp']:.0%} of the run in "
-            f"{u['steps']} reports, noise {u['noise']}, seed {u['seed']}; kill grace {meta['kill_grace']} s")
+            f"{u['steps']} reports, noise {u['noise']}, seed {u['seed']}; kill grace {meta['kill_grace']} s"
+            + ("; run limits enforced (TERM_RUNLIMIT)" if meta.get("run_limits") else ""))
 
 
 # ---- plots ------------------------------------------------------------------------------
