@@ -456,7 +456,7 @@ class _Round:
         self.cnames = {n: 0 for n in cluster_names}
         self.free_slots = sum(max(0, h.slots_free) for h in caps.values() if h.schedulable is None)
         self.no_room: dict[tuple[int, int], str] = {}  # (slots needed, slots free) -> that reason
-        self.bf = Backfill(backfill, now, fit_reason, _place_fresh, releases)
+        self.bf = Backfill(backfill, now, fit_reason, _place_fresh, releases, fits, explain)
         self.limits = limits
         self.sweeps = 16 if self.bf.most else 0  # reservation sweeps a round may try (each sorts the releases)
 
@@ -625,6 +625,11 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None,
     ``explain`` the reason is only ``UNEXPLAINED`` (or a veto's).
     """
     cands = cls.candidates
+    if not explain and veto is None and cls.plain is not None and d.select is None \
+            and _capacity(d, cands, cls.spread_pos) < d.slots:
+        # Both walks below take at most each host's capacity: short of the slots in all, they
+        # fail (no veto to ask, no words to give), and the class is marked failed for the round.
+        return None, UNEXPLAINED, False
     single = _single(d)
     best_reason = vetoed = ""
     if not single and d.ptile is None and d.slots > cls.widest:
@@ -703,6 +708,27 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None,
     if vetoed or not explain:
         return None, vetoed or UNEXPLAINED, bool(vetoed)
     return None, _best_reason(d, cands, best_reason or f"slots: needs {d.slots} across hosts"), False
+
+
+def _capacity(d: Demand, cands: list[HostCap], start: int) -> int:
+    """For a plain demand (memory per task only, no select): the slots the walks could take
+    from ``cands[start:]``, each host min(slots free, memory available // memory per task).
+
+    That is what ``fits`` lets a share of such a demand have on each host (the spread walk
+    takes exactly that much of each), and the hosts before ``start`` could not take even one
+    slot earlier in the round (resources only shrink).  A bound, never a second fit rule: a
+    walk still makes every placement.
+    """
+    m = d.mem_task
+    if not m:
+        return sum(h.slots_free for h in cands[start:] if h.slots_free > 0)
+    total = 0
+    for h in cands[start:]:
+        k = h.slots_free
+        if k > 0:
+            room = h.mem_available // m
+            total += k if k < room else room if room > 0 else 0
+    return total
 
 
 def _alloc(d: Demand, h: HostCap, slots: int, first: bool) -> Alloc:

@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 MODES = ("off", "easy", "conservative")
 
 Fit = Callable[["Demand", "HostCap", int, bool], "str | None"]
+Fits = Callable[["Demand", "HostCap", int, bool], bool]  # ``Fit(...) is None``, without the words
+UNEXPLAINED_VETO = "backfill: would delay a reservation"  # explain=False: the reason is never shown
 Place = Callable[["Demand", "list[HostCap]"], "list[Alloc] | None"]
 
 
@@ -134,10 +136,14 @@ class Backfill:
     """One round's reservations and the future they hold (mutated as the round places jobs)."""
 
     def __init__(self, rules: BackfillRules, now: float, fit: Fit, place: Place,
-                 releases: Iterable[Release] = ()) -> None:
+                 releases: Iterable[Release] = (), fits: Fits | None = None, explain: bool = True) -> None:
+        """``fits``: the same rule as ``fit`` without building reasons; ``explain=False``: a
+        veto's reason is a fixed word (the caller keeps no reasons, only that one was given)."""
         self.rules = rules
         self.now = now
         self.fit = fit
+        self.ok: Fits = fits or (lambda d, h, slots, first: fit(d, h, slots, first) is None)
+        self.explain = explain
         self.place = place
         self.timeline: dict[str, list[Release]] = {}
         self.points: dict[str, list[_Point]] = {}
@@ -158,7 +164,9 @@ class Backfill:
     def veto(self, d: Demand, h: HostCap, slots: int, first: bool, end: float) -> str | None:
         """Why this share would delay a reservation on ``h``; None if it would not."""
         for p in self.points.get(h.name, ()):
-            if p.start < end and self.fit(d, p.cap, slots, first) is not None:
+            if p.start < end and not self.ok(d, p.cap, slots, first):
+                if not self.explain:
+                    return UNEXPLAINED_VETO
                 r = p.reservation
                 return f"backfill: would delay job {r.job_id}, {r.says()}"
         return None
@@ -202,7 +210,7 @@ class Backfill:
                 continue  # settle every change at this instant first
             allocs = None
             if single:
-                allocs = next((self.place(d, [c]) for c in touched if self.fit(d, c, d.slots, True) is None
+                allocs = next((self.place(d, [c]) for c in touched if self.ok(d, c, d.slots, True)
                                and self._fits_later(d, c, d.slots, True, t, t + run)), None)
             elif free >= d.slots and tries < 8:  # a spread over hosts: try the whole ranked list
                 tries += 1
@@ -218,7 +226,7 @@ class Backfill:
 
     def _fits_later(self, d: Demand, h: HostCap, slots: int, first: bool, t: float, end: float) -> bool:
         """Whether a reservation over [t, end) on ``h`` fits the later ones that start meanwhile."""
-        return all(self.fit(d, p.cap, slots, first) is None for p in self.points.get(h.name, ()) if t < p.start < end)
+        return all(self.ok(d, p.cap, slots, first) for p in self.points.get(h.name, ()) if t < p.start < end)
 
     def _hold(self, job: Job, t: float, end: float, allocs: list[Alloc], at_t: dict[str, HostCap]) -> Reservation:
         """Hold ``allocs`` over [t, end): a point at ``t``, charged to the points it overlaps,
