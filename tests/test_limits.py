@@ -105,3 +105,43 @@ def test_text_limits_name_the_field() -> None:
     assert limits.check_text(limits.KILL_REASON, "k" * 2000) == (
         f"kill reason: 2,000 bytes is over the limit of {limits.KILL_REASON.max_bytes:,} bytes")
     assert limits.check_text(limits.HOST_NAME, "node1") is None
+
+
+def _at(f: limits.FieldLimit, extra_bytes: int = 0, extra_items: int = 0) -> object:
+    """A value of field ``f`` measuring its byte limit (+ extra_bytes), or its item limit (+ extra_items)."""
+    if f.max_items is None:
+        return "é" * (f.max_bytes // 2) + "x" * (f.max_bytes % 2 + extra_bytes)
+    if extra_items:
+        return (["a"] * (f.max_items + extra_items) if f.field == "command"
+                else {f"K{i}": "" for i in range(f.max_items + extra_items)})
+    if f.field == "command":
+        return ["b" * (f.max_bytes - 1 + extra_bytes)]
+    return {"K": "v" * (f.max_bytes - len("K=") - 1 + extra_bytes)}
+
+
+@pytest.mark.parametrize("f", limits.SPEC_LIMITS, ids=lambda f: f.field)
+@pytest.mark.parametrize("extra", [(0, 0), (1, 0), (0, 1)], ids=["at", "byte over", "item over"])
+def test_the_encoded_size_bound_gives_the_full_checks_verdict(f: limits.FieldLimit, extra) -> None:
+    """The batch submit's short cut (only fields whose limit is below the spec's encoded size are
+    measured) refuses exactly what measuring every field refuses, at every field's edge."""
+    import msgspec
+
+    if extra[1] and f.max_items is None:
+        pytest.skip("a string has no item limit")
+    spec = JobSpec(command=["true"], **{f.field: _at(f, *extra)}) if f.field != "command" else \
+        JobSpec(command=_at(f, *extra))
+    full = limits.spec_limit_reason(spec)
+    assert (full is None) == (extra == (0, 0))
+    assert limits.spec_limit_reason(spec, len(msgspec.msgpack.encode(spec))) == full
+    if full is not None:
+        with pytest.raises(InvalidRequest, match=f"^{f.field}: "):
+            check_spec(spec)
+
+
+def test_a_small_spec_measures_only_the_fields_with_limits_below_its_size() -> None:
+    import msgspec
+
+    spec = JobSpec(command=["true"], user="u" * 300)  # user's 256 bytes is below this spec's size
+    size = len(msgspec.msgpack.encode(spec))
+    assert 300 < size < 1024
+    assert limits.spec_limit_reason(spec, size) == limits.spec_limit_reason(spec) is not None

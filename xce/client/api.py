@@ -93,7 +93,8 @@ class Client:
     def submit_many(self, jobs: Sequence[JobSpec | dict[str, Any]], dry_run: bool = False,
                     key: str | None = None) -> list[int]:
         """Submit jobs at once (all or none); ``key`` to make a retry of your own safe too."""
-        defaults = {"user": unix_user(), "cwd": os.getcwd()}
+        # asked once for the batch, not once a job (gethostname is a system call)
+        defaults = {"user": unix_user(), "cwd": os.getcwd(), "submit_host": socket.gethostname()}
         specs = [j if isinstance(j, JobSpec) else make_spec(**{**defaults, **j}) for j in jobs]
         return self.request(Op.SUBMIT, writes.submit(specs, key=key or writes.new_key(), dry_run=dry_run)).ids
 

@@ -68,6 +68,10 @@ class DepIndex:
                     del patterns[ref.pattern]
         return freed
 
+    def empty(self) -> bool:
+        """No job waits on anything: no change can re-evaluate a dependent (the common case)."""
+        return not self.by_id and not self.by_name
+
     def dependents(self, job: Job) -> set[int]:
         """The jobs whose verdict may change when ``job`` changes."""
         out = set(self.by_id.get(job.id, ()))

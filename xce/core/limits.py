@@ -18,6 +18,7 @@ an argv or environment block holds each string plus a NUL.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -94,9 +95,30 @@ def measure(value: Any) -> tuple[int, int]:
     return sum(len(a.encode()) + 1 for a in value), len(value)
 
 
-def spec_limit_reason(spec: Any) -> str | None:
-    """Why ``spec`` is over a limit ("env: 4,299,166 bytes is over the limit of ..."), or None."""
-    for f in SPEC_LIMITS:
+def _smallest_limit(f: FieldLimit) -> int:
+    return f.max_bytes if f.max_items is None else min(f.max_bytes, f.max_items)
+
+
+# The fields a spec of encoded size n must have measured: those whose smallest limit is below n,
+# in the table's order (so the field named first is the one the full check names first).
+_THRESHOLDS = sorted({_smallest_limit(f) for f in SPEC_LIMITS})
+_MEASURED = [tuple(f for f in SPEC_LIMITS if _smallest_limit(f) in _THRESHOLDS[:i])
+             for i in range(len(_THRESHOLDS) + 1)]
+
+
+def spec_limit_reason(spec: Any, encoded_size: int | None = None) -> str | None:
+    """Why ``spec`` is over a limit ("env: 4,299,166 bytes is over the limit of ..."), or None.
+
+    ``encoded_size``, the spec's MessagePack size where the caller has it, bounds every
+    field's measure: MessagePack writes each string's UTF-8 bytes plus a header of at least
+    one byte (so an argument's "+ NUL" and a map entry's "=" and NUL are covered), and each
+    entry of a list or map takes at least one byte (so items <= bytes).  A field whose
+    limits are all at or above that size cannot be over them and is not measured: a typical
+    spec of ~400 bytes measures only user and submit_host (the batch submit measured every
+    field of every job, ~5-15 us a job; see docs/benchmarks.md).
+    """
+    fields = SPEC_LIMITS if encoded_size is None else _MEASURED[bisect_left(_THRESHOLDS, encoded_size)]
+    for f in fields:
         size, items = measure(getattr(spec, f.field))
         if f.max_items is not None and items > f.max_items:
             return f"{f.field}: {items:,} entries is over the limit of {f.max_items:,} ({f.what})"

@@ -111,6 +111,9 @@ def apply_queue_run_limit(spec: JobSpec, queue: Queue) -> JobSpec:
     return spec
 
 
+_SIZER = msgspec.msgpack.Encoder()
+
+
 def check_spec(spec: JobSpec) -> None:
     """What every job must be, whichever door it came through (CLI, REST, xce.client, the controller)."""
     if not spec.command:
@@ -118,7 +121,9 @@ def check_spec(spec: JobSpec) -> None:
     if spec.slots < 1:
         raise InvalidRequest(f"slots must be >= 1, got {spec.slots}")
     check_mem_limit(spec.mem_limit)
-    too_big = spec_limit_reason(spec)  # so that whatever is accepted can be dispatched
+    # so that whatever is accepted can be dispatched; the encoded size spares measuring fields
+    # it proves are within their limits (xce/core/limits.py)
+    too_big = spec_limit_reason(spec, len(_SIZER.encode(spec)))
     if too_big is not None:
         raise InvalidRequest(too_big)
     for name in ("run_limit", "run_estimate"):

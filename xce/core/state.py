@@ -451,6 +451,8 @@ class ClusterState:
         while ch.settle:
             changed, ch.settle = ch.settle, []
             todo: set[int] = set()
+            if self.deps.empty():  # nobody waits: only a job that itself waits (negative) is evaluated
+                changed = [jid for jid in changed if jid < 0]
             for jid in changed:
                 if jid < 0:
                     todo.add(-jid)

@@ -15,7 +15,7 @@ from xce.core.arrays import SHIFT, unmaterialised
 from xce.core.jobspec.arrays import size_error
 from xce.core.errors import Infeasible, InvalidRequest, LimitReached, NotFound, XceError
 from xce.core.limits import KILL_REASON, check_text
-from xce.core.model import ACTIVE, TERMINAL, Job, JobSpec, check_mem_limit, check_spec
+from xce.core.model import ACTIVE, TERMINAL, Job, JobSpec, check_mem_limit, check_spec, spec_bytes
 from xce.core.placement import demand_of, host_caps, never_fits
 from xce.core.resreq import ResReq
 from xce.core.result import Ok, Result
@@ -61,40 +61,20 @@ def on_ping(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:
 def on_submit(ctx: Context, req: Request, body: S.SubmitRequest, out: Outbox) -> None:
     if not body.jobs:
         raise InvalidRequest("submit: no jobs given")
-    st = ctx.state
-    queues, default = st.queues, st.default_queue
-    caps = all_hosts(ctx)
-    specs, reqs = [], []
-    verdicts: dict[tuple[int, str], tuple[Any, str | None]] = {}  # a batch repeats itself
+    admit = _admitter(ctx)
     capped = limit_book(ctx) if any(lim.pending is not None for lim in ctx.site.limits) else None
+    specs, reqs = [], []
     for i, spec in enumerate(body.jobs):
-        where = f"job {i}: " if len(body.jobs) > 1 else ""
         try:
-            check_spec(spec)
-        except InvalidRequest as e:
-            raise InvalidRequest(where + e.message) from None
-        q = spec.queue or default
-        if q not in queues:
-            raise InvalidRequest(f"{where}queue {q!r} does not exist (queues: {', '.join(sorted(queues))})")
-        key = (spec.slots, spec.resreq)
-        if key not in verdicts:
-            try:
-                parsed = ctx.parse(spec.resreq)
-            except XceError as e:
-                raise type(e)(where + e.message) from None
-            verdicts[key] = (parsed, never_reason(ctx, spec.slots, parsed, caps))
-        parsed, never = verdicts[key]
-        if never:
-            raise Infeasible(f"{where}{never}")
-        spec = msgspec.structs.replace(spec, queue=q) if spec.queue != q else spec
-        if spec.array is not None:
-            _check_array_size(spec, ctx.cfg.controller.max_array_size, where)
-        if capped is not None:  # lsb.resources PEND_JOBS: refused at the door, as bsub is
-            n = spec.array.count if spec.array is not None else 1
-            over = capped.pending_reason(spec, n)
-            if over:
-                raise LimitReached(where + over)
-            capped.add_pending(spec, n)
+            spec, parsed = admit(spec)
+            if capped is not None:  # lsb.resources PEND_JOBS: refused at the door, as bsub is
+                n = spec.array.count if spec.array is not None else 1
+                over = capped.pending_reason(spec, n)
+                if over:
+                    raise LimitReached(over)
+                capped.add_pending(spec, n)
+        except XceError as e:  # named by its place in the batch only when there is a batch
+            raise type(e)((f"job {i}: " if len(body.jobs) > 1 else "") + e.message) from None
         specs.append(spec)
         reqs.append(parsed)
     if body.dry_run:
@@ -102,6 +82,47 @@ def on_submit(ctx: Context, req: Request, body: S.SubmitRequest, out: Outbox) ->
         return
     out.commit(Submit(time=req.now, specs=specs, reqs=reqs, key=body.key, by=key_owner(req)),
                replier(req, lambda ids: S.SubmitReply(ids=ids, queues=[s.queue for s in specs])))
+
+
+def _admitter(ctx: Context) -> Any:
+    """One job's checks at the door -> (the spec in its queue, its parsed request), or an XceError.
+
+    A batch repeats itself, so each distinct spec (by its bytes: ``spec_bytes``) is checked
+    once per submit, and each (slots, resreq) pair parsed and tried against the hosts once:
+    the same checks, not once per job (5,000 copies of one spec cost 5,000 checks before).
+    The pending-jobs limit counts every job, so on_submit applies it to each.
+    """
+    st = ctx.state
+    queues, default = st.queues, st.default_queue
+    caps = all_hosts(ctx)
+    verdicts: dict[tuple[int, str], tuple[Any, str | None]] = {}
+    admitted: dict[bytes, tuple[Any, Any]] = {}
+
+    def admit(spec: Any) -> tuple[Any, Any]:
+        shape = spec_bytes(spec)
+        seen = admitted.get(shape)
+        if seen is None:
+            seen = admitted[shape] = check(spec, shape)
+        return seen
+
+    def check(spec: Any, shape: bytes) -> tuple[Any, Any]:
+        check_spec(spec, shape)
+        q = spec.queue or default
+        if q not in queues:
+            raise InvalidRequest(f"queue {q!r} does not exist (queues: {', '.join(sorted(queues))})")
+        key = (spec.slots, spec.resreq)
+        if key not in verdicts:
+            parsed = ctx.parse(spec.resreq)
+            verdicts[key] = (parsed, never_reason(ctx, spec.slots, parsed, caps))
+        parsed, never = verdicts[key]
+        if never:
+            raise Infeasible(never)
+        spec = msgspec.structs.replace(spec, queue=q) if spec.queue != q else spec
+        if spec.array is not None:
+            _check_array_size(spec, ctx.cfg.controller.max_array_size, "")
+        return spec, parsed
+
+    return admit
 
 
 def _selected(jobs: dict[int, Job], arrays: dict[int, Any], body: S.JobsRequest) -> Any:
