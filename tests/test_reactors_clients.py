@@ -129,6 +129,19 @@ def test_submit_refusals_name_the_problem(jobs, error, words: str) -> None:
     assert isinstance(e, error) and words in e.message
 
 
+def test_a_batch_of_one_spec_repeated_is_checked_as_a_whole_and_each_copy_named() -> None:
+    """Each distinct spec is checked once per submit (by its bytes); a different spec later in
+    the batch is still checked, and named by its place; the repeats all land in the queue."""
+    big = spec(env={"X": "y" * (130 * 1024)})
+    e = only_error(kit().call(Op.SUBMIT, S.SubmitRequest(jobs=[spec()] * 3 + [big], key="k-000001")))
+    assert isinstance(e, InvalidRequest) and e.message.startswith("job 3: env: ")
+    e = only_error(kit().call(Op.SUBMIT, S.SubmitRequest(jobs=[spec()] * 2 + [spec(slots=9)], key="k-000002")))
+    assert isinstance(e, Infeasible) and e.message.startswith("job 2: ")
+    out = kit().call(Op.SUBMIT, S.SubmitRequest(jobs=[spec(queue="")] * 4, key="k-000003"))
+    ((cmd, _),) = out.commits
+    assert [s.queue for s in cmd.specs] == ["normal"] * 4 and len(cmd.reqs) == 4
+
+
 def test_submit_with_no_host_registered_is_not_refused_as_never_fitting() -> None:
     k = kit()
     k.state.hosts.clear()

@@ -258,7 +258,8 @@ def make_spec(command: Sequence[str] | str, **fields: Any) -> JobSpec:
         fields["user"] = unix_user()
     if "cwd" not in fields:
         fields["cwd"] = os.getcwd()
-    fields.setdefault("submit_host", socket.gethostname())  # LSB_SUB_HOST
+    if "submit_host" not in fields:  # LSB_SUB_HOST (not setdefault: that asks the kernel every time)
+        fields["submit_host"] = socket.gethostname()
     if isinstance(fields.get("mem_limit"), str):
 
         fields["mem_limit"] = parse_mem(fields["mem_limit"])

@@ -111,11 +111,20 @@ def apply_queue_run_limit(spec: JobSpec, queue: Queue) -> JobSpec:
     return spec
 
 
-_SIZER = msgspec.msgpack.Encoder()
+_ENCODER = msgspec.msgpack.Encoder()
 
 
-def check_spec(spec: JobSpec) -> None:
-    """What every job must be, whichever door it came through (CLI, REST, xce.client, the controller)."""
+def spec_bytes(spec: JobSpec) -> bytes:
+    """The spec as MessagePack, every field written (no field is omitted at its default), so two
+    specs with equal bytes are equal: a door checks each distinct spec of a batch once."""
+    return _ENCODER.encode(spec)
+
+
+def check_spec(spec: JobSpec, encoded: bytes | None = None) -> None:
+    """What every job must be, whichever door it came through (CLI, REST, xce.client, the controller).
+
+    ``encoded``: ``spec_bytes(spec)`` if the caller has it already.
+    """
     if not spec.command:
         raise InvalidRequest("no command given")
     if spec.slots < 1:
@@ -123,7 +132,7 @@ def check_spec(spec: JobSpec) -> None:
     check_mem_limit(spec.mem_limit)
     # so that whatever is accepted can be dispatched; the encoded size spares measuring fields
     # it proves are within their limits (xce/core/limits.py)
-    too_big = spec_limit_reason(spec, len(_SIZER.encode(spec)))
+    too_big = spec_limit_reason(spec, len(spec_bytes(spec) if encoded is None else encoded))
     if too_big is not None:
         raise InvalidRequest(too_big)
     for name in ("run_limit", "run_estimate"):
