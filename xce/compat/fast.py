@@ -16,7 +16,10 @@ Lazy imports: bsub/sbatch try the local door with the stdlib only; the rest load
 from __future__ import annotations
 
 import os
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the commands start in ms
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _builtins(fields: dict[str, Any]) -> dict[str, Any]:

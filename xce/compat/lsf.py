@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
 
 from xce.compat import mapping
 from xce.compat.session import Refused, Session, job_ids, run
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the commands start in ms
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 BAD = 255  # LSF's commands exit 255 on bad input and unknown jobs
 

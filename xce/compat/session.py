@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
 
 from xce.core.errors import InvalidRequest, XceError
 from xce.core.jobspec.build import apply_env  # the one -env policy, re-exported for sbatch's --export
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the commands start in ms
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
 
 __all__ = ["Refused", "Session", "apply_env", "run", "visible"]
 

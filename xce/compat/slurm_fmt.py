@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
 
 from xce.compat import mapping
 from xce.compat.session import Refused
 
-Getter = Callable[[Any], str]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the commands start in ms
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+    Getter = Callable[[Any], str]
 
 
 def elapsed(v: Any, now: float | None = None) -> float:

@@ -31,11 +31,10 @@ import msgspec
 
 from xce.core.jobspec.errors import ArraySpecError
 
-LSF_MAX_ARRAY_SIZE = 1000
-SLURM_MAX_ARRAY_SIZE = 1001
-# The largest maximum a site may configure (LSF's MAX_JOB_ARRAY_SIZE range): the doors parse up
-# to it, and the leader applies the site's own (controller.max_array_size, size_error).
-ARRAY_SIZE_CAP = 2**31 - 2
+from xce.core.jobspec.plain import ARRAY_SIZE_CAP, LSF_MAX_ARRAY_SIZE, SLURM_MAX_ARRAY_SIZE
+
+__all__ = ["ARRAY_SIZE_CAP", "LSF_MAX_ARRAY_SIZE", "SLURM_MAX_ARRAY_SIZE", "ArraySpec", "JobTarget",
+           "parse_index_list", "parse_job_target", "parse_lsf_job_name", "parse_slurm_array"]
 _RANGE_RE = re.compile(r"^\s*(\d{1,10})(?:\s*-\s*(\d{1,10})(?:\s*:\s*(\d{1,10}))?)?\s*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9._-]*$")
 _LSF_JOB_RE = re.compile(r"^(?P<name>[^\[\]]*)\[(?P<list>[^\[\]]*)\](?:%(?P<limit>\d{1,10}))?$")

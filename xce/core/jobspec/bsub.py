@@ -12,22 +12,27 @@ dependency is never met, whether ``-U`` names a reservation that exists.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Literal, TypeVar
 
-import msgspec
-
-from xce.core.jobspec.arrays import ARRAY_SIZE_CAP, ArraySpec, parse_lsf_job_name
-from xce.core.jobspec.depend import Expr, parse_depend
 from xce.core.jobspec.errors import DirectiveError, JobSpecError
-from xce.core.jobspec.options import OptionSet, Value
+from xce.core.jobspec.options import OptionSet
+from xce.core.jobspec.plain import ARRAY_SIZE_CAP, Plain
 from xce.core.jobspec.runlimit import parse_lsf_time, parse_mem_limit
 
-T = TypeVar("T")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (plain.py says why)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Literal, TypeVar
+
+    from xce.core.jobspec.arrays import ArraySpec
+    from xce.core.jobspec.depend import Expr
+    from xce.core.jobspec.options import Value
+
+    T = TypeVar("T")
+
 _VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class EnvPolicy(msgspec.Struct, frozen=True, gc=False):
+class EnvPolicy(Plain, frozen=True):
     """Which of the submitting environment travels (``-env``); default: all of it."""
 
     mode: Literal["all", "none", "names"] = "all"
@@ -36,7 +41,7 @@ class EnvPolicy(msgspec.Struct, frozen=True, gc=False):
     values: dict[str, str] = {}  # VAR=value: set whatever the mode
 
 
-class BsubRequest(msgspec.Struct, kw_only=True, gc=False):
+class BsubRequest(Plain):
     name: str = ""
     array: ArraySpec | None = None
     queue: str | None = None
@@ -73,7 +78,7 @@ def bsub_request(opts: OptionSet, *, max_array_size: int = ARRAY_SIZE_CAP,
     def at(name: str, parse: Callable[[str], T]) -> T | None:
         return _at(opts, name, parse)
 
-    name, array = at("-J", lambda s: parse_lsf_job_name(s, max_size=max_array_size)) or ("", None)
+    name, array = at("-J", lambda s: _job_name(s, max_array_size)) or ("", None)
     out, err = _stream(v, "-o", "-oo"), _stream(v, "-e", "-eo")
     depend_text = _str(v.get("-w"))
     return BsubRequest(
@@ -82,10 +87,27 @@ def bsub_request(opts: OptionSet, *, max_array_size: int = ARRAY_SIZE_CAP,
         run_limit=at("-W", parse_lsf_time), run_estimate=at("-We", lambda s: parse_lsf_time(s, "-We")),
         stdout=out[0], stdout_overwrite=out[1], stderr=err[0], stderr_overwrite=err[1],
         cwd=_str(v.get("-cwd")), project=_str(v.get("-P")), user_group=_str(v.get("-G")),
-        depend=at("-w", parse_depend), depend_text=depend_text, kill_if_never=bool(v.get("-ti")),
+        depend=at("-w", _depend), depend_text=depend_text, kill_if_never=bool(v.get("-ti")),
         priority=at("-sp", _priority), exclusive=bool(v.get("-x")), wait=bool(v.get("-K")),
         interactive=bool(v.get("-I")), env=at("-env", parse_env) or EnvPolicy(),
         pre_exec=_str(v.get("-E")), reservation=_str(v.get("-U")), nodes=at("-nnodes", _nodes))
+
+
+def _job_name(text: str, max_size: int) -> tuple[str, ArraySpec | None]:
+    """-J: a name with brackets is an array, which arrays.py parses (and refuses, saying why)."""
+    if "[" not in text and "]" not in text:
+        return text, None
+    # lazy: arrays.py holds ArraySpec, a msgspec Struct; only an array's submit pays for msgspec
+    from xce.core.jobspec.arrays import parse_lsf_job_name
+
+    return parse_lsf_job_name(text, max_size=max_size)
+
+
+def _depend(text: str) -> Expr:
+    # lazy: the dependency AST is msgspec Structs; only a job with -w pays for msgspec
+    from xce.core.jobspec.depend import parse_depend
+
+    return parse_depend(text)
 
 
 def _at(opts: OptionSet, name: str, parse: Callable[[str], T]) -> T | None:

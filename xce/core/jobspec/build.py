@@ -23,17 +23,17 @@ are for the door (wait, stream), not for the job.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
-from typing import Any
 
-import msgspec
-
-from xce.core.jobspec.arrays import ARRAY_SIZE_CAP
 from xce.core.jobspec.bsub import BsubRequest, EnvPolicy, bsub_request
-from xce.core.jobspec.directives import bsub_directives
 from xce.core.jobspec.errors import DirectiveError
 from xce.core.jobspec.options import OptionSet, merge_options
+from xce.core.jobspec.plain import ARRAY_SIZE_CAP, Plain
 from xce.core.jobspec.scripts import is_script
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (plain.py says why)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
 
 __all__ = ["STDIN_NAME", "BuiltJob", "Submission", "apply_env", "bsub_job", "is_script", "job_fields"]
 
@@ -49,7 +49,7 @@ UNSUPPORTED: dict[str, str] = {
 }
 
 
-class Submission(msgspec.Struct, frozen=True, kw_only=True):
+class Submission(Plain, frozen=True):
     """What a door read: the words after the options, the script's text if any, where from."""
 
     command: list[str]         # a script: [FILE, *args] (or [] for stdin); else the job's argv
@@ -58,7 +58,7 @@ class Submission(msgspec.Struct, frozen=True, kw_only=True):
     cwd: str = "/"             # the submitting directory (absolute)
 
 
-class BuiltJob(msgspec.Struct, frozen=True):
+class BuiltJob(Plain, frozen=True):
     fields: dict[str, Any]  # JobSpec fields (xce.client.make_spec adds user, submit_host and checks)
     request: BsubRequest     # -K, -I and the rest, as parsed
 
@@ -68,10 +68,17 @@ def bsub_job(command_line: OptionSet, sub: Submission, *, mem_unit: str = "MB",
     """The JobSpec fields of one bsub-style submission; DirectiveError & co. name the bad part."""
     if not sub.command and sub.script is None:
         raise DirectiveError("no command given (submit [options] COMMAND, a FILE, or a script on stdin)")
-    directives = bsub_directives(sub.script).options if sub.script else OptionSet(values={}, origins={})
+    directives = _directives(sub.script) if sub.script else OptionSet(values={}, origins={})
     req = bsub_request(merge_options(directives, command_line), mem_unit=mem_unit, max_array_size=max_array_size)
     refuse_unsupported(req)
     return BuiltJob(job_fields(req, sub), req)
+
+
+def _directives(script: str) -> OptionSet:
+    # lazy: only a job script has #BSUB lines to read (directives.py loads shlex and the sbatch grammar)
+    from xce.core.jobspec.directives import bsub_directives
+
+    return bsub_directives(script).options
 
 
 def refuse_unsupported(req: BsubRequest) -> None:

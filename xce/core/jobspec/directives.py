@@ -14,9 +14,6 @@ the block are not read; ``late_lines`` lists them so a caller can warn.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable, Iterator
-
-import msgspec
 
 from xce.core.jobspec.errors import DirectiveError
 from xce.core.jobspec.options import (
@@ -26,12 +23,17 @@ from xce.core.jobspec.options import (
     directive_source,
     parse_bsub_args,
 )
+from xce.core.jobspec.plain import Plain
 from xce.core.jobspec.slurm import parse_sbatch_args
 
-ArgParser = Callable[..., ParsedArgs]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (plain.py says why)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+    ArgParser = Callable[..., ParsedArgs]
 
 
-class Directives(msgspec.Struct, gc=False):
+class Directives(Plain):
     options: OptionSet
     late_lines: list[int] = []  # 1-based lines after the block that look like directives
 

@@ -28,15 +28,17 @@ delays are refused by name.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal
-
-from xce.core.jobspec.arrays import parse_job_target
-from xce.core.jobspec.depend import And, Expr, JobRef, NameRef, Or, State
 from xce.core.jobspec.errors import ArraySpecError, DependError
 from xce.core.jobspec.options import OptionSet, ParsedArgs, Source
 
-Kind = Literal["value", "flag", "optional"]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (plain.py says why)
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Literal
+
+    from xce.core.jobspec.depend import Expr, JobRef
+
+    Kind = Literal["value", "flag", "optional"]
 
 SBATCH_OPTIONS: dict[str, Kind] = {
     "account": "value", "array": "value", "cpus-per-task": "value", "chdir": "value",
@@ -134,6 +136,9 @@ _REFUSED_TYPES = {"aftercorr": "element-by-element dependencies", "afterburstbuf
 
 def parse_slurm_dependency(text: str, job_name: str = "") -> Expr:
     """``--dependency`` value -> the same AST as ``-w``; ``job_name`` serves ``singleton``."""
+    # lazy: the AST is msgspec Structs; only a job with --dependency pays for msgspec
+    from xce.core.jobspec.depend import And, Or
+
     where = f"--dependency={text}"
     if "," in text and "?" in text:
         raise DependError(f"{where}: ',' (all) and '?' (any) cannot be mixed")
@@ -143,6 +148,9 @@ def parse_slurm_dependency(text: str, job_name: str = "") -> Expr:
 
 
 def _slurm_term(part: str, where: str, job_name: str) -> Expr:
+    # lazy: as parse_slurm_dependency (which has loaded it already)
+    from xce.core.jobspec.depend import And, NameRef, State
+
     if part == "singleton":
         if not job_name:
             raise DependError(f"{where}: singleton needs the job's name (--job-name)")
@@ -160,6 +168,9 @@ def _slurm_term(part: str, where: str, job_name: str) -> Expr:
 
 
 def _slurm_ref(text: str, where: str) -> JobRef:
+    from xce.core.jobspec.arrays import parse_job_target  # lazy: as parse_slurm_dependency
+    from xce.core.jobspec.depend import JobRef  # lazy: as parse_slurm_dependency
+
     if "+" in text:
         raise DependError(f"{where}: a delay after a dependency ({text[text.index('+'):]}) is not supported")
     try:
