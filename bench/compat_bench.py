@@ -6,8 +6,9 @@ On a fresh `xce up --detach --hosts 1 --slots-per-host 1` cluster, with the comm
 `xce compat path lsf|slurm`:
 
 - ``bsub true`` and ``sbatch`` of a two-line script: median wall time of ``--runs`` processes
-  (goal 20 ms), with ``xce submit true`` and ``python -c pass`` of the same interpreter beside
-  them, interleaved, so the machine's load shows;
+  (goal 20 ms), with ``xce submit true``, ``python -c pass`` and ``python -S -c pass`` (no site:
+  the interpreter's own start) of the same interpreter beside them, interleaved, so the machine's
+  load shows;
 - with ``--jobs`` jobs in the cluster (one running, the rest pending behind it), the median
   of 5 ``bjobs -noheader -o 'jobid stat'`` and ``squeue -h -o '%i %t'`` (goal 300 ms), and
   ``xce jobs`` beside them (the same request through the same client).
@@ -66,7 +67,9 @@ def main() -> None:
                 "bsub true": (["bsub", "true"], None),
                 "sbatch script": (["sbatch"], "#!/bin/sh\ntrue\n"),
                 "xce submit true": ([sys.executable, "-m", "xce.cli.main", "--state-dir", str(sd), "submit", "true"], None),
-                "python -c pass": ([sys.executable, "-c", "pass"], None)}, env, a.runs)
+                "python -c pass": ([sys.executable, "-c", "pass"], None),
+                # without site: the interpreter's own start, no .pth files (an editable install's finder)
+                "python -S -c pass": ([sys.executable, "-S", "-c", "pass"], None)}, env, a.runs)
             for name, ms in submit.items():
                 print(f"{name:<18} median {ms:7.1f} ms over {a.runs} processes")
             left = a.jobs - len(c.jobs(all=True))
