@@ -44,11 +44,10 @@ command) or at ``--``.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~5 ms of the bsub door)
-
 from xce.core.jobspec.errors import DirectiveError
 from xce.core.jobspec.plain import Plain
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~5 ms of the bsub door)
 if TYPE_CHECKING:  # annotations only: the bsub door loads neither typing nor msgspec (plain.py)
     from collections.abc import Iterator, Sequence
     from typing import Any, Literal
