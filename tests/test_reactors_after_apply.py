@@ -132,7 +132,8 @@ def test_a_new_leader_whose_queues_match_the_config_commits_nothing() -> None:
     k = kit()
     k.ctx.was_leader = False
     same = [Queue(name=n, priority=q.priority, rerunnable=q.rerunnable, description=q.description,
-                  reclaimable=q.reclaimable, reclaim_policy=q.reclaim_policy)
+                  reclaimable=q.reclaimable, reclaim_policy=q.reclaim_policy, mem_retries=q.mem_retries,
+                  mem_retry_factor=q.mem_retry_factor)
             for n, q in k.ctx.cfg.queues.items()]
     k.state.apply(SetQueues(time=T0, queues=same, default_queue="normal"))
     assert not k.applied().commits and k.ctx.was_leader

@@ -181,7 +181,8 @@ def test_suspend_policy_stops_the_job_and_resumes_it_once_the_room_is_back() -> 
     ((cmd, _),) = out.commits
     assert isinstance(cmd, SysSuspend) and cmd.job_ids == [lent]
     k.commit_all(out)
-    assert k.state.jobs[lent].state == JobState.SSUSP and k.state.jobs[lent].reason.startswith("RECLAIMED")
+    assert k.state.jobs[lent].state == JobState.SSUSP and k.state.jobs[lent].suspend_reason.startswith("RECLAIMED")
+    assert k.ctx.live.job_view(k.state.jobs[lent]).reason.startswith("RECLAIMED")
     ((host, op, body, _),) = [o for o in k.applied().orders if o.op == Op.SIGNAL_JOB]   # signals.py converges
     assert (host, body.job_id, body.signal) == ("node1", lent, signal.SIGSTOP)
     # A stopped job keeps its pages: while the owner holds its peak the room stays short.
@@ -194,7 +195,7 @@ def test_suspend_policy_stops_the_job_and_resumes_it_once_the_room_is_back() -> 
     ((cmd, _),) = out.commits
     assert isinstance(cmd, SysResume) and cmd.job_ids == [lent]
     k.commit_all(out)
-    assert k.state.jobs[lent].state == JobState.RUN and k.state.jobs[lent].reason == ""
+    assert k.state.jobs[lent].state == JobState.RUN and k.state.jobs[lent].suspend_reason == ""
 
 
 def test_a_host_without_reclaiming_jobs_is_left_to_the_worker() -> None:
@@ -222,6 +223,6 @@ def test_the_reclaim_queue_is_built_in_and_the_policy_is_checked() -> None:
 def test_a_job_suspended_for_reclaim_is_reclaims_to_resume_not_preemptions() -> None:
     from xce.core.model import reclaim_suspended
 
-    assert reclaim_suspended(job(state=JobState.SSUSP, reason="RECLAIMED: host node1's owners want ..."))
-    assert not reclaim_suspended(job(state=JobState.SSUSP, reason="preempted by job 3 of queue high"))
-    assert not reclaim_suspended(job(state=JobState.RUN, reason="RECLAIMED: ..."))
+    assert reclaim_suspended(job(state=JobState.SSUSP, suspend_reason="RECLAIMED: host node1's owners want ..."))
+    assert not reclaim_suspended(job(state=JobState.SSUSP, suspend_reason="preempted by job 3 of queue high"))
+    assert not reclaim_suspended(job(state=JobState.RUN, suspend_reason="RECLAIMED: ..."))

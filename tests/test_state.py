@@ -568,7 +568,8 @@ def full_state() -> ClusterState:
     cmds: list[Cmd] = [
         SetQueues(time=T0, queues=[Queue(name="re", priority=70, rerunnable=True, description="reruns",
                                          run_limit_default=300.0, run_limit_max=3600.0, dep_never="kill",
-                                         reclaimable=True, reclaim_policy="suspend")],
+                                         reclaimable=True, reclaim_policy="suspend", mem_retries=2,
+                                         mem_retry_factor=1.5, mem_retry_max=8 * G)],
                   default_queue="re"),
         *[RegisterHost(time=T0, host=mk(n)) for n in ("n1", "n2", "n3")],
         Submit(time=T0 + 1, specs=[FULL_SPEC], reqs=[FULL_REQ], key="k1"),
@@ -582,11 +583,16 @@ def full_state() -> ClusterState:
         Submit(time=T0 + 4.2, specs=[JobSpec(command=["true"], user="bob", queue="re")], reqs=[parse_resreq("")]),
         Place(time=T0 + 4.4, job_id=2, attempt=0, allocs=[Alloc("n3", 1, 0, {"slots": 1})]),
         Finish(time=T0 + 4.8, job_id=2, attempt=1, host="n3", exit_code=0),
+        *[Finish(time=T0 + 4.9, job_id=1, attempt=2, host=h, exit_code=137, signal=9, reason="MEMLIMIT")
+          for h in ("n2", "n3")],                                                # a retry with more memory
+        Place(time=T0 + 4.95, job_id=1, attempt=2,
+              allocs=[Alloc("n2", 1, G + G // 2, {"slots": 1, "gpu": 1}),
+                      Alloc("n3", 1, G + G // 2, {"slots": 1, "gpu": 1})]),
         Kill(time=T0 + 5, job_ids=[1], reason="over budget"),
-        Finish(time=T0 + 6, job_id=1, attempt=2, host="n2", exit_code=137, signal=9, reason="killed",
+        Finish(time=T0 + 6, job_id=1, attempt=3, host="n2", exit_code=137, signal=9, reason="killed",
                usage=HostUsage(host="n2", reserved=G, actual=G // 2, peak=G // 3 * 2, charged_peak=G,
                                cpu_time=12.5, slack_integral=3.0e9)),
-        Finish(time=T0 + 7, job_id=1, attempt=2, host="n3", exit_code=137, signal=9, reason="killed",
+        Finish(time=T0 + 7, job_id=1, attempt=3, host="n3", exit_code=137, signal=9, reason="killed",
                usage=HostUsage(host="n3", reserved=G, actual=G // 4, peak=G // 2, charged_peak=G,
                                cpu_time=11.0, slack_integral=2.0e9)),
         # Cleanup keeps one finished job: job 2, which ended first, is dropped and its fairshare
@@ -600,13 +606,15 @@ def full_state() -> ClusterState:
 
 # Fields a finished job cannot hold (set only while pending, suspended or UNKWN, or on array
 # elements): test_a_held_unknown_job_round_trips covers them.
-WHILE_ALIVE = (".spec.depend", ".spec.array", ".spec.index", ".held", ".prior", ".requeue_requested")
+WHILE_ALIVE = (".spec.depend", ".spec.array", ".spec.index", ".held", ".prior", ".requeue_requested",
+               ".suspend_reason")
 
 
 def test_the_full_state_sets_every_field() -> None:
     st = full_state()
     job, h1 = st.jobs[1], st.hosts["n1"]
-    assert job.state == S.EXIT and job.kill_requested and job.requeues == 1 and job.attempt == 2
+    assert job.state == S.EXIT and job.kill_requested and job.requeues == 2 and job.attempt == 3
+    assert job.mem_tries == 1 and job.spec.mem_limit == 6 * G and job.req.rusage[0].amount == G + G // 2
     assert [f for f in unset_fields(job) if not f.endswith(WHILE_ALIVE)] == []
     assert unset_fields(h1) == []
     assert unset_fields(st.queues["re"]) == []
@@ -623,7 +631,8 @@ def test_a_held_unknown_job_round_trips() -> None:
 
     job = Job(id=7, spec=msgspec.structs.replace(FULL_SPEC, depend=parse_depend('done(3) && numexit("a*", < 2)'),
                                                  array=ArraySpec(((1, 9, 2),), 3), index=5),
-              req=FULL_REQ, state=S.UNKWN, held=True, prior=S.USUSP, requeue_requested=True)
+              req=FULL_REQ, state=S.UNKWN, held=True, prior=S.SSUSP, requeue_requested=True,
+              suspend_reason="RECLAIMED: host n1")
     assert [f for f in unset_fields(job) if f.endswith(WHILE_ALIVE)] == []
     assert msgspec.msgpack.decode(msgspec.msgpack.encode(job), type=Job) == job
     assert pickle.loads(pickle.dumps(job)) == job

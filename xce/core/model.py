@@ -182,6 +182,8 @@ class Job(msgspec.Struct, kw_only=True, gc=False):
     requeue_requested: bool = False  # brequeue of a running job: back to PEND once its processes end
     prior: JobState | None = None    # the state UNKWN returns to when the host comes back
     held: bool = False               # pending on a dependency not yet satisfied: the scheduler skips it
+    mem_tries: int = 0               # retries with more memory so far (xce/core/memretry.py)
+    suspend_reason: str = ""         # why the system suspended it (SSUSP); "" once it runs again
 
     @property
     def hosts(self) -> list[str]:
@@ -231,6 +233,9 @@ class Queue(msgspec.Struct, kw_only=True, frozen=True, gc=False):
     dep_never: str = "keep"                 # a job whose dependency can never be met: "keep" or "kill"
     reclaimable: bool = False               # its jobs run on reclaimable memory (docs/accounting.md)
     reclaim_policy: str = "requeue"         # what an owner's growth does to them: requeue, suspend or kill
+    mem_retries: int = 0                    # tries more a job killed for its memory gets (xce/core/memretry.py)
+    mem_retry_factor: float = 2.0           # each try's reservation and -M: the last one's times this
+    mem_retry_max: int = 0                  # bytes a try's reservation or -M may reach (0: no cap)
 
 
 RECLAIM_POLICIES = ("requeue", "suspend", "kill")
@@ -241,7 +246,7 @@ RECLAIMED = "RECLAIMED"  # the reason of a job sent away, or suspended, for its 
 
 def reclaim_suspended(job: Job) -> bool:
     """An SSUSP job the controller's reclaim suspended: its to resume, not preemption's."""
-    return job.state == JobState.SSUSP and job.reason.startswith(RECLAIMED)
+    return job.state == JobState.SSUSP and job.suspend_reason.startswith(RECLAIMED)
 
 
 def reclaim_queues(queues: Iterable[Queue]) -> frozenset[str]:

@@ -68,7 +68,9 @@ from xce.core.model import (
     apply_queue_run_limit,
     check_spec,
 )
+from xce.core.memretry import grown
 from xce.core.resreq import ResReq
+from xce.core.units import fmt_bytes
 from xce.core.result import Err, Ok, Result
 from xce.core.sched.fairshare import UsageBook
 
@@ -431,7 +433,19 @@ class ClusterState:
         job.requeues += 1
         job.kill_requested = job.requeue_requested = False
         job.prior = None
+        job.suspend_reason = ""
         job.reason = f"requeued: {why}"
+
+    def _retry_with_more_memory(self, ch: Changes, job: Job, time: float, by: str) -> bool:
+        """A run killed for its memory, in a queue that allows it: PEND again, larger (memretry.py)."""
+        nxt = grown(job, self._queue(job))
+        if nxt is None:
+            return False
+        peak = max((u.peak for u in job.usage), default=0)
+        job.req, job.spec, detail = nxt
+        self._back_to_pending(ch, job, f"{detail} (peak {fmt_bytes(peak)})", time, by)
+        job.mem_tries += 1
+        return True
 
     # ---- dependencies ----
 
@@ -599,6 +613,8 @@ class ClusterState:
                 self._back_to_pending(ch, job, job.reason.removeprefix("requeue requested: "), cmd.time, cmd.host)
                 return "ok"
             ok = job.exit_code == 0 and job.signal is None and not job.reason
+            if not ok and self._retry_with_more_memory(ch, job, cmd.time, cmd.host):
+                return "ok"
             detail = f"exit code {job.exit_code}" if ok else job.reason or f"exit code {job.exit_code}"
             self._end(ch, job, "done" if ok else "exit", cmd.time, cmd.host, detail)
         return "ok"
@@ -786,13 +802,13 @@ class ClusterState:
     def sys_suspend(self, cmd: SysSuspend, ch: Changes) -> dict[int, str]:
         for job in self._targets(ch, cmd.job_ids, "sys_suspend", frozenset({S.RUN})):
             self._set(ch, job, "sys_suspend", cmd.time, "controller", cmd.reason)
-            job.reason = cmd.reason  # why it is SSUSP (bjobs' suspending reason); cleared on resume
+            job.suspend_reason = cmd.reason  # why it is SSUSP (bjobs' suspending reason): not its outcome
         return {jid: S.SSUSP.value for jid in cmd.job_ids}
 
     def sys_resume(self, cmd: SysResume, ch: Changes) -> dict[int, str]:
         for job in self._targets(ch, cmd.job_ids, "sys_resume", frozenset({S.SSUSP})):
             self._set(ch, job, "sys_resume", cmd.time, "controller")
-            job.reason = ""
+            job.suspend_reason = ""
         return {jid: S.RUN.value for jid in cmd.job_ids}
 
     def host_unknown(self, cmd: HostUnknown, ch: Changes) -> list[int]:

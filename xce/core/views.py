@@ -16,7 +16,7 @@ from xce.core import accounting
 from xce.core.accounting import Account, HostTotals, Ledger
 from xce.core.arrays import unmaterialised
 from xce.core.jobspec.depend import format_expr
-from xce.core.model import ACTIVE, ArrayJob, Host, HostState, Job
+from xce.core.model import ACTIVE, ArrayJob, Host, HostState, Job, JobState
 from xce.core.placement import job_demand, total_mem
 from xce.core.sched.order import OrderView
 
@@ -181,7 +181,8 @@ def job_view(job: Job, ledger: Ledger) -> JobView:
         resreq=job.spec.resreq, mem_reserved=reserved, mem_actual=actual, mem_peak=peak,
         mem_charged=charged, mem_limit=job.spec.mem_limit,
         efficiency=efficiency(peak, reserved),
-        reason=job.reason, exit_code=job.exit_code, signal=job.signal,
+        reason=job.reason or (job.suspend_reason if job.state == JobState.SSUSP else ""),
+        exit_code=job.exit_code, signal=job.signal,
         submit_time=job.submit_time, start_time=job.start_time, end_time=job.end_time,
         mem_slack_integral=sum(u.slack_integral for u in job.usage), accounts=accounts,
         cwd=job.spec.cwd, stdout=job.spec.stdout, stderr=job.spec.stderr,

@@ -15,6 +15,7 @@ import msgspec
 
 from xce.core.model import Job, JobState, Queue, reclaim_queues
 from xce.core.state import ClusterState, SetQueues
+from xce.core.units import parse_mem
 from xce.proto import schema as S
 from xce.reactors.context import Context
 from xce.reactors.orders import orders
@@ -97,7 +98,9 @@ def leadership(ctx: Context, now: float, out: Outbox) -> None:
             ctx.live.last_seen[name] = now + grace
         queues = [Queue(name=n, priority=q.priority, rerunnable=q.rerunnable, description=q.description,
                         run_limit_default=q.run_limit_default or None, run_limit_max=q.run_limit or None,
-                        dep_never=q.dep_never, reclaimable=q.reclaimable, reclaim_policy=q.reclaim_policy)
+                        dep_never=q.dep_never, reclaimable=q.reclaimable, reclaim_policy=q.reclaim_policy,
+                        mem_retries=q.mem_retries, mem_retry_factor=q.mem_retry_factor,
+                        mem_retry_max=parse_mem(q.mem_retry_max) if q.mem_retry_max else 0)
                   for n, q in cfg.queues.items()]
         if (sorted(st.queues.values(), key=lambda q: q.name) != sorted(queues, key=lambda q: q.name)
                 or st.default_queue != cfg.default_queue()):

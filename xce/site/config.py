@@ -90,6 +90,9 @@ class QueueConf(msgspec.Struct, forbid_unknown_fields=True):
     preempt_action: str = "suspend"  # how this queue's jobs are preempted: suspend (SSUSP) | requeue | kill
     reclaimable: bool = False                # its jobs run on reclaimable memory (docs/accounting.md)
     reclaim_policy: str = "requeue"          # when an owner wants it back: requeue, suspend or kill
+    mem_retries: int = 0             # tries more for a job killed for its memory (MEMLIMIT, MEMPRESSURE, RECLAIMED)
+    mem_retry_factor: float = 2.0    # each try's rusage[mem] and -M: the last one's times this
+    mem_retry_max: str = ""          # size a try's reservation or -M may reach ("": no cap)
 
 
 RECLAIM_QUEUE = "reclaim"  # the built-in reclaimable queue, added unless the site marks one of its own
@@ -399,6 +402,15 @@ def _check_queue(name: str, q: QueueConf, bad: Callable[[str, str], ConfigError]
                   f"{q.run_limit_default:g} s is above the queue's run_limit {q.run_limit:g} s")
     if q.dep_never not in ("keep", "kill"):
         raise bad(f"queues.{name}.dep_never", f"must be 'keep' or 'kill', got {q.dep_never!r}")
+    if q.mem_retries < 0:
+        raise bad(f"queues.{name}.mem_retries", f"must be >= 0, got {q.mem_retries}")
+    if not 1 < q.mem_retry_factor < float("inf"):
+        raise bad(f"queues.{name}.mem_retry_factor", f"must be > 1 (each try asks more), got {q.mem_retry_factor}")
+    if q.mem_retry_max:
+        try:
+            parse_mem(q.mem_retry_max)
+        except XceError as e:
+            raise bad(f"queues.{name}.mem_retry_max", e.message) from None
     if q.reclaim_policy not in RECLAIM_POLICIES:
         raise bad(f"queues.{name}.reclaim_policy", f"must be one of {', '.join(RECLAIM_POLICIES)}, "
                   f"got {q.reclaim_policy!r}")
