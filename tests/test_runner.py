@@ -35,6 +35,7 @@ def _name() -> str:
 
 
 def _cleanup(r: Runner) -> None:
+    r.discard_spare()
     for t in r.tasks():
         try:
             os.killpg(t.pid, signal.SIGKILL)

@@ -53,6 +53,11 @@ from xce.worker import jobenv, measure
 from xce.worker.runner import EnvOf, Runner, Task, share_outcome
 
 log = logging.getLogger("xce.worker")
+# How long the loop waits for work before it starts a spare job wrapper (xce/worker/spare.py):
+# long enough that a job just started has exited and been reported first (a `true` takes
+# 1-3 ms), short enough that the next job, 0.2 s later, finds the spare waiting.
+SPARE_IDLE = 0.005
+SPARE_AFTER = 0.05  # nor sooner after a job started: its end is reported before the spare blocks the loop
 
 
 PEEK_MAX = 1 << 20  # the most a peek returns per file: a reply must stay far below the body limits
@@ -101,6 +106,8 @@ class Worker:
         self.pending_exits: list[tuple[Task | None, S.JobFinished]] = []
         self.next_hb = 0.0
         self.next_sample = 0.0
+        self.next_spare = 0.0  # monotonic time before which no spare is tried (after a failure)
+        self.last_start = 0.0  # monotonic time of the last job start
         self.last_reply = time.monotonic()
         self.stopping = False
         self.reported: dict[tuple[int, int], Reported] = {}  # last usage sent per task
@@ -153,7 +160,11 @@ class Worker:
             poller.register(self.wake_r, zmq.POLLIN)
             poller.register(self.monitor, zmq.POLLIN)
             timeout = max(0.0, min(self.next_hb, self.next_sample) - now)
-            ready = dict(poller.poll(int(timeout * 1000) + 1))
+            want_spare = time.monotonic() >= max(self.next_spare, self.last_start + SPARE_AFTER) \
+                and self.runner.wants_spare()
+            ready = dict(poller.poll(int((min(timeout, SPARE_IDLE) if want_spare else timeout) * 1000) + 1))
+            if not ready and want_spare:
+                self.prepare_spare()
             if self.wake_r in ready:
                 try:
                     os.read(self.wake_r, 4096)
@@ -184,7 +195,15 @@ class Worker:
                 self.connect()
         self.close()
 
+    def prepare_spare(self) -> None:
+        try:
+            self.runner.prepare_spare()
+        except OSError as e:  # e.g. out of processes: jobs start the slow way meanwhile
+            log.warning("cannot start a spare job wrapper (trying again in 5 s): %s", e)
+            self.next_spare = time.monotonic() + 5.0
+
     def close(self) -> None:
+        self.runner.discard_spare()
         if self.sock is not None:
             self.sock.disable_monitor()
             self.monitor.close(0)
@@ -349,6 +368,7 @@ class Worker:
         if task is not None or self.ending(key):
             return  # a retried dispatch: already started once
         now = time.time()
+        self.last_start = time.monotonic()
         first = not body.hosts or body.hosts[0] == self.name
         try:
             task = self.runner.start(body.job_id, body.attempt, body.spec, body.alloc.mem,

@@ -98,6 +98,7 @@ from xce.core.errors import InvalidRequest
 from xce.core.arrays import split_id
 from xce.core.jobspec.filenames import lsf_filename
 from xce.core.model import JobSpec
+from xce.worker import spare
 from xce.worker.measure import (
     Meter,
     ProcMeter,
@@ -152,6 +153,7 @@ class Task:
     reclaiming: bool = False        # runs on reclaimable memory: the first to go under pressure
     suspended_at: float | None = None  # when a stop signal was sent, while it holds
     suspended_total: float = 0.0       # seconds suspended before suspended_at
+    cgroup: str = ""                   # its job cgroup's name: the key, or the spare's it ran in
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _last_t: float | None = field(default=None, repr=False)
     _last_slack: int = field(default=0, repr=False)
@@ -213,12 +215,17 @@ def _decode_wait(status: int) -> tuple[int, int | None]:
 TERM_AGAIN_S = 0.2
 
 
+GO = 'trap k=1 TERM\nread -r _ || [ "$k" ] || exit 125\n[ -z "$k" ] || { echo 143; exit 143; }\n'
+
+
 def _script(out: str, err: str, sink: str, out_trunc: bool = False, err_trunc: bool = False) -> str:
-    """The wrapper: fd 0 is the go pipe, fd 1 the task record, fd 2 the sink.
+    """The wrapper's body after its go (GO, or a spare's program): fd 1 the task record, fd 2 the sink.
 
     Positional parameters: the output paths it opens (out, then err if different,
     both unless they are the sink), then the command.  ``*_trunc``: -oo/-eo open the
-    file anew (``>``), -o/-e append (``>>``).
+    file anew (``>``), -o/-e append (``>>``).  A TERM taken before the command runs
+    ends the wrapper without running it (checked again just before, as the program of a
+    spare runs longer between its go and its command).
     """
     redirs, n = [], 0
     if out == sink:
@@ -231,17 +238,33 @@ def _script(out: str, err: str, sink: str, out_trunc: bool = False, err_trunc: b
     elif err != sink:
         n += 1
         redirs.append(f'2{">" if err_trunc else ">>"}"${n}"')
-    return ("trap k=1 TERM\n"
-            'read -r _ || [ "$k" ] || exit 125\n'
-            '[ -z "$k" ] || { echo 143; exit 143; }\n'
-            "exec 3>&1 </dev/null\n"
+    return ("exec 3>&1 </dev/null\n"
             f"command exec {' '.join(redirs)} || "
             '{ echo "126 cannot open the output file as the job user" >&3; exit 126; }\n'
             f"shift {n}\n"
+            '[ -z "$k" ] || { echo 143 >&3; exit 143; }\n'
             '"$@" 3>&-\n'
             "s=$?\n"
             "echo $s >&3\n"
             "exit $s\n")
+
+
+class Launch(NamedTuple):
+    """A wrapper started and held on its go pipe: what ``_go`` needs to let it run."""
+
+    proc: subprocess.Popen[bytes]
+    rec_fd: int
+    go_w: int
+    meter: Meter
+    cgroup: str       # the name of its job cgroup (a spare's, or the job key)
+    proc_start: int
+    go: bytes         # what the pipe gets: a go byte, or a spare's program
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _open_append(path: str) -> int:
@@ -271,6 +294,7 @@ class Runner:
             d.mkdir(parents=True, exist_ok=True)
         self._tasks: dict[str, Task] = {}
         self._closing: list[Meter] = []  # cgroups that still had stragglers when closed
+        self._spare: spare.Spare | None = None  # a wrapper waiting for its job (prepare_spare)
         self._euid = os.geteuid()
 
     # ------------------------------------------------------------------ launching
@@ -318,11 +342,24 @@ class Runner:
                 os.close(_open_append(path))  # a clear error now rather than exit 126 later
             else:
                 self._check_dir(path)
-        script = _script(out, err, sink_path, spec.stdout_overwrite and out == given_out,
-                         spec.stderr_overwrite and err != out)
-        argv = ["/bin/sh", "-c", script, f"xce-job[{key}]"]
-        argv += [p for p in dict.fromkeys((out, err)) if p != sink_path]
-        argv += command
+        body = _script(out, err, sink_path, spec.stdout_overwrite and out == given_out,
+                       spec.stderr_overwrite and err != out)
+        params = [p for p in dict.fromkeys((out, err)) if p != sink_path] + command
+        prog = spare.program(body, params, env, cwd) if pw is None and self._spare is not None else None
+        if prog is not None and spare.usable(self._spare):  # type: ignore[arg-type]
+            launch = self._take_spare(key, prog)
+        else:
+            launch = self._spawn(key, ["/bin/sh", "-c", GO + body, f"xce-job[{key}]", *params],
+                                 cwd, env, sink_path, pw)
+        return self._go(key, launch, Task(
+            job_id=job_id, attempt=attempt, pid=launch.proc.pid, start_time=self.clock(), key=key,
+            stdout=out, stderr=err, mem_limit=spec.mem_limit, reserved=reserved, duration_s=duration_s,
+            decay=decay, meter=launch.meter, proc_start=launch.proc_start, run_limit=spec.run_limit,
+            holder=holder, reclaiming=reclaiming, cgroup=launch.cgroup, _proc=launch.proc))
+
+    def _spawn(self, key: str, argv: list[str], cwd: str, env: dict[str, str], sink_path: str,
+               pw: pwd.struct_passwd | None) -> Launch:
+        """A fresh wrapper for ``key``, held on its go pipe, in the job's cgroup."""
         extra: dict[str, object] = {}
         if pw is not None:
             extra = {"user": pw.pw_uid, "group": pw.pw_gid,
@@ -346,31 +383,61 @@ class Runner:
             raise
         os.close(sink)
         os.close(go_r)
-
-        meter: Meter | None = None
         try:
-            pid = proc.pid
-            meter = make_meter(key, pid, self.cgroup_name)
-            st = proc_stat(pid)
-            task = Task(job_id=job_id, attempt=attempt, pid=pid, start_time=self.clock(), key=key,
-                        stdout=out, stderr=err, mem_limit=spec.mem_limit, reserved=reserved,
-                        duration_s=duration_s, decay=decay, meter=meter,
-                        proc_start=st.start if st else 0, run_limit=spec.run_limit, holder=holder,
-                        reclaiming=reclaiming, _proc=proc)
-            os.write(rec_fd, json.dumps(self._record(task)).encode() + b"\n")
-            os.write(go_w, b"\n")  # the command may run now
+            meter = make_meter(key, proc.pid, self.cgroup_name)
         except BaseException:
-            os.close(go_w)  # EOF: the wrapper exits 125 without running the command
-            os.close(rec_fd)
-            proc.wait()
-            if meter is not None:
-                self._close_meter(meter)
-            self._rec_path(key).unlink(missing_ok=True)
+            self._abandon(key, Launch(proc, rec_fd, go_w, None, key, 0, b""))  # type: ignore[arg-type]
             raise
-        os.close(go_w)
-        os.close(rec_fd)
+        st = proc_stat(proc.pid)
+        return Launch(proc, rec_fd, go_w, meter, key, st.start if st else 0, b"\n")
+
+    def _take_spare(self, key: str, prog: bytes) -> Launch:
+        """The waiting spare becomes ``key``'s wrapper: its record file is renamed to the job's."""
+        sp, self._spare = self._spare, None
+        assert sp is not None
+        os.rename(sp.rec_path, self._rec_path(key))
+        return Launch(sp.proc, sp.rec_fd, sp.go_w, sp.meter, sp.name, sp.proc_start, prog)
+
+    def _go(self, key: str, launch: Launch, task: Task) -> Task:
+        """Write the task record, then let the wrapper run the command."""
+        try:
+            os.write(launch.rec_fd, json.dumps(self._record(task)).encode() + b"\n")
+            _write_all(launch.go_w, launch.go)  # the command may run now
+        except BaseException:
+            self._abandon(key, launch)
+            raise
+        os.close(launch.go_w)
+        os.close(launch.rec_fd)
         self._tasks[key] = task
         return task
+
+    def _abandon(self, key: str, launch: Launch) -> None:
+        """Undo a launch that failed before its go: EOF makes the wrapper exit without running anything."""
+        os.close(launch.go_w)
+        os.close(launch.rec_fd)
+        launch.proc.wait()
+        if launch.meter is not None:
+            self._close_meter(launch.meter)
+        self._rec_path(key).unlink(missing_ok=True)
+
+    def wants_spare(self) -> bool:
+        """Whether no spare wrapper waits (or the one there was killed)."""
+        return self._spare is None or not spare.usable(self._spare)
+
+    def prepare_spare(self) -> None:
+        """Have a spare wrapper waiting (xce/worker/spare.py).  It blocks for the ~5-20 ms that
+        session and cgroup cost, so the worker calls it when it has nothing else to do."""
+        if self._spare is not None and not spare.usable(self._spare):
+            self.discard_spare()
+        if self._spare is None:
+            self._spare = spare.start_spare(self.task_dir, self.cgroup_name)
+
+    def discard_spare(self) -> None:
+        """End the waiting spare, if any (the worker stops)."""
+        sp, self._spare = self._spare, None
+        if sp is not None:
+            spare.discard(sp)
+            self._close_meter(sp.meter)
 
     def job_dir(self, job_id: int, attempt: int) -> Path:
         """The job's private directory on this host (LSB_DJOB_HOSTFILE is there); ``forget`` removes it."""
@@ -433,7 +500,8 @@ class Runner:
                 "proc_start": task.proc_start, "start_time": task.start_time, "stdout": task.stdout,
                 "stderr": task.stderr, "mem_limit": task.mem_limit, "reserved": task.reserved,
                 "duration_s": task.duration_s, "decay": task.decay, "method": task.meter.method,
-                "run_limit": task.run_limit, "holder": task.holder, "reclaiming": task.reclaiming}
+                "run_limit": task.run_limit, "holder": task.holder, "reclaiming": task.reclaiming,
+                "cgroup": task.cgroup}
 
     def persist(self, task: Task) -> None:
         """Save what changes while a task runs (kill reason, peak, slack integral).
@@ -488,7 +556,8 @@ class Runner:
                 upd = {}
             st = proc_stat(pid)
             live = st is not None and st.start == start and st.state not in "ZX"
-            meter: Meter = attach_meter(key, pid, self.cgroup_name, rec.get("method", "proc"), start) \
+            cgroup = rec.get("cgroup") or key
+            meter: Meter = attach_meter(cgroup, pid, self.cgroup_name, rec.get("method", "proc"), start) \
                 if live else ProcMeter(pid, start)
             task = Task(job_id=rec["job"], attempt=rec["attempt"], pid=pid, start_time=rec["start_time"],
                         key=key, stdout=rec["stdout"], stderr=rec["stderr"], mem_limit=rec["mem_limit"],
@@ -498,15 +567,15 @@ class Runner:
                         run_limit=rec.get("run_limit"), holder=rec.get("holder", False),
                         reclaiming=rec.get("reclaiming", False),
                         suspended_at=upd.get("suspended_at"), suspended_total=upd.get("suspended_total", 0.0),
-                        _last_t=upd.get("saved_at"), _persisted=bool(upd))
+                        cgroup=cgroup, _last_t=upd.get("saved_at"), _persisted=bool(upd))
             self._tasks[key] = task
             if live:
                 alive.append(task)
                 if task.kill_reason is not None:  # killed before the restart: finish the job
                     task.kill_deadline = self.clock() + self.kill_grace
                     self._signal(task, signal.SIGTERM)
-        self._closing += sweep_cgroups(self.cgroup_name, {t.key for t in alive} | {
-            t.key for t in self._tasks.values() if not t.adopted})
+        self._closing += sweep_cgroups(self.cgroup_name, {t.cgroup for t in alive} | {
+            t.cgroup for t in self._tasks.values() if not t.adopted})
         for p in self.task_dir.iterdir():
             if p.suffix in (".upd", ".tmp") and p.stem not in self._tasks:
                 p.unlink(missing_ok=True)
