@@ -14,6 +14,10 @@ task's mtime, see hq_anchor.py):
 - one by one: N submits from one client, each acknowledged before the next;
 - idle latency: one job, 0.2 s apart, median.
 
+XCE's daemon CPU per job is measured over the batch run from /proc/<pid>/stat of the daemons
+`xce up` records (up.json): each daemon's own user+system time, and, for the workers, apart
+from it, that of the job processes they reaped (`sh` and `true`).
+
 Only ratios within one run mean anything: this VM's speed varies by 3x between days.
 """
 
@@ -66,6 +70,27 @@ def array_end(c: Client, jobs: int) -> float:
     return max(v.end_time or 0.0 for v in views)
 
 
+def daemon_cpu(sd: Path) -> dict[str, tuple[float, float]]:
+    """Per daemon kind (controller, scheduler, worker): (own CPU s, reaped children's CPU s)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, tuple[float, float]] = {}
+    for name, pid in json.loads((sd / "up.json").read_text())["daemons"].items():
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        own, kids = (int(f[11]) + int(f[12])) / tick, (int(f[13]) + int(f[14])) / tick
+        kind = next((k for k in ("controller", "scheduler", "worker") if k in name), name)
+        o, c = out.get(kind, (0.0, 0.0))
+        out[kind] = (o + own, c + kids)
+    return out
+
+
+def cpu_per_job(before: dict[str, tuple[float, float]], after: dict[str, tuple[float, float]],
+                jobs: int) -> dict[str, float]:
+    per = {f"cpu_ms_{k}": round((after[k][0] - before[k][0]) * 1000 / jobs, 3) for k in after}
+    per["cpu_ms_jobs"] = round(sum(after[k][1] - before[k][1] for k in after) * 1000 / jobs, 3)
+    per["cpu_ms_daemons"] = round(sum(v for k, v in per.items() if k != "cpu_ms_jobs"), 3)
+    return per
+
+
 def run_xce(jobs: int, idle: int) -> dict[str, float]:
     sd = Path(tempfile.mkdtemp()) / "xce"
     xce(sd, "up", "--detach", "--hosts", "2", "--slots-per-host", "2", "--mem-per-host", "4G")
@@ -79,15 +104,16 @@ def run_xce(jobs: int, idle: int) -> dict[str, float]:
                 lat.append(last_end(c, [c.submit(**SPEC)]) - t0)
             t0 = time.time()
             array = array_end(c, jobs) - t0
-            t0 = time.time()
+            t0, cpu0 = time.time(), daemon_cpu(sd)
             batch = last_end(c, c.submit_many([SPEC] * jobs)) - t0
+            cpu = cpu_per_job(cpu0, daemon_cpu(sd), jobs)
             t0 = time.time()
             ids = [c.submit(**SPEC) for _ in range(jobs)]
             one = last_end(c, ids) - t0
     finally:
         xce(sd, "down")
     return {"array_jobs_per_s": round(jobs / array, 1), "batch_jobs_per_s": round(jobs / batch, 1), "one_by_one_jobs_per_s": round(jobs / one, 1),
-            "idle_latency_ms": round(statistics.median(lat) * 1000, 2) if lat else float("nan")}
+            "idle_latency_ms": round(statistics.median(lat) * 1000, 2) if lat else float("nan"), **cpu}
 
 
 def run_hq(jobs: int, idle: int, venv: Path) -> dict[str, float]:
@@ -123,6 +149,8 @@ def main() -> int:
               f"{x['batch_jobs_per_s'] / h['batch_jobs_per_s']:>13.2f} "
               f"{x['one_by_one_jobs_per_s'] / h['one_by_one_jobs_per_s']:>18.2f} "
               f"{x['idle_latency_ms'] / h['idle_latency_ms']:>16.2f}")
+    cpu = {k: v for k, v in rows["XCE"].items() if k.startswith("cpu_ms_")}
+    print("XCE CPU per job over the batch run, ms: " + ", ".join(f"{k[7:]} {v}" for k, v in cpu.items()))
     print(json.dumps(rows))
     return 0
 

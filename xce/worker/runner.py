@@ -15,8 +15,17 @@ Python per job)::
     exec 3>&1 </dev/null       # fd 1: the task record, opened O_APPEND by the runner
     command exec >>"$1" 2>>"$2" || { echo "126 cannot open ..." >&3; exit 126; }
     shift 2
+    [ -z "$k" ] || { echo 143 >&3; exit 143; }  # killed meanwhile: still not started
     "$@" 3>&-
     s=$?; echo $s >&3; exit $s
+
+The first three lines are the go (``GO``); the rest, ``_script``, is the body.  A
+wrapper started before its job, the *spare* (xce/worker/spare.py), runs the same body
+after sourcing the job's cwd, environment and arguments from the same pipe: its session
+and cgroup cost 5-20 ms of waiting that a fresh wrapper pays between RUN_JOB and the
+command.  The worker keeps one spare ready when idle (``prepare_spare``); a job it cannot
+run exactly as a fresh wrapper would (another user, a variable sh treats as its own)
+starts a fresh one.  The record names the job's cgroup (``cgroup``), a spare's or the key.
 
 On-disk state, per task: ``tasks/<job>.<attempt>.rec`` holds one JSON line
 (written by the runner before the go byte: pid, /proc start time, reservation,
