@@ -38,6 +38,11 @@ def test_lsf_commands(tmp_path: Path) -> None:
         first = m.group(1)
         wait_for(lambda: _stat(env, first) == "DONE", 30, "the bsub job to be DONE")
         assert (tmp_path / f"out.{first}").read_text() == "hi there\n"
+        here = os.uname().nodename
+        r = _run(env, "bjobs", "-a", "-noheader", "-o", "jobid from_host delimiter='|'", first)
+        assert r.stdout.strip() == f"{first}|{here}", r.stdout
+        shown = here if len(here) <= 11 else "*" + here[-10:]  # the default listing cuts at 11, as LSF's
+        assert _run(env, "bjobs", "-a", "-noheader", first).stdout.split()[4] == shown
 
         script = "#!/bin/sh\n#BSUB -J from_stdin\n#BSUB -n 2\nexit 3\n"
         r = _run(env, "bsub", stdin=script, cwd=tmp_path)
@@ -93,6 +98,8 @@ def test_lsf_commands(tmp_path: Path) -> None:
         assert fast.stderr == "submit path door; zmq not loaded\n" and full.stderr.startswith("submit path full")
         for r in (fast, full):
             assert re.fullmatch(r"Job <\d+> is submitted to queue <normal>\.\n", r.stdout)
+        r = _run({**env, "XCE_DEBUG_PATH": "1"}, "bsub", "-J", "two[1-2]", "true", cwd=tmp_path)  # an array: door too
+        assert r.stderr == "submit path door; zmq not loaded\n" and r.stdout.startswith("Job <"), (r.stdout, r.stderr)
         refused = _run(env, "bsub", "-q", "nope", "true")
         assert (refused.returncode, refused.stderr) == (255, "bsub: queue 'nope' does not exist (queues: high, "
                                                               "normal, rerun)\n")
@@ -143,22 +150,43 @@ def test_slurm_commands(tmp_path: Path) -> None:
         wait_for(lambda: _sacct(env, sleeper)[1] == "CANCELLED", 30, "the cancelled job")
         assert _run(env, "squeue", "-h", "-o", "%i %t").stdout == ""  # finished: not listed without -t
 
-        from xce.core.jobspec.arrays import parse_lsf_job_name
+        # sbatch --array: elements A_I with SLURM_ARRAY_* set, %A_%a paths, the %N running limit
+        arrayjob = tmp_path / "arr.sh"
+        arrayjob.write_text("#!/bin/sh\n#SBATCH --array=1-3%2\n#SBATCH -J arr\n#SBATCH -o arr-%A_%a.out\n"
+                            "echo $SLURM_ARRAY_JOB_ID $SLURM_ARRAY_TASK_ID $SLURM_ARRAY_TASK_MIN "
+                            "$SLURM_ARRAY_TASK_MAX $SLURM_ARRAY_TASK_STEP $SLURM_ARRAY_TASK_COUNT\n")
+        r = _run(env, "sbatch", "--parsable", str(arrayjob), cwd=tmp_path)
+        arr = r.stdout.strip()
+        assert arr.isdigit(), (r.stdout, r.stderr)
 
-        name, spec = parse_lsf_job_name("arr[1-2]")  # through xce.client: sbatch --array is refused yet
-        arr = c.client.submit_many([{"command": ["true"], "name": name, "array": spec}])[0]
         def elements() -> list[str]:
-            r = _run(env, "sacct", "-X", "-n", "-P", "-j", str(arr), "-o", "JobID,JobName,State")
+            r = _run(env, "sacct", "-X", "-n", "-P", "-j", arr, "-o", "JobID,JobName,State")
             return sorted(r.stdout.splitlines())
 
-        wait_for(lambda: elements() == [f"{arr}_1|arr|COMPLETED", f"{arr}_2|arr|COMPLETED"], 30,
+        wait_for(lambda: elements() == [f"{arr}_{i}|arr|COMPLETED" for i in (1, 2, 3)], 30,
                  "sacct to list the array's elements as A_I")
+        for i in (1, 2, 3):
+            assert (tmp_path / f"arr-{arr}_{i}.out").read_text() == f"{arr} {i} 1 3 1 3\n"
         r = _run(env, "squeue", "-h", "-t", "all", "-o", "%i %j %t", "-j", f"{arr}_2")
         assert r.stdout == f"{arr}_2 arr CD\n", r.stdout
 
+        # -a with a time limit: squeue %l and sacct Timelimit show it; scancel A_I, then A
+        r = _run(env, "sbatch", "--parsable", "-a", "1-3", "-t", "5", stdin="#!/bin/sh\nsleep 60\n", cwd=tmp_path)
+        sleepers = r.stdout.strip()
+        assert sleepers.isdigit(), (r.stdout, r.stderr)
+        running = [f"{sleepers}_1 R 5:00", f"{sleepers}_2 R 5:00"]
+        wait_for(lambda: _run(env, "squeue", "-h", "-o", "%i %t %l").stdout.splitlines()[:2] == running, 30,
+                 "squeue to show two elements running, with their limit")
+        assert _run(env, "scancel", f"{sleepers}_1").returncode == 0
+        wait_for(lambda: _sacct(env, f"{sleepers}_1")[1] == "CANCELLED", 30, "the cancelled element")
+        assert _run(env, "scancel", sleepers).returncode == 0
+        wait_for(lambda: sorted(_run(env, "sacct", "-X", "-n", "-P", "-j", sleepers, "-o",
+                                     "JobID,State,Timelimit").stdout.splitlines())
+                 == [f"{sleepers}_{i}|CANCELLED|00:05:00" for i in (1, 2, 3)], 30, "scancel of the whole array")
+
         r = _run(env, "srun", "-n", "1", "echo", "hello from srun", cwd=tmp_path)
         assert (r.stdout, r.returncode) == ("hello from srun\n", 0)
-        r = _run(env, "sbatch", "--array=0-3", str(script))
-        assert r.returncode == 1 and "--array (job arrays) is not supported by this XCE yet" in r.stderr
+        r = _run(env, "sbatch", "--array=3-1", str(script))
+        assert (r.returncode, r.stderr) == (1, "sbatch: --array=3-1: array range 3-1 ends before it starts\n")
         assert _run(env, "salloc").returncode == 1
         assert "normal*" in _run(env, "sinfo").stdout

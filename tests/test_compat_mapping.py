@@ -292,6 +292,44 @@ def test_sbatch_options_map_to_jobspec_fields() -> None:
     assert fields["stderr"] == "err-%J_4294967294"
 
 
+@pytest.mark.parametrize("argv, directives, array, out, err", [
+    (["--array=1-10%2"], "", "1-10%2", "slurm-%J_%I.out", None),  # Slurm's default: slurm-%A_%a.out
+    (["-a", "0-4:2", "-o", "o-%A.%a", "-e", "e-%j"], "", "0-4:2", "o-%J.%I", "e-%J_%I"),
+    ([], "#SBATCH --array=1-10%2\n", "1-10%2", "slurm-%J_%I.out", None),
+])
+def test_sbatch_array_maps_onto_the_job_model(argv: list[str], directives: str, array: str, out: str,
+                                              err: str | None) -> None:
+    from xce.core.jobspec.arrays import parse_slurm_array
+
+    fields, _ = sbatch_spec(argv, _script("#!/bin/sh\n" + directives + "true\n"))
+    assert fields["array"] == parse_slurm_array(array)
+    assert (fields["stdout"], fields.get("stderr")) == (out, err)
+
+
+def test_sbatch_array_is_what_bsub_builds() -> None:
+    from xce.core.jobspec.arrays import parse_lsf_job_name
+
+    fields, _ = sbatch_spec(["--array=1-10%2"], _script("#!/bin/sh\ntrue\n"))
+    assert fields["array"] == parse_lsf_job_name("x[1-10]%2")[1]
+
+
+def test_sbatch_without_array_has_none() -> None:
+    assert "array" not in sbatch_spec([], _script("#!/bin/sh\ntrue\n"))[0]
+
+
+def test_run_limit_and_submit_host_are_shown() -> None:
+    v = view(run_limit=5400.0, submit_host="login1")
+    assert slurm_fmt.squeue_format([v, view()], "%i %l", header=False).splitlines() == ["12 1:30:00", "12 UNLIMITED"]
+    assert slurm_fmt.squeue_fields([v], "JobID,TimeLimit", header=False).split() == ["12", "1:30:00"]
+    assert slurm_fmt.sacct_rows([v, view()], "JobID,Timelimit", header=False, sep="|", trailing=False) \
+        == "12|01:30:00\n12|UNLIMITED\n"
+    assert "TimeLimit=01:30:00" in slurm_fmt.scontrol_job(v)
+    assert lsf_fmt.columns([v, view()], lsf_fmt.parse_o("jobid FROM_HOST runtimelimit delimiter=','"),
+                           header=False).splitlines() == ["12,login1,90.0 min", "12,-,-"]
+    assert lsf_fmt.default_listing([v], wide=False, header=False).split()[4] == "login1"
+    assert "Submitted from host <login1>" in lsf_fmt.long_listing(v) and " RUNLIMIT" in lsf_fmt.long_listing(v)
+
+
 def test_sbatch_dependency_and_open_mode() -> None:
     from xce.core.jobspec.slurm import parse_slurm_dependency
 
@@ -311,7 +349,7 @@ def test_sbatch_layouts(lines: str, resreq: str, slots: int) -> None:
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--array=0-3"], "--array (job arrays) is not supported by this XCE yet"),
+    (["--array=0-3%0"], "--array=0-3%0: running limit %0 must be 1 or more"),
     (["--hold"], "--hold (held jobs) is not supported by this XCE yet"),
     (["--gres=gpu:1"], "--gres is not supported"),
     (["--mail-type=END"], "XCE sends no mail"),
@@ -335,3 +373,12 @@ def test_shims_point_at_this_interpreter(tmp_path: Any) -> None:
     assert "LSF_UNIT_FOR_LIMITS=MB" in (env / "lsf.conf").read_text().splitlines()
     params = (env / "lsbatch" / "xce" / "configdir" / "lsb.params").read_text()
     assert "CLEAN_PERIOD = 3600" in params and "DEFAULT_QUEUE = normal" in params
+
+
+@pytest.mark.parametrize("answer, outcome", [
+    ("killed", mapping.ENDING), ("kill requested", mapping.ENDING),
+    ("killed 8, kill requested for 2", mapping.ENDING),  # a whole array's answer
+    ("signal 18 sent", mapping.SIGNALED), ("already DONE", mapping.FINISHED), ("not running", mapping.FINISHED),
+    ("not found", mapping.UNKNOWN)])
+def test_kill_answers_as_bkill_and_scancel_read_them(answer: str, outcome: str) -> None:
+    assert mapping.kill_outcome(answer) == outcome

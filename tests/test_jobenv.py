@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from xce.core.jobspec.arrays import parse_slurm_array
 from xce.core.model import JobSpec
 from xce.worker.jobenv import ArrayElement, JobFacts, hostfile_text, job_env
 from xce.worker.runner import run_elapsed
@@ -33,9 +34,12 @@ def facts(host: str = "a", hosts: tuple[str, ...] = ("a", "b"), slots: tuple[int
     (facts(element=ArrayElement(array_id=10, index=7, step=2, end=9)),
      {"LSB_JOBID": "10", "LSB_JOBINDEX": "7", "LSB_JOBINDEX_STEP": "2", "LSB_JOBINDEX_END": "9",
       "SLURM_JOB_ID": "12", "SLURM_ARRAY_JOB_ID": "10", "SLURM_ARRAY_TASK_ID": "7", "XCE_JOBID": "12"}),
+    (facts(element=ArrayElement(array_id=10, index=7, step=2, end=9), array=parse_slurm_array("1-9:2,20%2")),
+     {"SLURM_ARRAY_JOB_ID": "10", "SLURM_ARRAY_TASK_ID": "7", "SLURM_ARRAY_TASK_MIN": "1",
+      "SLURM_ARRAY_TASK_MAX": "20", "SLURM_ARRAY_TASK_STEP": "2", "SLURM_ARRAY_TASK_COUNT": "6"}),
     (facts(stdout="/home/u/out.12"), {"LSB_OUTPUTFILE": "/home/u/out.12"}),
     (facts(env={"LSB_JOBID": "999", "MINE": "1"}), {"LSB_JOBID": "12", "MINE": "1"}),
-], ids=["first-host", "second-host", "named", "array-element", "output-file", "stale-env-overridden"])
+], ids=["first-host", "second-host", "named", "array-element", "slurm-array-bounds", "output-file", "stale-env-overridden"])
 def test_job_env(f: JobFacts, expected: dict[str, str]) -> None:
     env = job_env(f)
     assert {k: env.get(k) for k in expected} == expected
@@ -43,7 +47,7 @@ def test_job_env(f: JobFacts, expected: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("f,absent", [
     (facts(), {"LSB_OUTPUTFILE", "LSB_JOBINDEX_STEP", "LSB_JOBINDEX_END", "SLURM_ARRAY_JOB_ID",
-               "SLURM_ARRAY_TASK_ID", "XCE_LAUNCH_TOKEN"}),
+               "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "XCE_LAUNCH_TOKEN"}),
 ])
 def test_job_env_leaves_out_what_does_not_apply(f: JobFacts, absent: set[str]) -> None:
     assert absent.isdisjoint(job_env(f))

@@ -45,7 +45,7 @@ def job_long(j: Any, now: float) -> str:
              "  " + "   ".join(f"{what}: {_when(t)}" for what, t in
                               (("Submitted", j.submit_time), ("Started", j.start_time), ("Ended", j.end_time))
                               if t is not None),
-             f"  Cwd: {j.cwd or '-'}   Output: {j.stdout or '(worker output directory)'}   "
+             f"  Submit host: {j.submit_host or '-'}   Cwd: {j.cwd or '-'}   Output: {j.stdout or '(worker output directory)'}   "
              f"Error: {j.stderr or '(with the output)'}",
              f"  Requirements: {j.resreq or '-'}   Slots: {j.slots}   Mem limit: {fmt_bytes(j.mem_limit)}",
              f"  Memory: reserved {fmt_bytes(j.mem_reserved)}, actual {fmt_bytes(j.mem_actual)}, "

@@ -214,11 +214,12 @@ def bkill(s: Session, argv: list[str]) -> int:
 def _kill_report(results: dict[int, str]) -> int:
     rc = 0
     for jid, what in results.items():
-        if what in ("killed", "kill requested"):
+        outcome = mapping.kill_outcome(what)
+        if outcome == mapping.ENDING:
             print(f"Job <{jid}> is being terminated")
-        elif what.startswith("signal "):
+        elif outcome == mapping.SIGNALED:
             print(f"Job <{jid}> is being signaled")
-        elif what.startswith(("already", "not running")):
+        elif outcome == mapping.FINISHED:
             print(f"Job <{jid}>: Job has already finished", file=sys.stderr)
             rc = BAD
         else:

@@ -66,7 +66,7 @@ FIELDS: dict[str, Field] = {
     "queue": Field("QUEUE", 10, lambda v: v.queue),
     "job_name": Field("JOB_NAME", 10, lambda v: mapping.lsf_name(v.id, v.name)),
     "name": Field("JOB_NAME", 10, lambda v: mapping.lsf_name(v.id, v.name)),
-    "from_host": Field("FROM_HOST", 11, lambda v: ""),
+    "from_host": Field("FROM_HOST", 11, lambda v: v.submit_host),
     "exec_host": Field("EXEC_HOST", 11, exec_hosts),
     "nexec_host": Field("NEXEC_HOST", 10, lambda v: str(len(v.hosts)) if v.hosts else ""),
     "slots": Field("SLOTS", 5, lambda v: str(v.slots)),
@@ -86,8 +86,14 @@ FIELDS: dict[str, Field] = {
     "mem": Field("MEM", 10, lambda v: mapping.lsf_mb(v.mem_actual)),
     "memlimit": Field("MEMLIMIT", 10, lambda v: mapping.lsf_mb(v.mem_limit)),
     "run_time": Field("RUN_TIME", 12, lambda v: _run_time(v)),
+    "runtimelimit": Field("RUNTIMELIMIT", 12, lambda v: _run_limit(v)),
 }
 DEFAULT_FIELDS = ("jobid", "user", "stat", "queue", "from_host", "exec_host", "job_name", "submit_time")
+
+
+def _run_limit(v: Any) -> str:
+    """-o runtimelimit: minutes with one decimal, as LSF writes RUNLIMIT ("" without one)."""
+    return "" if v.run_limit is None else f"{v.run_limit / 60:.1f} min"
 
 
 def _run_time(v: Any) -> str:
@@ -135,12 +141,14 @@ def default_listing(views: Sequence[Any], wide: bool, header: bool) -> str:
     """bjobs without -o: LSF's eight columns; -w keeps long names and host lists whole."""
     lines = ["JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME"] if header else []
     for v in views:
-        name, hosts = mapping.lsf_name(v.id, v.name) or "-", exec_hosts(v) or "-"
+        name, hosts, sub = mapping.lsf_name(v.id, v.name) or "-", exec_hosts(v) or "-", v.submit_host or "-"
         if not wide and len(name) > 10:
             name = "*" + name[-9:]
         if not wide and len(hosts) > 11:
             hosts = "*" + hosts[-10:]
-        lines.append(f"{mapping.lsf_id(v.id):<7} {v.user[:7]:<7} {v.state:<5} {v.queue[:10]:<10} {'-':<11} "
+        if not wide and len(sub) > 11:
+            sub = "*" + sub[-10:]
+        lines.append(f"{mapping.lsf_id(v.id):<7} {v.user[:7]:<7} {v.state:<5} {v.queue[:10]:<10} {sub:<11} "
                      f"{hosts:<11} {name:<10} {lsf_time(v.submit_time)}")
     return "\n".join(lines)
 
@@ -166,7 +174,9 @@ def long_listing(v: Any) -> str:
     cmd = FIELDS["command"].value(v)
     out = [f"Job <{v.id}>, Job Name <{v.name}>, User <{v.user}>, Project <default>, Status <{v.state}>, "
            f"Queue <{v.queue}>, Command <{cmd}>",
-           f"{lsf_time(v.submit_time)}: Submitted from host <->, CWD <->;"]
+           f"{lsf_time(v.submit_time)}: Submitted from host <{v.submit_host or '-'}>, CWD <{v.cwd or '-'}>;"]
+    if v.run_limit is not None:
+        out += ["", " RUNLIMIT", f" {v.run_limit / 60:.1f} min", ""]
     if v.start_time:
         out.append(f"{lsf_time(v.start_time)}: Started {v.slots} Task(s) on Host(s) "
                    + " ".join(f"<{h}>" for h in v.hosts) + ";")

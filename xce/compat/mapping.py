@@ -142,6 +142,22 @@ def slurm_id(job_id: int) -> str:
     return str(array) if index is None else f"{array}_{index}"
 
 
+# The controller's answer to a kill, per id (xce/core/state.py kill): what bkill and scancel say.
+ENDING, SIGNALED, FINISHED, UNKNOWN = "ending", "signaled", "finished", "unknown"
+
+
+def kill_outcome(answer: str) -> str:
+    """``killed``, ``kill requested``, an array's ``killed N, kill requested for M`` -> ENDING;
+    ``signal ...`` -> SIGNALED; ``already DONE``, ``not running`` -> FINISHED; else UNKNOWN."""
+    if answer in ("killed", "kill requested") or answer.startswith("killed "):
+        return ENDING
+    if answer.startswith("signal "):
+        return SIGNALED
+    if answer.startswith(("already", "not running")):
+        return FINISHED
+    return UNKNOWN
+
+
 # Queues and partitions are one thing; projects and accounts are one thing.
 def partition_of(queue: str) -> str:
     return queue
@@ -200,7 +216,6 @@ LSF_REFUSED: dict[str, str] = {
     "-I": f"-I (interactive jobs) {NOT_YET}; -K waits for the job",
 }
 SLURM_REFUSED: dict[str, str] = {
-    "--array": f"--array (job arrays) {NOT_YET}",
     "--hold": f"--hold (held jobs) {NOT_YET}",
     "--exclusive": f"--exclusive (exclusive use of nodes) {NOT_YET}",
     "--signal": f"--signal (a signal before the time limit) {NOT_YET}",

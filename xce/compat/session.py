@@ -68,7 +68,7 @@ class Session:
         from xce.proto.idempotency import new_key
 
         key = new_key()
-        done = fast.submit(fields, key)
+        done = fast.submit(_plain_array(fields), key)
         _debug_path("door" if done is not None else "full")
         if done is not None:
             return done
@@ -90,6 +90,16 @@ class Session:
         if not any(v.end_time is not None for v in views):
             return views  # nothing to age out: the config need not be read
         return visible(views, self.cfg.compat.clean_period, time.time())
+
+
+def _plain_array(fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields with an array (an ArraySpec, so msgspec is loaded already) as plain lists and
+    ints, which the door's stdlib encoder takes; the controller reads them back as an ArraySpec."""
+    if fields.get("array") is None:
+        return fields
+    import msgspec
+
+    return {**fields, "array": msgspec.to_builtins(fields["array"])}
 
 
 def job_ids(words: Sequence[str]) -> list[int]:

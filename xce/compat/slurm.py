@@ -87,13 +87,18 @@ def _export(text: str | None) -> Any:
     return parse_env(", ".join(items))
 
 
-def _path(pattern: str, name: str, user: str) -> str:
-    """A Slurm output pattern -> the worker's (LSF's) form: ``%j %J %A`` become ``%J`` (the id,
-    known at dispatch), ``%x %u`` are filled now, ``%a`` is Slurm's NO_VAL (no arrays yet)."""
+def _path(pattern: str, name: str, user: str, array: bool = False) -> str:
+    """A Slurm output pattern -> the worker's (LSF's) form, ``%J`` the id and ``%I`` the index
+    (both known at dispatch); ``%x %u`` are filled now.  Outside an array ``%j %J %A`` become
+    ``%J`` and ``%a`` is Slurm's NO_VAL.  In an array ``%A`` is the array's id (``%J``), ``%a``
+    the index (``%I``), and ``%j %J`` an element's own id, written as Slurm shows it: ``A_I``."""
     from xce.core.jobspec.filenames import slurm_filename
 
-    marker = 2 ** 62 + 12345  # no real id; zero padding cannot reach its width
-    return slurm_filename(pattern, job_id=marker, name=name, user=user).replace(str(marker), "%J")
+    job, arr, index = 2 ** 62 + 12345, 2 ** 62 + 23456, 2 ** 62 + 34567  # no real id; padding cannot reach
+    if not array:
+        return slurm_filename(pattern, job_id=job, name=name, user=user).replace(str(job), "%J")
+    text = slurm_filename(pattern, job_id=job, array_job_id=arr, index=index, name=name, user=user)
+    return text.replace(str(job), "%J_%I").replace(str(arr), "%J").replace(str(index), "%I")
 
 
 def sbatch_spec(argv: list[str], read: Callable[[list[str]], tuple[str, str]] = _read_script) -> tuple[dict[str, Any], bool]:
@@ -112,6 +117,7 @@ def sbatch_spec(argv: list[str], read: Callable[[list[str]], tuple[str, str]] = 
             raise Refused(mapping.SLURM_REFUSED[key])
     name, user = str(opts.get("--job-name") or default_name), unix_user()
     slots, span = _layout(opts)
+    array = _array(opts.get("--array"))
     cwd = os.path.abspath(str(opts.get("--chdir") or os.getcwd()))
     fields: dict[str, Any] = {
         # The script is kept as submitted and run by the worker under its #! line (JobSpec.script),
@@ -120,9 +126,12 @@ def sbatch_spec(argv: list[str], read: Callable[[list[str]], tuple[str, str]] = 
         "queue": mapping.queue_of(str(opts.get("--partition") or "")),
         "project": mapping.project_of(str(opts.get("--account") or "")),
         "env": apply_env(_export(opts.get("--export")), os.environ),  # type: ignore[arg-type]
-        "stdout": _path(str(opts.get("--output") or "slurm-%j.out"), name, user)}
+        "stdout": _path(str(opts.get("--output") or ("slurm-%A_%a.out" if array else "slurm-%j.out")),
+                        name, user, array is not None)}
+    if array is not None:
+        fields["array"] = array
     if opts.get("--error"):
-        fields["stderr"] = _path(str(opts["--error"]), name, user)
+        fields["stderr"] = _path(str(opts["--error"]), name, user, array is not None)
     if opts.get("--dependency"):
         from xce.core.jobspec.slurm import parse_slurm_dependency
 
@@ -133,6 +142,15 @@ def sbatch_spec(argv: list[str], read: Callable[[list[str]], tuple[str, str]] = 
         fields["run_limit"] = parse_slurm_time(str(opts["--time"]))
     fields["resreq"] = " ".join(p for p in (_mem(opts, slots), span) if p)
     return fields, bool(opts.get("--parsable"))
+
+
+def _array(text: Any) -> Any:
+    """--array=0-15%4 (or -a) -> the job model's ArraySpec (xce/core/jobspec/arrays.py), or None."""
+    if text is None:
+        return None
+    from xce.core.jobspec.arrays import parse_slurm_array
+
+    return parse_slurm_array(str(text))
 
 
 def _mem(opts: dict[str, Any], slots: int) -> str:
@@ -279,9 +297,9 @@ def scancel(s: Session, argv: list[str]) -> int:
     rc = 0
     signal = None if sig is None or sig in ENDING else sig
     for jid, what in s.client.kill(ids, signal=signal).items() if ids else ():
-        if what not in ("killed", "kill requested") and not what.startswith("signal ") \
-                and "--quiet" not in flags:
-            done = what.startswith(("already", "not running"))
+        outcome = mapping.kill_outcome(what)
+        if outcome not in (mapping.ENDING, mapping.SIGNALED) and "--quiet" not in flags:
+            done = outcome == mapping.FINISHED
             more = "Job/step already completing or completed" if done else "Invalid job id specified"
             print(f"scancel: error: Kill job error on job id {jid}: {more}", file=sys.stderr)
             rc = rc if done else BAD

@@ -101,7 +101,13 @@ def _reason_or_nodes(v: Any) -> str:
 
 
 def _limit(v: Any) -> str:
-    return "UNLIMITED"  # JobView does not carry run_limit yet
+    """squeue ``%l``: the run limit as ``%M`` writes times, UNLIMITED without one."""
+    return "UNLIMITED" if v.run_limit is None else squeue_time(v.run_limit)
+
+
+def _sacct_limit(v: Any) -> str:
+    """sacct Timelimit: as Elapsed writes times, UNLIMITED without one."""
+    return "UNLIMITED" if v.run_limit is None else sacct_time(v.run_limit)
 
 
 _COMMON: dict[str, tuple[str, Getter]] = {
@@ -191,6 +197,7 @@ SACCT: dict[str, tuple[int, Getter]] = {
     "exitcode": (8, lambda v: mapping.slurm_exit_code(v.exit_code, v.signal)),
     "elapsed": (10, lambda v: sacct_time(elapsed(v))),
     "elapsedraw": (10, lambda v: str(int(elapsed(v)))),
+    "timelimit": (10, _sacct_limit),
     "maxrss": (10, lambda v: mapping.slurm_mem(v.mem_peak) if v.mem_peak else ""),
     "reqmem": (10, lambda v: mapping.slurm_mem(v.mem_reserved)),
     "nodelist": (15, lambda v: _nodes(v) or "None assigned"), "nnodes": (8, lambda v: str(len(v.hosts))),
@@ -200,8 +207,8 @@ SACCT: dict[str, tuple[int, Getter]] = {
 SACCT_HEADERS = {"jobid": "JobID", "jobidraw": "JobIDRaw", "jobname": "JobName", "partition": "Partition",
                  "account": "Account", "user": "User", "alloccpus": "AllocCPUS", "ncpus": "NCPUS",
                  "state": "State", "exitcode": "ExitCode", "elapsed": "Elapsed", "elapsedraw": "ElapsedRaw",
-                 "maxrss": "MaxRSS", "reqmem": "ReqMem", "nodelist": "NodeList", "nnodes": "NNodes",
-                 "submit": "Submit", "start": "Start", "end": "End", "reason": "Reason"}
+                 "timelimit": "Timelimit", "maxrss": "MaxRSS", "reqmem": "ReqMem", "nodelist": "NodeList",
+                 "nnodes": "NNodes", "submit": "Submit", "start": "Start", "end": "End", "reason": "Reason"}
 SACCT_DEFAULT = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
 
 
@@ -259,7 +266,7 @@ def scontrol_job(v: Any) -> str:
             f"   UserId={v.user} Account= QOS=normal\n"
             f"   JobState={st.long} Reason={mapping.slurm_reason(v.state, v.reason)} Dependency=(null)\n"
             f"   ExitCode={mapping.slurm_exit_code(v.exit_code, v.signal)}\n"
-            f"   RunTime={sacct_time(elapsed(v))} TimeLimit={_limit(v)}\n"
+            f"   RunTime={sacct_time(elapsed(v))} TimeLimit={_sacct_limit(v)}\n"
             f"   SubmitTime={iso(v.submit_time)} StartTime={iso(v.start_time)} EndTime={iso(v.end_time)}\n"
             f"   Partition={mapping.partition_of(v.queue)}\n"
             f"   NodeList={_nodes(v) or '(null)'}\n"

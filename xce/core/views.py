@@ -96,6 +96,7 @@ class JobView(msgspec.Struct, kw_only=True):
     depend: str = ""                # the -w expression, canonical (depend.format_expr)
     priority: int = 0               # -sp
     run_limit: float | None = None  # seconds (-W, or the queue's)
+    submit_host: str = ""           # where it was submitted from (LSB_SUB_HOST, bjobs FROM_HOST)
     script: bool = False            # a job script (its text is in the spec; command is [FILE, ARG ...])
     order: OrderView | None = None  # a pending job's place in the order, when asked (JobsRequest.order)
 
@@ -187,7 +188,8 @@ def job_view(job: Job, ledger: Ledger) -> JobView:
         mem_slack_integral=sum(u.slack_integral for u in job.usage), accounts=accounts,
         cwd=job.spec.cwd, stdout=job.spec.stdout, stderr=job.spec.stderr,
         depend=format_expr(job.spec.depend) if job.spec.depend is not None else "",
-        priority=job.spec.priority, run_limit=job.spec.run_limit, script=bool(job.spec.script))
+        priority=job.spec.priority, run_limit=job.spec.run_limit, script=bool(job.spec.script),
+        submit_host=job.spec.submit_host)
 
 
 def live_figures(accs: Sequence[Account]) -> Figures:

@@ -99,8 +99,18 @@ def slurm_vars(f: JobFacts) -> dict[str, str]:
            "SLURM_NODEID": str(here), "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
            "SLURM_SUBMIT_DIR": f.spec.cwd or f.cwd, "SLURM_JOB_PARTITION": f.spec.queue}
     if f.element is not None:
-        out["SLURM_ARRAY_JOB_ID"] = str(f.element.array_id)
-        out["SLURM_ARRAY_TASK_ID"] = str(f.element.index)
+        out.update(slurm_array_vars(f.element, f.spec))
+    return out
+
+
+def slurm_array_vars(e: ArrayElement, spec: JobSpec) -> dict[str, str]:
+    """An element's SLURM_ARRAY_*: its array's id, its index, and the array's lowest and highest
+    index, the step of the element's range and the number of elements (sbatch(1))."""
+    out = {"SLURM_ARRAY_JOB_ID": str(e.array_id), "SLURM_ARRAY_TASK_ID": str(e.index),
+           "SLURM_ARRAY_TASK_STEP": str(e.step)}
+    if spec.array is not None:  # an older controller's order names no array: the bounds are unknown
+        out.update(SLURM_ARRAY_TASK_MIN=str(spec.array.ranges[0][0]), SLURM_ARRAY_TASK_MAX=str(spec.array.end),
+                   SLURM_ARRAY_TASK_COUNT=str(spec.array.count))
     return out
 
 
