@@ -102,7 +102,7 @@ def test_lsf_commands(tmp_path: Path) -> None:
         assert r.stderr == "submit path door; zmq not loaded\n" and r.stdout.startswith("Job <"), (r.stdout, r.stderr)
         refused = _run(env, "bsub", "-q", "nope", "true")
         assert (refused.returncode, refused.stderr) == (255, "bsub: queue 'nope' does not exist (queues: high, "
-                                                              "normal, rerun)\n")
+                                                              "normal, reclaim, rerun)\n")
 
         r = _run(env, "bsub", "-ti", "true")
         assert (r.stdout, r.returncode) == ("", 255)
