@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import sys
@@ -73,6 +74,10 @@ def test_overage_blocks_and_slack_holds_the_promise(tmp_path: Path) -> None:
         assert rec["A"].accounts[0].mem_charged >= 1150 * MB
         assert rec["B"].mem_slack_integral > 0
         audit_ok(cl)
+        # xce recommend: B asked 1G and peaked near 50M; its slack integral is the waste.
+        rows = {r["job"]: r for r in json.loads(cl.xce("recommend", "--json").stdout)}
+        assert rows["B"]["mem_requested"] == 1 * G and rows["B"]["mem_peak_max"] < 200 * MB
+        assert rows["B"]["mem_wasted_hours"] > 0 and rows["B"]["mem_recommended"] < 300 * MB
         reclaim_in_settled_slack(cl, tmp_path)
 
 

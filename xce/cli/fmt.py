@@ -106,6 +106,14 @@ def _when(t: float) -> str:
     return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(t))
 
 
+def recommend_rows(rows: Sequence[Any]) -> str:
+    """`xce recommend`: one line per (user, job, queue), the most wasteful first."""
+    return table(["USER", "JOB", "QUEUE", "RUNS", "REQUESTED", "P95_PEAK", "MAX_PEAK", "RECOMMEND", "WASTED"],
+                 [[r.user, r.job[:30], r.queue, r.runs, fmt_bytes(r.mem_requested), fmt_bytes(r.mem_peak_p95),
+                   fmt_bytes(r.mem_peak_max), fmt_bytes(r.mem_recommended),
+                   f"{fmt_bytes(int(r.mem_wasted_hours))}·h"] for r in rows])
+
+
 def host_rows(hosts: Sequence[Any], long: bool) -> str:
     if not long:
         return table(["HOST", "STATUS", "SLOTS", "USED", "MEM", "AVAIL", "RESERVED", "ACTUAL"],

@@ -114,6 +114,21 @@ def _dry_run(a: argparse.Namespace, spec: Any) -> int:
     return 0
 
 
+def cmd_recommend(a: argparse.Namespace) -> int:
+    """Right-sizing from the finished jobs' records (xce/core/recommend.py)."""
+    from xce.cli.fmt import print_json, recommend_rows
+    from xce.core.recommend import recommend
+
+    with _client(a) as c:
+        jobs = c.jobs(user=None if a.u == "all" else (a.u or None), all=True, states=["DONE", "EXIT"])
+    rows = recommend(jobs, a.margin)
+    if a.json:
+        print_json(rows)
+    else:
+        print(recommend_rows(rows) if rows else "No finished job to learn from")
+    return 0
+
+
 def cmd_jobs(a: argparse.Namespace) -> int:
     from xce.cli.fmt import job_long, job_rows, print_json
     from xce.core.views import STATE_FILTERS
@@ -629,6 +644,12 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--stale-ok", action="store_true", help="any controller may answer (says how old)")
     s.add_argument("ids", nargs="*")
     s.set_defaults(func=cmd_jobs)
+
+    s = sub.add_parser("recommend", help="right-sizing: requested vs peak memory of finished jobs, and the waste")
+    s.add_argument("-u", help="user (or 'all'; default: yours)")
+    s.add_argument("--margin", type=float, default=0.1, help="recommended = p95 peak x (1 + margin)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_recommend)
 
     s = sub.add_parser("hosts", help="list hosts (bhosts); `hosts close|open|remove NAME` (badmin)")
     s.add_argument("-l", action="store_true")
