@@ -28,6 +28,19 @@ def _stat(env: dict[str, str], job: str) -> str:
     return r.stdout.split()[1] if r.returncode == 0 and r.stdout.split() else ""
 
 
+def _same_through_both_paths(env: dict[str, str], *argv: str) -> None:
+    """A listing through the read door (rows of the fields its format reads, no pyzmq) prints
+    what the full path prints; retried while jobs change state between the two runs."""
+    def both() -> bool:
+        door = _run({**env, "XCE_DEBUG_PATH": "1"}, *argv)
+        full = _run({**env, "XCE_DEBUG_PATH": "1", "XCE_QUICK": "0"}, *argv)
+        assert door.stderr == "jobs path door; zmq not loaded\n", door.stderr
+        assert full.stderr.startswith("jobs path full"), full.stderr
+        assert door.stdout.count("\n") >= 2, door.stdout
+        return door.stdout == full.stdout
+    wait_for(both, 30, f"{argv[0]} to print the same through the door and the full path")
+
+
 def test_lsf_commands(tmp_path: Path) -> None:
     with local_cluster(tmp_path, "--hosts", "1", "--slots-per-host", "2", "--mem-per-host", "2G",
                        "--heartbeat", "0.5") as c:
@@ -100,6 +113,10 @@ def test_lsf_commands(tmp_path: Path) -> None:
             assert re.fullmatch(r"Job <\d+> is submitted to queue <normal>\.\n", r.stdout)
         r = _run({**env, "XCE_DEBUG_PATH": "1"}, "bsub", "-J", "two[1-2]", "true", cwd=tmp_path)  # an array: door too
         assert r.stderr == "submit path door; zmq not loaded\n" and r.stdout.startswith("Job <"), (r.stdout, r.stderr)
+        _same_through_both_paths(env, "bjobs", "-a", "-noheader", "-o", "jobid stat job_name exit_code pend_reason "
+                                 "delimiter=','")  # rows of those fields through the door
+        r = _run({**env, "XCE_DEBUG_PATH": "1"}, "bjobs", "-a", "-noheader")  # exec_host: full views
+        assert r.stderr.startswith("jobs path full"), r.stderr
         refused = _run(env, "bsub", "-q", "nope", "true")
         assert (refused.returncode, refused.stderr) == (255, "bsub: queue 'nope' does not exist (queues: high, "
                                                               "normal, reclaim, rerun)\n")
@@ -146,6 +163,7 @@ def test_slurm_commands(tmp_path: Path) -> None:
         assert sleeper.isdigit(), (r.stdout, r.stderr)
         wait_for(lambda: _run(env, "squeue", "-h", "-o", "%i %t").stdout.split() == [sleeper, "R"], 30,
                  "squeue to show the sleeper running")
+        _same_through_both_paths(env, "squeue", "-t", "all", "-o", "%i %j %t %T %R %C %l")
         assert _run(env, "scancel", "-Q", sleeper).returncode == 0
         wait_for(lambda: _sacct(env, sleeper)[1] == "CANCELLED", 30, "the cancelled job")
         assert _run(env, "squeue", "-h", "-o", "%i %t").stdout == ""  # finished: not listed without -t

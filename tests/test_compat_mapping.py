@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from xce.compat import lsf_fmt, mapping, slurm_fmt
+from xce.compat.fast import Row
 from xce.compat.lsf import bsub_spec
 from xce.compat.session import Refused, apply_env, visible
 from xce.compat.slurm import sbatch_spec
@@ -169,6 +170,37 @@ def test_squeue_O_fields_as_psij_reads_them() -> None:
     lines = out.splitlines()
     assert lines[0].split() == ["JOBID", "ST", "REASON"]
     assert lines[1].split() == ["12", "F", "NonZeroExitCode"]
+
+
+_SHAPES = [view(), view(state="RUN", hosts=["n1", "n2"], start_time=5.0, run_limit=90.0),
+           view(state="EXIT", reason="TERM_MEMLIMIT: over", exit_code=None, signal=9, start_time=5.0, end_time=9.0),
+           view(id=(7 << 20) | 3, name="arr", state="SSUSP", reason="load"), view(state="PEND", reason="no slot"),
+           view(state="DONE", exit_code=0, start_time=1.0, end_time=2.0, mem_limit=2**30)]
+
+
+def _only(v: JobView, reads: Any) -> Row:
+    """The view as the read door hands it over: the fields named, no others."""
+    return Row(sorted(reads), [getattr(v, f) for f in sorted(reads)])
+
+
+@pytest.mark.parametrize("name", sorted(lsf_fmt.FIELDS))
+def test_each_bjobs_column_reads_only_the_fields_it_declares(name: str, monkeypatch: Any) -> None:
+    monkeypatch.setattr(lsf_fmt.time, "time", lambda: 100.0)  # a running job's time: the same for both
+    f = lsf_fmt.FIELDS[name]
+    if f.reads is None:
+        return  # full views only
+    for v in _SHAPES:
+        assert f.value(_only(v, f.reads)) == f.value(v)
+
+
+@pytest.mark.parametrize("letter", sorted(slurm_fmt.SQUEUE_LETTERS))
+def test_each_squeue_letter_reads_only_the_fields_it_declares(letter: str, monkeypatch: Any) -> None:
+    monkeypatch.setattr(slurm_fmt.time, "time", lambda: 100.0)
+    fmt = f"%{letter}"
+    reads = slurm_fmt.squeue_reads(fmt, None)
+    for v in _SHAPES:
+        assert slurm_fmt.squeue_format([_only(v, reads)], fmt, False) == slurm_fmt.squeue_format([v], fmt, False)
+    assert slurm_fmt.squeue_reads(None, "JobArrayID,StateCompact,Reason") == {"id", "state", "reason"}
 
 
 def test_squeue_refuses_unknown_letter() -> None:

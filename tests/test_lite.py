@@ -11,13 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xce.cli import quick
+from xce.compat import fast
 from xce.core.errors import ProtocolError
 from xce.core.model import JobSpec
 from xce.proto import codec, lite
 from xce.proto.opcodes import Op
-from xce.proto.schema import PROTOCOL_VERSION, SubmitRequest
+from xce.proto.schema import PROTOCOL_VERSION, JobsRequest, SubmitRequest
 from xce.security import auth
 from xce.site import local
+from xce.transport import door
 
 enc, dec = msgspec.msgpack.encode, msgspec.msgpack.decode
 
@@ -117,6 +119,15 @@ def test_the_fast_path_mirrors_the_schema() -> None:
         default = f.default_factory() if f.default is msgspec.NODEFAULT else f.default
         assert default == quick.SPEC_DEFAULTS[f.name], f.name
     assert (quick.SUBMIT, quick.OK, quick.ERROR) == (Op.SUBMIT, Op.OK, Op.ERROR)
+    assert (door.SUBMIT, door.JOBS, door.OK, door.ERROR) == (Op.SUBMIT, Op.JOBS, Op.OK, Op.ERROR)
+
+
+def test_the_read_door_sends_a_jobs_request_the_controller_decodes() -> None:
+    body = fast.jobs_body([4], "alice", True, ["id", "state"])
+    names = list(JobsRequest.__struct_fields__)
+    assert sorted(body, key=names.index) == list(body)  # the Struct's order, as msgspec writes it
+    op, got = codec.decode_request(codec.decode_envelope(lite.encode(Op.JOBS, 7, body, "t")))
+    assert op == Op.JOBS and got == JobsRequest(ids=[4], user="alice", all=True, fields=["id", "state"])
     assert lite.PROTOCOL_VERSION == PROTOCOL_VERSION and lite.MAX_FRAME == codec.MAX_FRAME
     assert (local.AUTH_DIR, local.KEYS_FILE, local.ADMIN_TOKEN, local.LOGIN_TOKEN) == \
         (auth.AUTH_DIR, auth.KEYS_FILE, auth.ADMIN_TOKEN, auth.LOGIN_TOKEN)

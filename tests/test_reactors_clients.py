@@ -182,6 +182,37 @@ def test_jobs_by_id_refuses_one_unknown_and_skips_unknowns_among_many() -> None:
     assert [j.id for j in only_reply(k.call(Op.JOBS, S.JobsRequest(ids=[1, 9]))).jobs] == [1]
 
 
+def test_jobs_naming_fields_answers_rows_of_those_fields_equal_to_the_views() -> None:
+    k = kit(host("node1"))
+    k.run_job("node1", user="alice")
+    k.pend_job(user="bob")
+    k.pend_job(user="alice")
+    k.state.apply(Kill(time=T0, job_ids=[3]))
+    k.ctx.live.reasons[2] = "waiting for a slot"  # the round's reason, as a view shows it
+    for fields in (["id", "state"], ["id", "state", "reason", "user"], ["id", "mem_reserved", "accounts"]):
+        for req in (S.JobsRequest(all=True), S.JobsRequest(user="alice", all=True), S.JobsRequest(ids=[2])):
+            views = only_reply(k.call(Op.JOBS, req)).jobs
+            rows = only_reply(k.call(Op.JOBS, S.JobsRequest(**{**{f: getattr(req, f) for f in
+                                                                      req.__struct_fields__}, "fields": fields})))
+            assert rows.jobs == [] and rows.rows == [[getattr(v, f) for f in fields] for v in views]
+    rows = only_reply(k.call(Op.JOBS, S.JobsRequest(fields=["id", "state", "reason"]))).rows
+    assert rows == [[1, "RUN", ""], [2, "PEND", "waiting for a slot"]]  # finished hidden, as for views
+    page = only_reply(k.call(Op.JOBS, S.JobsRequest(all=True, limit=2, fields=["id"])))
+    assert page.rows == [[1], [2]] and page.next_after == 2
+
+
+@pytest.mark.parametrize("body, words", [
+    (S.JobsRequest(fields=["id", "colour"]), "no such job field 'colour'"),
+    (S.JobsRequest(fields=["order"]), "no such job field 'order'"),
+    (S.JobsRequest(fields=["id"], order=True), "cannot be combined with order or arrays"),
+])
+def test_jobs_naming_an_unknown_field_is_refused_by_name(body, words: str) -> None:
+    k = kit()
+    k.pend_job()
+    e = only_error(k.call(Op.JOBS, body))
+    assert isinstance(e, InvalidRequest) and words in e.message
+
+
 def test_hosts_lists_all_or_the_named_and_refuses_an_unknown() -> None:
     k = kit(host("node1"), host("node2"))
     assert [h.name for h in only_reply(k.call(Op.HOSTS, S.HostsRequest())).hosts] == ["node1", "node2"]

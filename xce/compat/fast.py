@@ -31,10 +31,11 @@ def _builtins(fields: dict[str, Any]) -> dict[str, Any]:
     return {**fields, "depend": msgspec.to_builtins(fields["depend"])}
 
 
-def submit(fields: dict[str, Any], key: str, timeout: float = 10.0) -> tuple[int, str] | None:
+def _door() -> tuple[str, str, str] | None:
+    """(home, controller address, token) when the local door may serve; None: the full path must."""
     if os.environ.get("XCE_QUICK") == "0" or os.environ.get("XCE_CONTROLLER"):
         return None
-    from xce.site.local import CLUSTER_FILE, read_cluster_keys, state_dir_default, stored_token_if_fresh, unix_user
+    from xce.site.local import CLUSTER_FILE, read_cluster_keys, state_dir_default, stored_token_if_fresh
 
     sd = state_dir_default()
     keys = read_cluster_keys(os.path.join(sd, CLUSTER_FILE), {("", "state_dir"), ("controller", "address")})
@@ -44,21 +45,64 @@ def submit(fields: dict[str, Any], key: str, timeout: float = 10.0) -> tuple[int
     token = stored_token_if_fresh(home)
     if token is None:
         return None
-    spec = {"user": unix_user(), "submit_host": os.uname().nodename, **_builtins(fields)}
-    from xce.transport.door import OK, SUBMIT, ask
+    return home, keys[("controller", "address")], token
 
-    answer = ask(home, keys[("controller", "address")], SUBMIT, {"jobs": [spec], "dry_run": False, "key": key},
-                 token, timeout)
+
+def _answer(door: tuple[str, str, str], op: int, body: dict[str, Any], timeout: float) -> object:
+    """The OK reply's body; None if the full path must serve; the controller's error raised."""
+    from xce.transport.door import OK, ask
+
+    home, address, token = door
+    answer = ask(home, address, op, body, token, timeout)
     if isinstance(answer, str):
         return None
-    op, body = answer
-    if op == OK:
-        return _submitted(body)
+    rop, rbody = answer
+    if rop == OK:
+        return rbody
     from xce.core.errors import XceError
 
-    assert isinstance(body, dict)
-    fields_ = {k: v for k, v in body.items() if k not in ("code", "message")}
-    raise XceError.from_wire(body["code"], body["message"], fields_)
+    assert isinstance(rbody, dict)
+    fields_ = {k: v for k, v in rbody.items() if k not in ("code", "message")}
+    raise XceError.from_wire(rbody["code"], rbody["message"], fields_)
+
+
+def submit(fields: dict[str, Any], key: str, timeout: float = 10.0) -> tuple[int, str] | None:
+    door = _door()
+    if door is None:
+        return None
+    from xce.site.local import unix_user
+    from xce.transport.door import SUBMIT
+
+    spec = {"user": unix_user(), "submit_host": os.uname().nodename, **_builtins(fields)}
+    body = _answer(door, SUBMIT, {"jobs": [spec], "dry_run": False, "key": key}, timeout)
+    return None if body is None else _submitted(body)
+
+
+def jobs_body(ids: list[int], user: str | None, all_: bool, fields: list[str]) -> dict[str, Any]:
+    """A JobsRequest as a dict, its keys in the Struct's order (tests/test_lite.py checks it)."""
+    return {"ids": ids, "user": user, "all": all_, "fields": fields}
+
+
+class Row:
+    """One job's named fields (a JobView's attributes, no more): what the formatters read."""
+
+    def __init__(self, fields: list[str], values: list[Any]) -> None:
+        self.__dict__.update(zip(fields, values))
+
+
+def jobs(ids: list[int], user: str | None, all_: bool, fields: list[str], timeout: float = 60.0) -> list[Row] | None:
+    """A JOBS naming ``fields`` through the door -> one Row per job; None: the full path must serve
+    (no door, or a reply that is not rows of those fields)."""
+    door = _door()
+    if door is None:
+        return None
+    from xce.transport.door import JOBS
+
+    body = _answer(door, JOBS, jobs_body(ids, user, all_, fields), timeout)
+    rows = body.get("rows") if isinstance(body, dict) else None
+    if not isinstance(rows, list) or any(not isinstance(r, list) or len(r) != len(fields) for r in rows):
+        return None
+    return [Row(fields, r) for r in rows]
 
 
 def _submitted(body: object) -> tuple[int, str] | None:

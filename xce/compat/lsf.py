@@ -129,6 +129,17 @@ def _selected(views: list[Any], flags: set[str], values: dict[str, str]) -> list
     return out
 
 
+def _reads(names: Any, values: dict[str, str]) -> set[str] | tuple[()]:
+    """The JobView fields ``-o`` columns and _selected read; () (full views) without ``-o`` or
+    when a column needs full views."""
+    from xce.compat import lsf_fmt as F
+
+    reads = F.reads_of(names) if names else None
+    if reads is None:
+        return ()
+    return reads | {"state"} | ({"name"} if "-J" in values else set()) | ({"queue"} if "-q" in values else set())
+
+
 def _none_found(flags: set[str]) -> str:
     for flag, what in (("p", "pending"), ("r", "running"), ("s", "suspended"), ("d", "done")):
         if flag in flags:
@@ -147,7 +158,8 @@ def bjobs(s: Session, argv: list[str]) -> int:
         views, missing = _by_ids(s, id_words)
     else:
         finished = bool({"a", "d"} & flags)  # else the controller need not send its finished jobs
-        views = _selected(s.jobs(user=None if user == "all" else user, finished=finished), flags, values)
+        reads = _reads(cols.names if cols and "l" not in flags else None, values)
+        views = _selected(s.jobs(user=None if user == "all" else user, finished=finished, reads=reads), flags, values)
         missing = []
     if "-json" in flags:
         names = cols.names if cols else F.DEFAULT_FIELDS

@@ -57,36 +57,51 @@ class Field(NamedTuple):
     header: str
     width: int
     value: Callable[[Any], str]
+    # The JobView fields ``value`` reads: a listing asks the controller for these only (None:
+    # it needs full views).  tests/test_compat_mapping.py checks each against a full view.
+    reads: tuple[str, ...] | None
+
+
+def reads_of(names: Sequence[str]) -> set[str] | None:
+    """The JobView fields ``-o`` columns read; None if one needs full views."""
+    out: set[str] = set()
+    for n in names:
+        r = FIELDS[n].reads
+        if r is None:
+            return None
+        out.update(r)
+    return out
 
 
 FIELDS: dict[str, Field] = {
-    "jobid": Field("JOBID", 7, lambda v: mapping.lsf_id(v.id)),
-    "stat": Field("STAT", 5, lambda v: v.state),
-    "user": Field("USER", 7, lambda v: v.user),
-    "queue": Field("QUEUE", 10, lambda v: v.queue),
-    "job_name": Field("JOB_NAME", 10, lambda v: mapping.lsf_name(v.id, v.name)),
-    "name": Field("JOB_NAME", 10, lambda v: mapping.lsf_name(v.id, v.name)),
-    "from_host": Field("FROM_HOST", 11, lambda v: v.submit_host),
-    "exec_host": Field("EXEC_HOST", 11, exec_hosts),
-    "nexec_host": Field("NEXEC_HOST", 10, lambda v: str(len(v.hosts)) if v.hosts else ""),
-    "slots": Field("SLOTS", 5, lambda v: str(v.slots)),
-    "nalloc_slot": Field("NALLOC_SLOT", 11, lambda v: str(v.slots) if v.hosts else ""),
+    "jobid": Field("JOBID", 7, lambda v: mapping.lsf_id(v.id), ("id",)),
+    "stat": Field("STAT", 5, lambda v: v.state, ("state",)),
+    "user": Field("USER", 7, lambda v: v.user, ("user",)),
+    "queue": Field("QUEUE", 10, lambda v: v.queue, ("queue",)),
+    "job_name": Field("JOB_NAME", 10, lambda v: mapping.lsf_name(v.id, v.name), ("id", "name")),
+    "name": Field("JOB_NAME", 10, lambda v: mapping.lsf_name(v.id, v.name), ("id", "name")),
+    "from_host": Field("FROM_HOST", 11, lambda v: v.submit_host, ("submit_host",)),
+    "exec_host": Field("EXEC_HOST", 11, exec_hosts, None),  # accounts: JobAccountViews, full views only
+    "nexec_host": Field("NEXEC_HOST", 10, lambda v: str(len(v.hosts)) if v.hosts else "", ("hosts",)),
+    "slots": Field("SLOTS", 5, lambda v: str(v.slots), ("slots",)),
+    "nalloc_slot": Field("NALLOC_SLOT", 11, lambda v: str(v.slots) if v.hosts else "", ("slots", "hosts")),
     "command": Field("COMMAND", 15, lambda v: " ".join(v.command[2:] if v.command[:2] == ["/bin/sh", "-c"]
-                                                        else v.command)),
-    "exit_code": Field("EXIT_CODE", 9, _exit_code),
-    "exit_reason": Field("EXIT_REASON", 11, _exit_reason),
-    "pend_reason": Field("PEND_REASON", 11, _pend_reason),
+                                                        else v.command), ("command",)),
+    "exit_code": Field("EXIT_CODE", 9, _exit_code, ("state", "exit_code", "signal")),
+    "exit_reason": Field("EXIT_REASON", 11, _exit_reason, ("state", "reason")),
+    "pend_reason": Field("PEND_REASON", 11, _pend_reason, ("state", "reason")),
     # LSF's KILL_REASON is the text of `bkill -C`, which XCE does not take: always empty.
-    "kill_reason": Field("KILL_REASON", 11, lambda v: ""),
-    "suspend_reason": Field("SUSPEND_REASON", 14, lambda v: v.reason if "SUSP" in v.state else ""),
-    "submit_time": Field("SUBMIT_TIME", 15, lambda v: lsf_time(v.submit_time)),
-    "start_time": Field("START_TIME", 15, lambda v: lsf_time(v.start_time)),
-    "finish_time": Field("FINISH_TIME", 15, lambda v: lsf_time(v.end_time)),
-    "max_mem": Field("MAX_MEM", 10, lambda v: mapping.lsf_mb(v.mem_peak)),
-    "mem": Field("MEM", 10, lambda v: mapping.lsf_mb(v.mem_actual)),
-    "memlimit": Field("MEMLIMIT", 10, lambda v: mapping.lsf_mb(v.mem_limit)),
-    "run_time": Field("RUN_TIME", 12, lambda v: _run_time(v)),
-    "runtimelimit": Field("RUNTIMELIMIT", 12, lambda v: _run_limit(v)),
+    "kill_reason": Field("KILL_REASON", 11, lambda v: "", ()),
+    "suspend_reason": Field("SUSPEND_REASON", 14, lambda v: v.reason if "SUSP" in v.state else "",
+                            ("state", "reason")),
+    "submit_time": Field("SUBMIT_TIME", 15, lambda v: lsf_time(v.submit_time), ("submit_time",)),
+    "start_time": Field("START_TIME", 15, lambda v: lsf_time(v.start_time), ("start_time",)),
+    "finish_time": Field("FINISH_TIME", 15, lambda v: lsf_time(v.end_time), ("end_time",)),
+    "max_mem": Field("MAX_MEM", 10, lambda v: mapping.lsf_mb(v.mem_peak), ("mem_peak",)),
+    "mem": Field("MEM", 10, lambda v: mapping.lsf_mb(v.mem_actual), ("mem_actual",)),
+    "memlimit": Field("MEMLIMIT", 10, lambda v: mapping.lsf_mb(v.mem_limit), ("mem_limit",)),
+    "run_time": Field("RUN_TIME", 12, lambda v: _run_time(v), ("start_time", "end_time")),
+    "runtimelimit": Field("RUNTIMELIMIT", 12, lambda v: _run_limit(v), ("run_limit",)),
 }
 DEFAULT_FIELDS = ("jobid", "user", "stat", "queue", "from_host", "exec_host", "job_name", "submit_time")
 

@@ -69,7 +69,7 @@ class Session:
 
         key = new_key()
         done = fast.submit(_plain_array(fields), key)
-        _debug_path("door" if done is not None else "full")
+        _debug_path("submit", "door" if done is not None else "full")
         if done is not None:
             return done
         from xce.client import make_spec
@@ -79,17 +79,32 @@ class Session:
         reply = self.client.request(Op.SUBMIT, writes.submit([make_spec(**fields)], key=key))
         return reply.ids[0], reply.queues[0]
 
-    def jobs(self, ids: Sequence[int] = (), *, finished: bool = True, user: str | None = None) -> list[Any]:
-        """Jobs the front-ends list: unfinished ones, and finished ones within CLEAN_PERIOD."""
+    def jobs(self, ids: Sequence[int] = (), *, finished: bool = True, user: str | None = None,
+             reads: Sequence[str] = ()) -> list[Any]:
+        """Jobs the front-ends list: unfinished ones, and finished ones within CLEAN_PERIOD.
+
+        ``reads``: the JobView fields the caller's format reads (all it may touch); the controller
+        then sends only those, through the local door when it can serve (xce/compat/fast.py),
+        and each job is a ``fast.Row``.  Empty, or no door: full views through xce.client."""
         from xce.core.errors import NotFound
 
         try:
-            views = self.client.jobs(ids=list(ids), all=finished or bool(ids), user=user)
+            views = self._rows(ids, finished, user, reads) if reads else None
+            _debug_path("jobs", "full" if views is None else "door")
+            if views is None:
+                views = self.client.jobs(ids=list(ids), all=finished or bool(ids), user=user)
         except NotFound:  # the controller refuses a lone unknown id outright
             return []
         if not any(v.end_time is not None for v in views):
             return views  # nothing to age out: the config need not be read
         return visible(views, self.cfg.compat.clean_period, time.time())
+
+
+    def _rows(self, ids: Sequence[int], finished: bool, user: str | None, reads: Sequence[str]) -> list[Any] | None:
+        from xce.compat import fast
+
+        fields = sorted({*reads, "end_time"})  # end_time: CLEAN_PERIOD ages finished jobs out (visible)
+        return fast.jobs(list(ids), user, finished or bool(ids), fields)
 
 
 def _plain_array(fields: dict[str, Any]) -> dict[str, Any]:
@@ -117,12 +132,13 @@ def job_ids(words: Sequence[str]) -> list[int]:
     return out
 
 
-def _debug_path(path: str) -> None:
-    """With XCE_DEBUG_PATH set, say which path served the submit and whether pyzmq was loaded."""
+def _debug_path(what: str, path: str) -> None:
+    """With XCE_DEBUG_PATH set, say which path served the submit or the listing and whether
+    pyzmq was loaded."""
     import os
 
     if os.environ.get("XCE_DEBUG_PATH"):
-        print(f"submit path {path}; zmq {'loaded' if 'zmq' in sys.modules else 'not loaded'}", file=sys.stderr)
+        print(f"{what} path {path}; zmq {'loaded' if 'zmq' in sys.modules else 'not loaded'}", file=sys.stderr)
 
 
 def visible(views: list[Any], clean_period: float, now: float) -> list[Any]:

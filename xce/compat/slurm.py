@@ -226,7 +226,10 @@ def squeue(s: Session, argv: list[str]) -> int:
     states = _states(values.get("--states") or ("all" if ids else "PD,R,S"))
     user = unix_user() if "--me" in flags else values.get("--user")
     finished = bool(states & {"DONE", "EXIT"})  # else the controller need not send its finished jobs
-    views = s.jobs(ids=ids, user=user, finished=finished)
+    reads = F.squeue_reads(values.get("--format"), values.get("--Format")) | {"state"}
+    reads |= {"queue"} if "--partition" in values else set()
+    reads |= {"name"} if "--name" in values else set()
+    views = s.jobs(ids=ids, user=user, finished=finished, reads=reads)
     if ids and not views:
         print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
         return BAD

@@ -110,25 +110,27 @@ def _sacct_limit(v: Any) -> str:
     return "UNLIMITED" if v.run_limit is None else sacct_time(v.run_limit)
 
 
-_COMMON: dict[str, tuple[str, Getter]] = {
-    "jobid": ("JOBID", lambda v: mapping.slurm_id(v.id)),
-    "name": ("NAME", lambda v: v.name),
-    "user": ("USER", lambda v: v.user),
-    "partition": ("PARTITION", lambda v: mapping.partition_of(v.queue)),
-    "st": ("ST", lambda v: mapping.slurm_state(v.state, v.reason).short),
-    "state": ("STATE", lambda v: mapping.slurm_state(v.state, v.reason).long),
-    "time": ("TIME", lambda v: squeue_time(elapsed(v))),
-    "limit": ("TIME_LIMIT", _limit),
-    "nodes": ("NODES", lambda v: str(len(v.hosts) or 1)),
-    "reason_nodes": ("NODELIST(REASON)", _reason_or_nodes),
-    "cpus": ("CPUS", lambda v: str(v.slots)),
-    "mem": ("MIN_MEMORY", lambda v: mapping.slurm_mem(v.mem_reserved)),
-    "nodelist": ("NODELIST", _nodes),
-    "reason": ("REASON", lambda v: mapping.slurm_reason(v.state, v.reason)),
-    "exit": ("EXIT_CODE", lambda v: mapping.slurm_exit_code(v.exit_code, v.signal)),
-    "submit": ("SUBMIT_TIME", lambda v: iso(v.submit_time)),
-    "start": ("START_TIME", lambda v: iso(v.start_time)),
-    "end": ("END_TIME", lambda v: iso(v.end_time)),
+# Each field: its header, how it reads a JobView, and the JobView fields it reads (a listing
+# asks the controller for these only; tests/test_compat_mapping.py checks them).
+_COMMON: dict[str, tuple[str, Getter, tuple[str, ...]]] = {
+    "jobid": ("JOBID", lambda v: mapping.slurm_id(v.id), ("id",)),
+    "name": ("NAME", lambda v: v.name, ("name",)),
+    "user": ("USER", lambda v: v.user, ("user",)),
+    "partition": ("PARTITION", lambda v: mapping.partition_of(v.queue), ("queue",)),
+    "st": ("ST", lambda v: mapping.slurm_state(v.state, v.reason).short, ("state", "reason")),
+    "state": ("STATE", lambda v: mapping.slurm_state(v.state, v.reason).long, ("state", "reason")),
+    "time": ("TIME", lambda v: squeue_time(elapsed(v)), ("start_time", "end_time")),
+    "limit": ("TIME_LIMIT", _limit, ("run_limit",)),
+    "nodes": ("NODES", lambda v: str(len(v.hosts) or 1), ("hosts",)),
+    "reason_nodes": ("NODELIST(REASON)", _reason_or_nodes, ("state", "reason", "hosts")),
+    "cpus": ("CPUS", lambda v: str(v.slots), ("slots",)),
+    "mem": ("MIN_MEMORY", lambda v: mapping.slurm_mem(v.mem_reserved), ("mem_reserved",)),
+    "nodelist": ("NODELIST", _nodes, ("hosts",)),
+    "reason": ("REASON", lambda v: mapping.slurm_reason(v.state, v.reason), ("state", "reason")),
+    "exit": ("EXIT_CODE", lambda v: mapping.slurm_exit_code(v.exit_code, v.signal), ("exit_code", "signal")),
+    "submit": ("SUBMIT_TIME", lambda v: iso(v.submit_time), ("submit_time",)),
+    "start": ("START_TIME", lambda v: iso(v.start_time), ("start_time",)),
+    "end": ("END_TIME", lambda v: iso(v.end_time), ("end_time",)),
 }
 SQUEUE_LETTERS = {"i": "jobid", "A": "jobid", "j": "name", "u": "user", "P": "partition", "t": "st",
                   "T": "state", "M": "time", "l": "limit", "D": "nodes", "R": "reason_nodes",
@@ -150,9 +152,9 @@ def _cell(text: str, width: int | None, right: bool) -> str:
     return text.rjust(width) if right else text.ljust(width)
 
 
-def squeue_format(views: Sequence[Any], fmt: str, header: bool) -> str:
-    """``-o "%.18i %t"``: literal text kept, each ``%[.][width]X`` a field."""
-    parts: list[tuple[str, str | None, int | None, bool]] = []
+def _format_parts(fmt: str) -> tuple[list[tuple[str, str, int | None, bool]], str]:
+    """``-o "%.18i %t"`` -> (literal before, field, width, right-aligned) per ``%`` field, and the tail."""
+    parts: list[tuple[str, str, int | None, bool]] = []
     pos = 0
     for m in _PCT.finditer(fmt):
         if m.group(3) not in SQUEUE_LETTERS:
@@ -161,7 +163,31 @@ def squeue_format(views: Sequence[Any], fmt: str, header: bool) -> str:
         parts.append((fmt[pos:m.start()], SQUEUE_LETTERS[m.group(3)],
                       int(m.group(2)) if m.group(2) else None, bool(m.group(1))))
         pos = m.end()
-    tail = fmt[pos:]
+    return parts, fmt[pos:]
+
+
+def _field_cols(spec: str) -> list[tuple[str, int]]:
+    """``-O JobArrayID,StateCompact,Reason[:width]`` -> (field, width) per column."""
+    cols: list[tuple[str, int]] = []
+    for item in spec.split(","):
+        name, _, width = item.strip().partition(":")
+        key = SQUEUE_NAMES.get(name.lower())
+        if key is None:
+            raise Refused(f"--Format: {name} is not supported by this XCE ({','.join(sorted(SQUEUE_NAMES))})")
+        cols.append((key, int(width.lstrip(".")) if width.lstrip(".").isdigit() else 20))
+    return cols
+
+
+def squeue_reads(fmt: str | None, spec: str | None) -> set[str]:
+    """The JobView fields an ``-o`` format (or an ``-O`` spec) reads."""
+    keys = [k for k, _ in _field_cols(spec)] if spec is not None else \
+        [p[1] for p in _format_parts(fmt or SQUEUE_DEFAULT)[0]]
+    return {r for k in keys for r in _COMMON[k][2]}
+
+
+def squeue_format(views: Sequence[Any], fmt: str, header: bool) -> str:
+    """``-o "%.18i %t"``: literal text kept, each ``%[.][width]X`` a field."""
+    parts, tail = _format_parts(fmt)
 
     def line(get: Callable[[str], str]) -> str:
         return "".join(lit + _cell(get(key), w, right) for lit, key, w, right in parts if key) + tail
@@ -173,13 +199,7 @@ def squeue_format(views: Sequence[Any], fmt: str, header: bool) -> str:
 
 def squeue_fields(views: Sequence[Any], spec: str, header: bool) -> str:
     """``-O JobArrayID,StateCompact,Reason[:width]``: fields padded to 20 (or their width)."""
-    cols: list[tuple[str, int]] = []
-    for item in spec.split(","):
-        name, _, width = item.strip().partition(":")
-        key = SQUEUE_NAMES.get(name.lower())
-        if key is None:
-            raise Refused(f"--Format: {name} is not supported by this XCE ({','.join(sorted(SQUEUE_NAMES))})")
-        cols.append((key, int(width.lstrip(".")) if width.lstrip(".").isdigit() else 20))
+    cols = _field_cols(spec)
 
     def line(get: Callable[[str], str]) -> str:
         return "".join(get(k)[:w - 1].ljust(w - 1) + " " for k, w in cols).rstrip() + "\n"

@@ -8,7 +8,8 @@ shows.  Field names follow the design brief's "One vocabulary" section.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import msgspec
 
@@ -150,6 +151,37 @@ def host_view(host: Host, ledger: Ledger, os_available: int | None,
 Figures = tuple[int, int | None, int, int]  # reserved, actual (None: unreported), peak, charged
 
 
+def job_reason(job: Job) -> str:
+    """Why it pends or ended, or why the system suspended it (the controller's reasons aside)."""
+    return job.reason or (job.suspend_reason if job.state == JobState.SSUSP else "")
+
+
+# The JobView fields that are the job's own, read straight off it: job_view takes them from
+# here, and a JOBS request naming only these (bjobs -o 'jobid stat', squeue -o '%i %t') is
+# answered without building a view per job (views_row).
+OWN: dict[str, Callable[[Job], Any]] = {
+    "id": lambda j: j.id, "name": lambda j: j.spec.name, "user": lambda j: j.spec.user,
+    "queue": lambda j: j.spec.queue, "state": lambda j: j.state.value, "slots": lambda j: j.spec.slots,
+    "hosts": lambda j: j.hosts, "command": lambda j: j.spec.command, "resreq": lambda j: j.spec.resreq,
+    "mem_limit": lambda j: j.spec.mem_limit, "reason": job_reason, "exit_code": lambda j: j.exit_code,
+    "signal": lambda j: j.signal, "submit_time": lambda j: j.submit_time,
+    "start_time": lambda j: j.start_time, "end_time": lambda j: j.end_time, "cwd": lambda j: j.spec.cwd,
+    "stdout": lambda j: j.spec.stdout, "stderr": lambda j: j.spec.stderr,
+    "priority": lambda j: j.spec.priority, "run_limit": lambda j: j.spec.run_limit,
+    "submit_host": lambda j: j.spec.submit_host, "script": lambda j: bool(j.spec.script),
+    "depend": lambda j: format_expr(j.spec.depend) if j.spec.depend is not None else ""}
+# What a row may name: every JobView field but the pending order, which only full views carry.
+ROW_FIELDS = frozenset(JobView.__struct_fields__) - {"order"}
+
+
+def row_fields_problem(fields: Sequence[str]) -> str | None:
+    """Why ``fields`` cannot name a row's columns (None: they can)."""
+    unknown = [f for f in fields if f not in ROW_FIELDS]
+    if unknown:
+        return f"jobs: no such job field {unknown[0]!r} (fields: {', '.join(sorted(ROW_FIELDS))})"
+    return None
+
+
 def job_view(job: Job, ledger: Ledger) -> JobView:
     accounts: list[JobAccountView] = []
     live = job.state in ACTIVE
@@ -177,19 +209,9 @@ def job_view(job: Job, ledger: Ledger) -> JobView:
         reserved = sum(a.mem for a in job.allocs) if job.allocs else pend_reservation(job)
         actual, peak, charged = None, 0, reserved
     return JobView(
-        id=job.id, name=job.spec.name, user=job.spec.user, queue=job.spec.queue,
-        state=job.state.value, slots=job.spec.slots, hosts=job.hosts, command=job.spec.command,
-        resreq=job.spec.resreq, mem_reserved=reserved, mem_actual=actual, mem_peak=peak,
-        mem_charged=charged, mem_limit=job.spec.mem_limit,
-        efficiency=efficiency(peak, reserved),
-        reason=job.reason or (job.suspend_reason if job.state == JobState.SSUSP else ""),
-        exit_code=job.exit_code, signal=job.signal,
-        submit_time=job.submit_time, start_time=job.start_time, end_time=job.end_time,
-        mem_slack_integral=sum(u.slack_integral for u in job.usage), accounts=accounts,
-        cwd=job.spec.cwd, stdout=job.spec.stdout, stderr=job.spec.stderr,
-        depend=format_expr(job.spec.depend) if job.spec.depend is not None else "",
-        priority=job.spec.priority, run_limit=job.spec.run_limit, script=bool(job.spec.script),
-        submit_host=job.spec.submit_host)
+        **{f: get(job) for f, get in OWN.items()}, mem_reserved=reserved, mem_actual=actual, mem_peak=peak,
+        mem_charged=charged, efficiency=efficiency(peak, reserved),
+        mem_slack_integral=sum(u.slack_integral for u in job.usage), accounts=accounts)
 
 
 def live_figures(accs: Sequence[Account]) -> Figures:

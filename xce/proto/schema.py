@@ -8,6 +8,8 @@ views (JobView, HostView) are the shared domain model, not wire-only copies.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from xce.core import limits
@@ -84,6 +86,9 @@ class JobsRequest(msgspec.Struct, kw_only=True):
     stale_ok: bool = False     # any controller may answer from its replicated state
     arrays: bool = False       # also each array's summary (xce jobs -A), under the same filters
     order: bool = False        # each pending job's place in the order of pending work (xce jobs -l)
+    # JobView field names: the reply carries ``rows`` (these fields of each job, in this order)
+    # instead of ``jobs``, so bjobs -o / squeue -o get only what their format prints.
+    fields: list[str] = []
 
 
 class Staleness(msgspec.Struct, kw_only=True):
@@ -100,6 +105,7 @@ class JobsReply(msgspec.Struct):
     next_after: int | None = None
     stale: Staleness | None = None  # set when a follower served a stale_ok read
     arrays: list[ArrayView] = []    # with JobsRequest.arrays
+    rows: list[list[Any]] = []      # with JobsRequest.fields: one per job, the fields in their order
 
 
 class HostsRequest(msgspec.Struct):

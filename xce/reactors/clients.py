@@ -22,7 +22,7 @@ from xce.core.result import Ok, Result
 from xce.core.sched.limits import LimitBook
 from xce.core.sched.site import PolicyState, RoundInputs
 from xce.core.state import PENDING, Kill, Modify, RemoveHosts, SetHostAdmin, Submit
-from xce.core.views import array_view
+from xce.core.views import array_view, row_fields_problem
 from xce.proto import schema as S
 from xce.reactors.access import key_owner
 from xce.reactors.after_apply import on_applied, publish_soft, public
@@ -136,10 +136,11 @@ def _selected(jobs: dict[int, Job], arrays: dict[int, Any], body: S.JobsRequest)
                                           if i in arrays else [])]  # an array: its elements
 
 
-def on_jobs(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -> None:
-    found = []
+def _matching(ctx: Context, body: S.JobsRequest) -> Any:
+    """The jobs a JOBS request selects, in id order, up to its limit."""
     states = set(body.states)
     st = ctx.state
+    n = 0
     for job in _selected(st.jobs, st.arrays, body):
         if body.user and job.spec.user != body.user:
             continue
@@ -149,9 +150,18 @@ def on_jobs(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -> Non
             continue
         if not body.ids and not body.all and not states and job.state in TERMINAL:
             continue
-        found.append(ctx.live.job_view(job))
-        if body.limit and len(found) >= body.limit:
-            break
+        yield job
+        n += 1
+        if body.limit and n >= body.limit:
+            return
+
+
+def on_jobs(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -> None:
+    if body.fields:
+        _on_job_rows(ctx, req, body, out)
+        return
+    st = ctx.state
+    found = [ctx.live.job_view(job) for job in _matching(ctx, body)]
     more = body.limit and len(found) >= body.limit
     if body.order and any(v.state == "PEND" for v in found):
         places = policy_now(ctx, req.now).ordering.places(j for j in st.jobs.values() if placeable(j))
@@ -162,6 +172,19 @@ def on_jobs(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -> Non
                  and (not body.queue or a.spec.queue == body.queue)] if body.arrays else []
     out.reply(req, S.JobsReply(jobs=found, next_after=found[-1].id if more else None, stale=staleness(ctx),
                                arrays=summaries))
+
+
+def _on_job_rows(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -> None:
+    """JOBS naming its fields: rows of those fields, no views (bjobs -o, squeue -o)."""
+    problem = row_fields_problem(body.fields)
+    if problem is not None:
+        raise InvalidRequest(problem)
+    if body.order or body.arrays:
+        raise InvalidRequest("jobs: fields (rows) cannot be combined with order or arrays (full views only)")
+    jobs = list(_matching(ctx, body))
+    more = body.limit and len(jobs) >= body.limit
+    out.reply(req, S.JobsReply(jobs=[], rows=[ctx.live.job_row(j, body.fields) for j in jobs],
+                               next_after=jobs[-1].id if more else None, stale=staleness(ctx)))
 
 
 def all_hosts(ctx: Context) -> dict[str, Any]:

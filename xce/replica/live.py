@@ -13,12 +13,13 @@ applies each batch with the same arithmetic the controller used.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from xce.core import accounting
 from xce.core.accounting import HostTotals, Ledger
 from xce.core.model import ACTIVE, Host, Job, reclaiming
 from xce.core.resreq import rusage_amount
-from xce.core.views import HostView, JobView, host_view, job_view
+from xce.core.views import OWN, HostView, JobView, host_view, job_view
 from xce.proto.schema import Event, HostLive, HostMem, HostSamples, JobSample
 
 
@@ -150,6 +151,18 @@ class Live:
         if job.id in self.reasons and not v.reason:
             v.reason = self.reasons[job.id]
         return v
+
+    def job_row(self, job: Job, fields: Sequence[str]) -> list[Any]:
+        """The JobView's ``fields`` of ``job``, in that order: straight off the job when they are
+        all its own (OWN), so 10,000 rows of ``id state`` cost no views."""
+        if not all(f in OWN for f in fields):
+            v = self.job_view(job)
+            return [getattr(v, f) for f in fields]
+        row = [OWN[f](job) for f in fields]
+        if "reason" in fields and job.id in self.reasons:
+            i = fields.index("reason")
+            row[i] = row[i] or self.reasons[job.id]
+        return row
 
     def rebuild(self, jobs: Iterable[Job], now: float) -> None:
         """Re-derive every account from hard job state (after a snapshot or failover)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 
-SUBMIT, OK, ERROR = 10, 1, 2  # xce/proto/opcodes.py; tests/test_lite.py checks them
+SUBMIT, JOBS, OK, ERROR = 10, 11, 1, 2  # xce/proto/opcodes.py; tests/test_lite.py checks them
 
 
 def ask(home: str, address: str, op: int, body: dict[str, object], token: str,
