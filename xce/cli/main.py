@@ -131,7 +131,7 @@ def cmd_recommend(a: argparse.Namespace) -> int:
 
 def cmd_jobs(a: argparse.Namespace) -> int:
     from xce.cli.fmt import job_long, job_rows, print_json
-    from xce.core.views import STATE_FILTERS
+    from xce.core.jobids import STATE_FILTERS
 
     from xce.cli.control import job_ids
 

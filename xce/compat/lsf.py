@@ -117,7 +117,7 @@ def _bjobs_args(argv: list[str]) -> tuple[set[str], dict[str, str], list[str]]:
 def _selected(views: list[Any], flags: set[str], values: dict[str, str]) -> list[Any]:
     from fnmatch import fnmatchcase
 
-    from xce.core.views import STATE_FILTERS
+    from xce.core.jobids import STATE_FILTERS
 
     wanted = set().union(*(STATE_FILTERS[f] for f in STATE_FILTERS if f in flags))
     out = [v for v in views if (v.state in wanted if wanted else
@@ -185,7 +185,7 @@ def bjobs(s: Session, argv: list[str]) -> int:
 def _by_ids(s: Session, words: list[str]) -> tuple[list[Any], list[str]]:
     """The jobs ``12``, ``12[3]``, ``12[1-5]`` name (an array's id: its elements), and the words
     that name none."""
-    from xce.core.arrays import split_id
+    from xce.core.jobids import split_id
 
     wanted: dict[str, set[int]] = {}
     for w in words:
@@ -307,7 +307,7 @@ def _control(verb: str) -> Callable[[Session, list[str]], int]:
 
 
 def _index(job_id: int) -> str:
-    from xce.core.arrays import split_id
+    from xce.core.jobids import split_id
 
     index = split_id(job_id)[1]
     return "" if index is None else f"[{index}]"

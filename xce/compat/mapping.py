@@ -32,6 +32,8 @@ from __future__ import annotations
 
 from collections import namedtuple  # not typing.NamedTuple: typing costs the commands ~5 ms of start-up
 
+from xce.core.jobids import split_id  # stdlib only: the listings call it per row
+
 LSF_UNIT_FOR_LIMITS = "MB"
 MB = 1024 * 1024
 
@@ -121,23 +123,17 @@ def slurm_exit_code(exit_code: int | None, signal: int | None) -> str:
 # Array elements (xce/core/arrays.py: id A << 32 | INDEX) as each system writes them.
 def lsf_id(job_id: int) -> str:
     """bjobs' JOBID: an element shows its array's id (its index goes with the name)."""
-    from xce.core.arrays import split_id
-
     return str(split_id(job_id)[0])
 
 
 def lsf_name(job_id: int, name: str) -> str:
     """bjobs' JOB_NAME: ``name[INDEX]`` for an element, as LSF shows it."""
-    from xce.core.arrays import split_id
-
     index = split_id(job_id)[1]
     return name if index is None else f"{name}[{index}]"
 
 
 def slurm_id(job_id: int) -> str:
     """squeue/sacct JobID: ``A_INDEX`` for an element."""
-    from xce.core.arrays import split_id
-
     array, index = split_id(job_id)
     return str(array) if index is None else f"{array}_{index}"
 

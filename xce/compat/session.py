@@ -20,7 +20,6 @@ import sys
 import time
 
 from xce.core.errors import InvalidRequest, XceError
-from xce.core.jobspec.build import apply_env  # the one -env policy, re-exported for sbatch's --export
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the commands start in ms
 if TYPE_CHECKING:
@@ -28,6 +27,14 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["Refused", "Session", "apply_env", "run", "visible"]
+
+
+def apply_env(spec: Any, environ: Any) -> dict[str, str]:
+    """The one -env policy (xce/core/jobspec/build.py), for sbatch's --export; loaded when used,
+    because the listings (bjobs, squeue) need neither it nor the msgspec it brings."""
+    from xce.core.jobspec.build import apply_env as policy
+
+    return policy(spec, environ)
 
 
 class Refused(InvalidRequest):

@@ -23,27 +23,10 @@ import msgspec
 from xce.core.errors import InvalidRequest
 from xce.core.jobspec.arrays import ArraySpec, JobTarget
 from xce.core.jobspec.depeval import Counts
+from xce.core.jobids import SHIFT, element_id, element_text, split_id  # re-exported: the rules are there
 from xce.core.model import ACTIVE, ArrayJob, Job, JobState
 
-SHIFT = 32
 WINDOW = 1000  # pending elements kept as Jobs per array: a scheduling round's worth
-_MASK = (1 << SHIFT) - 1
-
-
-def element_id(array_id: int, index: int) -> int:
-    return array_id << SHIFT | index
-
-
-def split_id(job_id: int) -> tuple[int, int | None]:
-    """(array id, index) of an element; (job id, None) of anything else."""
-    return (job_id >> SHIFT, job_id & _MASK) if job_id >> SHIFT else (job_id, None)
-
-
-def element_text(job_id: int) -> str:
-    array_id, index = split_id(job_id)
-    return str(job_id) if index is None else f"{array_id}[{index}]"
-
-
 TARGET_MAX = 100_000  # element ids one ID[RANGE] may expand to on the wire
 
 

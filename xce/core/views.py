@@ -59,11 +59,6 @@ def array_view(arr: ArrayJob) -> ArrayView:
                      limit=spec.limit, elements=spec.count, counts=counts, held=arr.held)
 
 
-# bjobs' state filters, for `xce jobs` and the bjobs front-end alike: -p pending (held too),
-# -r running, -s suspended (held too, as LSF lists PSUSP under both), -d done (DONE and EXIT).
-STATE_FILTERS: dict[str, frozenset[str]] = {
-    "p": frozenset({"PEND", "PSUSP"}), "r": frozenset({"RUN"}),
-    "s": frozenset({"USUSP", "SSUSP", "PSUSP"}), "d": frozenset({"DONE", "EXIT"})}
 
 
 class JobView(msgspec.Struct, kw_only=True):
