@@ -270,7 +270,6 @@ def test_bsub_file_reads_its_directives(tmp_path: Any) -> None:
 
 @pytest.mark.parametrize("argv, message", [
     (["-ti", "true"], "-ti (end a job whose dependency is never met) is not supported by this XCE yet"),
-    (["-x", "true"], "-x (exclusive"),
     (["-gpu", "num=1", "true"], "-gpu is not supported"),
     (["-nnodes", "2", "-n", "3", "true"], "cannot be spread evenly"),
     (["-nnodes", "1", "-R", "span[ptile=2]", "true"], "give one"),
@@ -370,6 +369,12 @@ def test_sbatch_dependency_and_open_mode() -> None:
     assert fields["stdout_overwrite"] and fields["stderr_overwrite"]
 
 
+def test_sbatch_exclusive_is_bsub_x() -> None:
+    assert sbatch_spec(["--exclusive"], _script("#!/bin/sh\ntrue\n"))[0]["exclusive"] is True
+    assert sbatch_spec([], _script("#!/bin/sh\n#SBATCH --exclusive\ntrue\n"))[0]["exclusive"] is True
+    assert "exclusive" not in sbatch_spec([], _script("#!/bin/sh\ntrue\n"))[0]
+
+
 @pytest.mark.parametrize("lines, resreq, slots", [
     ("#SBATCH -N 1 -n 3\n", "span[hosts=1]", 3),
     ("#SBATCH --nodes=2 --ntasks-per-node=2\n", "span[ptile=2]", 4),
@@ -383,6 +388,7 @@ def test_sbatch_layouts(lines: str, resreq: str, slots: int) -> None:
 @pytest.mark.parametrize("argv, message", [
     (["--array=0-3%0"], "--array=0-3%0: running limit %0 must be 1 or more"),
     (["--hold"], "--hold (held jobs) is not supported by this XCE yet"),
+    (["--exclusive=user"], "--exclusive=user: sharing nodes by user or MCS label is not supported"),
     (["--gres=gpu:1"], "--gres is not supported"),
     (["--mail-type=END"], "XCE sends no mail"),
 ])

@@ -17,6 +17,12 @@ def test_a_short_job_backfills_beside_a_blocked_wide_job_and_a_long_one_does_not
     other = "node2" if c.job(r1).hosts == ["node1"] else "node1"
     r2 = c.submit("sleep 8", resreq=f"select[hname=={other}]", run_limit=8.0)
     wait_for(lambda: c.job(r2).state == "RUN", 20, "r2 running")
+    # An exclusive job (-x) takes no host that runs a job: both do, so it waits, saying why.
+    x = c.submit("true", exclusive=True)
+    xv = wait_for(lambda: (v := c.job(x)).reason and v, 20, "the exclusive job's reason")
+    assert xv.state == "PEND" and xv.reason.startswith("exclusive: node"), xv.reason
+    c.kill([x])
+    wait_for(lambda: c.job(x).state == "EXIT", 20, "the exclusive job killed")
     wide, long_, short = c.submit_many([
         {"command": "sleep 2", "slots": 2, "resreq": "span[hosts=1]", "run_limit": 30.0},
         {"command": "sleep 60", "run_limit": 600.0},

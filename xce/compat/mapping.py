@@ -205,7 +205,7 @@ SLURM_IGNORED: dict[str, str] = {
 }
 
 # What is refused, by front-end and name, with why.  Removed here as the job model lands.
-# The options the job model itself cannot hold yet (-ti -x -E -U) are refused once, for
+# The options the job model itself cannot hold yet (-ti -E -U) are refused once, for
 # xce submit and bsub alike, by xce.core.jobspec.build.UNSUPPORTED; this is bsub's own.
 NOT_YET = "is not supported by this XCE yet"
 LSF_REFUSED: dict[str, str] = {
@@ -213,7 +213,6 @@ LSF_REFUSED: dict[str, str] = {
 }
 SLURM_REFUSED: dict[str, str] = {
     "--hold": f"--hold (held jobs) {NOT_YET}",
-    "--exclusive": f"--exclusive (exclusive use of nodes) {NOT_YET}",
     "--signal": f"--signal (a signal before the time limit) {NOT_YET}",
     "--wait": f"--wait {NOT_YET}; srun waits for its job",
     "--mail-type": "--mail-type: XCE sends no mail",

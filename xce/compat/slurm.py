@@ -138,10 +138,20 @@ def sbatch_spec(argv: list[str], read: Callable[[list[str]], tuple[str, str]] = 
         fields["depend"] = parse_slurm_dependency(str(opts["--dependency"]), name)
     if opts.get("--open-mode") == "truncate":
         fields["stdout_overwrite"] = fields["stderr_overwrite"] = True
+    if "--exclusive" in opts:
+        fields["exclusive"] = _exclusive(opts["--exclusive"])
     if opts.get("--time"):
         fields["run_limit"] = parse_slurm_time(str(opts["--time"]))
     fields["resreq"] = " ".join(p for p in (_mem(opts, slots), span) if p)
     return fields, bool(opts.get("--parsable"))
+
+
+def _exclusive(value: Any) -> bool:
+    """--exclusive alone: no other job on the job's nodes (bsub -x); =user and =mcs share nodes by owner."""
+    if value is True:
+        return True
+    raise Refused(f"--exclusive={value}: sharing nodes by user or MCS label {mapping.NOT_YET}; "
+                  "give --exclusive alone (no other job on the job's nodes)")
 
 
 def _array(text: Any) -> Any:

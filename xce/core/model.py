@@ -89,6 +89,9 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     # Reclamation (docs/accounting.md): the job accepts to run on memory other jobs reserved and do
     # not use, and to be the first to go when they want it back.  Appended with a default, as above.
     reclaim: bool = False
+    # Placement controls (docs/scheduling.md): -x, the only job on each of its hosts while it runs.
+    # Appended with a default, as above.
+    exclusive: bool = False
 
 
 def check_mem_limit(limit: int | None) -> None:

@@ -5,7 +5,7 @@ a short pipeline, as in Nomad and the Kubernetes scheduler:
 
     order pending (queue priority, fairshare, job priority, submit: xce/core/sched/order.py)
       -> for each job: LIMITS of its user/group/project/queue (xce/core/sched/limits.py)
-      -> FILTER hosts (schedulable, select, slots, mem or, for a reclaiming job, reclaim, virtual)
+      -> FILTER hosts (schedulable, exclusive, select, slots, mem or, for a reclaiming job, reclaim, virtual)
       -> VETO a host where it would delay a reservation, or pass a host limit
       -> RANK the survivors (order[], default: most memory available first)
       -> take the first that fit, charge a tentative overlay, go on;
@@ -55,6 +55,7 @@ class Demand:
     select: str | None = None
     order: tuple[tuple[str, bool], ...] = ()
     reclaim: bool = False  # runs on reclaimable memory (accounting.reclaim_room), not on available alone
+    exclusive: bool = False  # -x: only on hosts that run no job, and none beside it
 
     def mem_for(self, slots_here: int, first: bool) -> int:
         return self.mem_task * slots_here + self.mem_host + (self.mem_job if first else 0)
@@ -62,15 +63,19 @@ class Demand:
 
 def job_demand(job: Job, cluster_resources: Mapping[str, int] | None = None,
                reclaim_queues: Container[str] = frozenset()) -> Demand:
-    return demand_of(job.spec.slots, job.req, cluster_resources or {}, reclaiming(job.spec, reclaim_queues))
+    return demand_of(job.spec.slots, job.req, cluster_resources or {}, reclaiming(job.spec, reclaim_queues),
+                     job.spec.exclusive)
 
 
-def demand_of(slots: int, req: ResReq, cluster_resources: Mapping[str, int], reclaim: bool = False) -> Demand:
-    return _demand(slots, req, frozenset(cluster_resources) if cluster_resources else frozenset(), reclaim)
+def demand_of(slots: int, req: ResReq, cluster_resources: Mapping[str, int], reclaim: bool = False,
+              exclusive: bool = False) -> Demand:
+    return _demand(slots, req, frozenset(cluster_resources) if cluster_resources else frozenset(), reclaim,
+                   exclusive)
 
 
 @lru_cache(maxsize=4096)  # pure, of immutable arguments: a round asks it per (slots, request), rounds repeat them
-def _demand(slots: int, req: ResReq, cluster_resources: frozenset[str], reclaim: bool) -> Demand:
+def _demand(slots: int, req: ResReq, cluster_resources: frozenset[str], reclaim: bool,
+            exclusive: bool = False) -> Demand:
     mem = {"task": 0, "host": 0, "job": 0}
     virtual: dict[str, int] = {}
     cluster: dict[str, int] = {}
@@ -85,7 +90,7 @@ def _demand(slots: int, req: ResReq, cluster_resources: frozenset[str], reclaim:
     return Demand(slots=slots, mem_task=mem["task"], mem_host=mem["host"], mem_job=mem["job"],
                   virtual=tuple(sorted(virtual.items())), cluster=tuple(sorted(cluster.items())),
                   span_hosts=req.span_hosts, ptile=req.span_ptile, select=req.select,
-                  order=tuple((k.name, k.descending) for k in req.order), reclaim=reclaim)
+                  order=tuple((k.name, k.descending) for k in req.order), reclaim=reclaim, exclusive=exclusive)
 
 
 def total_mem(d: Demand, hosts_used: int) -> int:
@@ -106,6 +111,8 @@ class HostCap:
     virtual_free: dict[str, int] = field(default_factory=dict)
     attrs: dict[str, int | str] = field(default_factory=dict)
     reclaimable: int = 0  # accounting's reclaimable(host), fixed for the round: lenders' figures do not move in it
+    jobs: int = 0        # jobs holding an allocation here (an exclusive job wants none)
+    held: bool = False   # an exclusive job runs here: no other job may land
 
     @property
     def mem_available(self) -> int:
@@ -126,12 +133,15 @@ class HostCap:
     def clone(self) -> HostCap:
         """A copy to move forward on its own (backfill's view of the host at a later time)."""
         return HostCap(self.name, self.schedulable, self.slots_total, self.slots_free, self.mem_total,
-                       self.os_available, self.slack, dict(self.virtual_free), self.attrs, self.reclaimable)
+                       self.os_available, self.slack, dict(self.virtual_free), self.attrs, self.reclaimable,
+                       self.jobs, self.held)
 
-    def charge(self, slots: int, mem: int, virtual: Iterable[tuple[str, int]]) -> None:
+    def charge(self, slots: int, mem: int, virtual: Iterable[tuple[str, int]], exclusive: bool = False) -> None:
         # A fresh placement is unreported: its whole reservation is slack.
         self.slots_free -= slots
         self.slack += mem
+        self.jobs += 1
+        self.held = self.held or exclusive
         for name, n in virtual:
             if name != "slots":
                 self.virtual_free[name] = self.virtual_free.get(name, 0) - n
@@ -139,13 +149,15 @@ class HostCap:
 
 def host_caps(hosts: Iterable[Host], ledger: Ledger, os_available: Mapping[str, int],
               mem_view: accounting.MemView = accounting.mem_view_xce,
-              reclaim: tuple[float, accounting.ReclaimRules] | None = None) -> dict[str, HostCap]:
+              reclaim: tuple[float, accounting.ReclaimRules] | None = None,
+              jobs: Mapping[int, Job] | None = None) -> dict[str, HostCap]:
     """Build the round's view from hard host state, the ledger and soft OS figures.
 
     ``mem_view`` says what memory a host offers: XCE's (OS-available minus slack) in the
     daemons; the simulator also replays other batch systems' views (accounting.MEM_VIEWS),
     whose deduction (Σ reserved) then sits where XCE's slack does.  ``reclaim`` (now, rules)
     gives each host its reclaimable memory; None: none (reclaiming jobs take only what is available).
+    ``jobs`` (by id) tells which of the jobs on a host are exclusive (-x); None: none is.
     """
     caps: dict[str, HostCap] = {}
     for h in hosts:
@@ -159,6 +171,9 @@ def host_caps(hosts: Iterable[Host], ledger: Ledger, os_available: Mapping[str, 
             os_available=base, slack=deducted,
             virtual_free=free, attrs={"ncpus": h.ncpus, **h.attrs},
             reclaimable=ledger.reclaimable(h.name, *reclaim) if reclaim is not None else 0)
+        on = ledger.jobs_on(h.name)
+        caps[h.name].jobs = len(on)
+        caps[h.name].held = jobs is not None and any(i in jobs and jobs[i].spec.exclusive for i in on)
     return caps
 
 
@@ -172,6 +187,19 @@ def ok_schedulable(d: Demand, h: HostCap, slots: int, first: bool) -> bool:
 
 def f_schedulable(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
     return None if ok_schedulable(d, h, slots, first) else f"host {h.name} is {h.schedulable}"
+
+
+def ok_exclusive(d: Demand, h: HostCap, slots: int, first: bool) -> bool:
+    return not h.held and (not d.exclusive or not h.jobs)
+
+
+def f_exclusive(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+    """-x (LSF's exclusive execution): the job takes hosts that run nothing, and keeps them to itself."""
+    if ok_exclusive(d, h, slots, first):
+        return None
+    if h.held:
+        return f"exclusive: {h.name} runs an exclusive job"
+    return f"exclusive: {h.name} runs {h.jobs} job{'' if h.jobs == 1 else 's'}"
 
 
 def ok_select(d: Demand, h: HostCap, slots: int, first: bool) -> bool:
@@ -237,13 +265,14 @@ def f_virtual(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
 
 
 FILTERS: tuple[Callable[[Demand, HostCap, int, bool], str | None], ...] = (
-    f_schedulable, f_select, f_slots, f_mem, f_reclaim, f_virtual)
+    f_schedulable, f_exclusive, f_select, f_slots, f_mem, f_reclaim, f_virtual)
 
 
 def fits(d: Demand, h: HostCap, slots: int, first: bool = True) -> bool:
     """``fit_reason(...) is None`` without building the reason: the filters' checks, cheapest
     first (they have no side effects, so the order changes only the cost)."""
-    return (ok_schedulable(d, h, slots, first) and ok_slots(d, h, slots, first) and ok_mem(d, h, slots, first)
+    return (ok_schedulable(d, h, slots, first) and not h.held and (not d.exclusive or not h.jobs)
+            and ok_slots(d, h, slots, first) and ok_mem(d, h, slots, first)
             and (not d.reclaim or ok_reclaim(d, h, slots, first))
             and (not d.virtual or ok_virtual(d, h, slots, first))
             and (d.select is None or ok_select(d, h, slots, first)))
@@ -382,7 +411,7 @@ class _Beaten:
 
     @staticmethod
     def key(d: Demand) -> tuple | None:
-        if d.mem_host or d.mem_job or d.virtual or d.cluster or d.ptile is not None:
+        if d.mem_host or d.mem_job or d.virtual or d.cluster or d.ptile is not None or d.exclusive:
             return None
         return (d.select, d.order, d.span_hosts, d.reclaim)
 
@@ -449,7 +478,7 @@ class _Round:
         self.classes: dict[Demand, _Class] = {}
         # by the job's (slots, request, reclaiming): its demand, and its class once asked for (hashing a
         # Demand is dearer)
-        self.keyed: dict[tuple[int, ResReq, bool], list] = {}
+        self.keyed: dict[tuple[int, ResReq, bool, bool], list] = {}
         self.ranked: dict[tuple, tuple[list[HostCap], int]] = {}  # classes differing only in size share
         # one ranking (and its widest host)
         self.cfree = dict(cluster_free or {})
@@ -463,10 +492,10 @@ class _Round:
     def demand(self, job: Job) -> list:
         """[demand, class or None] of the job: ``job_class`` fills the class in."""
         rec = reclaiming(job.spec, self.reclaim_queues)
-        dk = (job.spec.slots, job.req, rec)
+        dk = (job.spec.slots, job.req, rec, job.spec.exclusive)
         dc = self.keyed.get(dk)
         if dc is None:
-            dc = self.keyed[dk] = [demand_of(job.spec.slots, job.req, self.cnames, rec), None]
+            dc = self.keyed[dk] = [demand_of(job.spec.slots, job.req, self.cnames, rec, job.spec.exclusive), None]
         return dc
 
     def job_class(self, dc: list) -> _Class:
@@ -551,7 +580,7 @@ class _Round:
 
     def commit(self, job: Job, d: Demand, allocs: list[Alloc], plan: Plan) -> None:
         for a in allocs:
-            self.caps[a.host].charge(a.slots, a.mem, a.virtual.items())
+            self.caps[a.host].charge(a.slots, a.mem, a.virtual.items(), d.exclusive)
             self.free_slots -= a.slots
         for name, n in d.cluster:
             self.cfree[name] = self.cfree.get(name, 0) - n

@@ -44,7 +44,7 @@ def round_caps(m: Mirror, now: float | None = None) -> dict[str, HostCap]:
     host's reclaimable memory as of ``now`` (None: none)."""
     m.live.ledger.rederive()
     reclaim = (now, m.live.rules) if now is not None else None
-    return host_caps(m.hosts.values(), m.live.ledger, m.live.os_available, reclaim=reclaim)
+    return host_caps(m.hosts.values(), m.live.ledger, m.live.os_available, reclaim=reclaim, jobs=m.jobs)
 
 
 class Scheduler:

@@ -34,7 +34,8 @@ def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int,
     """The placements that still fit the leader's own Ledger and the site's limits, checked
     with the scheduler's rules (placement.check_placement, cluster_short, LimitBook.check)."""
     st = ctx.state
-    caps = host_caps(st.hosts.values(), ctx.live.ledger, ctx.live.os_available, reclaim=(now, ctx.live.rules))
+    caps = host_caps(st.hosts.values(), ctx.live.ledger, ctx.live.os_available, reclaim=(now, ctx.live.rules),
+                     jobs=st.jobs)
     if ctx.site.preemption.on:  # a preempted (SSUSP) job's slots are free, as the round sees them
         credit_suspended(caps, st.jobs.values())
     cfree = cluster_free(st.jobs.values(), ctx.cluster_totals) if ctx.cluster_totals else {}
@@ -47,7 +48,8 @@ def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int,
         if job is None or job.state != JobState.PEND or job.attempt != p.attempt:
             rejected[p.job_id] = STALE_PLACEMENT
             continue
-        d = demand_of(job.spec.slots, job.req, ctx.cluster_totals, reclaiming(job.spec, ctx.live.reclaim_queues))
+        d = demand_of(job.spec.slots, job.req, ctx.cluster_totals, reclaiming(job.spec, ctx.live.reclaim_queues),
+                      job.spec.exclusive)
         why = check_placement(d, p.allocs, caps) or (cluster_short(d, cfree) if d.cluster else None)
         if why is not None:
             rejected[p.job_id] = why
@@ -61,7 +63,7 @@ def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int,
         if book is not None:
             book.charge(job, allocs)
         for a in allocs:
-            caps[a.host].charge(a.slots, a.mem, a.virtual.items())
+            caps[a.host].charge(a.slots, a.mem, a.virtual.items(), d.exclusive)
         for name, n in d.cluster:
             cfree[name] -= n
         cmds.append(Place(time=now, job_id=p.job_id, attempt=p.attempt, allocs=allocs))

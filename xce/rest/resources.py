@@ -114,7 +114,8 @@ async def submit_job(svc: Services, req: Any, body: SubmitBody) -> Reply:
                    stderr_overwrite=body.stderr_overwrite, run_limit=body.run_limit, run_estimate=body.run_estimate,
                    project=body.project, group=body.group, priority=body.priority,
                    depend=parse_depend(body.depend) if body.depend.strip() else None,
-                   array=_array(body.name, body.array), reclaim=body.reclaim)
+                   array=_array(body.name, body.array), reclaim=body.reclaim,
+                   exclusive=body.exclusive)
     r = await svc.call(req, Op.SUBMIT, writes.submit([spec], key=idempotency_key(req), dry_run=body.dry_run))
     if body.dry_run:
         req.context.audit_result = f"dry run: would go to {r.queues[0]}"

@@ -92,6 +92,8 @@ class SubmitBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                                description="array indices as -J has them in brackets, and %N: 1-100:2%10")] = ""
     reclaim: Annotated[bool, Meta(description="run on reclaimable memory, the first to go when its owners "
                                               "want it back (docs/accounting.md)")] = False
+    exclusive: Annotated[bool, Meta(description="-x: only on hosts that run no job, and no job beside it "
+                                                "(docs/scheduling.md)")] = False
 
 
 class SwitchBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

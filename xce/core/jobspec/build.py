@@ -43,7 +43,6 @@ NOT_YET = "is not supported by this XCE yet"
 # Options bsub_request parses that the job model does not hold yet: refused, never dropped.
 UNSUPPORTED: dict[str, str] = {
     "-ti": f"-ti (end a job whose dependency is never met) {NOT_YET}",
-    "-x": f"-x (exclusive use of hosts) {NOT_YET}",
     "-E": f"-E (pre-execution commands) {NOT_YET}",
     "-U": f"-U (advance reservations) {NOT_YET}",
 }
@@ -82,7 +81,7 @@ def _directives(script: str) -> OptionSet:
 
 
 def refuse_unsupported(req: BsubRequest) -> None:
-    given = {"-ti": req.kill_if_never, "-x": req.exclusive, "-E": req.pre_exec is not None,
+    given = {"-ti": req.kill_if_never, "-E": req.pre_exec is not None,
              "-U": req.reservation is not None}
     for name, present in given.items():
         if present:
@@ -100,6 +99,8 @@ def job_fields(req: BsubRequest, sub: Submission) -> dict[str, Any]:
              "project": req.project, "group": req.user_group, "priority": req.priority, "depend": req.depend, "array": req.array,
              "stdout": req.stdout, "stderr": req.stderr, "script": sub.script}
     fields.update((k, v) for k, v in given.items() if v is not None and v != "")  # -M 0 is given (and refused)
+    if req.exclusive:
+        fields["exclusive"] = True
     if req.stdout and req.stdout_overwrite:
         fields["stdout_overwrite"] = True
     if req.stderr and req.stderr_overwrite:

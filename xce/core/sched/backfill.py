@@ -78,6 +78,8 @@ class Release:
     actual: int   # back into the OS figure
     slack: int    # out of the slack term
     virtual: tuple[tuple[str, int], ...] = ()
+    exclusive: bool = False  # an exclusive (-x) job's end: the host takes other jobs again
+    leaves: bool = True      # the job is gone from the host (a suspended one stays, holding its memory)
 
 
 def releases(running: Iterable[Job], rules: BackfillRules, now: float,
@@ -101,7 +103,7 @@ def job_releases(j: Job, end: float, ledger: Ledger | None = None) -> list[Relea
     for a in j.allocs:
         acc = accs.get(a.host)
         actual, slack = ((acc.actual or 0), acc.slack) if acc is not None else (0, a.mem)
-        out.append(Release(end, a.host, a.slots, actual, slack, _virtual(a)))
+        out.append(Release(end, a.host, a.slots, actual, slack, _virtual(a), j.spec.exclusive))
     return out
 
 
@@ -119,6 +121,7 @@ class Reservation:
     start: float
     allocs: list[Alloc]
     now: float
+    exclusive: bool = False  # the job's -x: its hosts take no other job from its start
 
     def says(self) -> str:
         hosts = ", ".join(a.host for a in self.allocs)
@@ -182,9 +185,10 @@ class Backfill:
             virtual = _virtual(a)
             for p in pts or ():
                 if p.start < end:
-                    p.cap.charge(a.slots, a.mem, virtual)
+                    p.cap.charge(a.slots, a.mem, virtual, d.exclusive)
             if later:
-                self.timeline.setdefault(a.host, []).append(Release(end, a.host, a.slots, 0, a.mem, virtual))
+                self.timeline.setdefault(a.host, []).append(Release(end, a.host, a.slots, 0, a.mem, virtual,
+                                                                    d.exclusive))
 
     # ---- a blocked job -------------------------------------------------------------------
 
@@ -231,19 +235,20 @@ class Backfill:
     def _hold(self, job: Job, t: float, end: float, allocs: list[Alloc], at_t: dict[str, HostCap]) -> Reservation:
         """Hold ``allocs`` over [t, end): a point at ``t``, charged to the points it overlaps,
         and given back at ``end`` (when known) for the reservations after it."""
-        r = Reservation(job.id, t, allocs, self.now)
+        r = Reservation(job.id, t, allocs, self.now, job.spec.exclusive)
         self.reservations.append(r)
         for a in allocs:
             virtual = _virtual(a)
             pts = self.points.setdefault(a.host, [])
             for p in pts:
                 if t < p.start < end:
-                    p.cap.charge(a.slots, a.mem, virtual)
+                    p.cap.charge(a.slots, a.mem, virtual, r.exclusive)
             cap = at_t[a.host].clone()
-            cap.charge(a.slots, a.mem, virtual)
+            cap.charge(a.slots, a.mem, virtual, r.exclusive)
             bisect.insort(pts, _Point(t, cap, r), key=lambda p: p.start)
             if end < math.inf:
-                self.timeline.setdefault(a.host, []).append(Release(end, a.host, a.slots, 0, a.mem, virtual))
+                self.timeline.setdefault(a.host, []).append(Release(end, a.host, a.slots, 0, a.mem, virtual,
+                                                                    r.exclusive))
         return r
 
 
@@ -259,6 +264,9 @@ def give_back(h: HostCap, ev: Release | _Point) -> int:
     h.slack -= ev.slack
     for name, n in ev.virtual:
         h.virtual_free[name] = h.virtual_free.get(name, 0) + n
+    if ev.leaves:
+        h.jobs -= 1
+        h.held = h.held and not ev.exclusive
     return ev.slots
 
 
@@ -266,5 +274,5 @@ def _hold_point(h: HostCap, ev: Release | _Point) -> int:
     """Move ``h`` past a reservation's start; returns the change of its free slots."""
     assert isinstance(ev, _Point)
     a = next(a for a in ev.reservation.allocs if a.host == h.name)
-    h.charge(a.slots, a.mem, _virtual(a))
+    h.charge(a.slots, a.mem, _virtual(a), ev.reservation.exclusive)
     return -a.slots

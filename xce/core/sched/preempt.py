@@ -187,5 +187,5 @@ def _after(caps: Mapping[str, HostCap], actions: list[tuple[Job, str]], ledger: 
             if h is None and r.host in caps:
                 h = out[r.host] = caps[r.host].clone()
             if h is not None:
-                give_back(h, r if act != "suspend" else Release(r.end, r.host, r.slots, 0, 0))
+                give_back(h, r if act != "suspend" else Release(r.end, r.host, r.slots, 0, 0, leaves=False))
     return out

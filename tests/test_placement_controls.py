@@ -1,0 +1,82 @@
+"""Placement controls alone (issue 16 item 6): exclusive jobs (-x) on cluster states from builders."""
+
+from __future__ import annotations
+
+import pytest
+from builders import T0, alloc, cap, caps, host, job
+
+from xce.core.accounting import Ledger
+from xce.core.model import JobState
+from xce.core.placement import check_placement, host_caps, job_demand, schedule
+from xce.core.sched.backfill import BackfillRules, Release, releases
+
+
+def placed(plan) -> dict[int, list[str]]:
+    return {jid: [a.host for a in allocs] for jid, allocs in plan.placements}
+
+
+def xjob(id: int, **kw):
+    return job(id, exclusive=True, **kw)
+
+
+# ---- exclusive: (name, hosts as (name, jobs running, held by an exclusive job), pending, placed, reasons)
+
+EXCLUSIVE = [
+    ("an exclusive job skips a host that runs a job",
+     [("node1", 1, False), ("node2", 0, False)], [xjob(1)], {1: ["node2"]}, {}),
+    ("an exclusive job waits while every host runs a job, and says why",
+     [("node2", 1, False)], [xjob(1)], {}, {1: "exclusive: node2 runs 1 job"}),
+    ("no other job lands beside a running exclusive job",
+     [("node1", 1, True)], [job(1)], {}, {1: "exclusive: node1 runs an exclusive job"}),
+    ("one exclusive job per host in a round, and nothing beside it",
+     [("node1", 0, False), ("node2", 0, False)], [xjob(1), xjob(2), job(3)],
+     {1: ["node1"], 2: ["node2"]}, {3: "exclusive"}),
+    ("a plain job placed first keeps an exclusive job off its host",
+     [("node1", 0, False), ("node2", 0, False)], [job(1), xjob(2)], {1: ["node1"], 2: ["node2"]}, {}),
+    ("an exclusive job spread over hosts takes only empty ones",
+     [("node1", 0, False), ("node2", 2, False), ("node3", 0, False)], [xjob(1, slots=8, mem=None)],
+     {1: ["node1", "node3"]}, {}),
+]
+
+
+@pytest.mark.parametrize("name, hosts, pending, expect, reasons", EXCLUSIVE, ids=[c[0] for c in EXCLUSIVE])
+def test_exclusive(name: str, hosts, pending, expect, reasons) -> None:
+    cs = caps(*(cap(n, jobs=k, held=held, slots_free=4 - k) for n, k, held in hosts))
+    plan = schedule(cs, pending, T0)
+    assert placed(plan) == expect
+    for jid, words in reasons.items():
+        assert words in plan.reasons[jid]
+
+
+def test_the_leaders_recheck_refuses_a_host_an_exclusive_job_holds_or_shares() -> None:
+    led = Ledger()
+    led.open(1, "node1", 0, {"slots": 1})
+    jobs = {1: job(1, state=JobState.RUN, exclusive=True)}
+    cs = host_caps([host("node1"), host("node2")], led, {}, jobs=jobs)
+    assert (cs["node1"].jobs, cs["node1"].held, cs["node2"].jobs) == (1, True, 0)
+    assert check_placement(job_demand(job(2)), [alloc("node1")], cs) == "exclusive: node1 runs an exclusive job"
+    assert check_placement(job_demand(job(2)), [alloc("node2")], cs) is None
+    jobs[1] = job(1, state=JobState.RUN)  # the same host with a plain job: only an exclusive one is refused
+    cs = host_caps([host("node1")], led, {}, jobs=jobs)
+    assert check_placement(job_demand(job(2)), [alloc("node1")], cs) is None
+    assert check_placement(job_demand(xjob(3)), [alloc("node1")], cs) == "exclusive: node1 runs 1 job"
+
+
+def test_an_exclusive_job_is_reserved_for_when_its_host_empties_and_nothing_backfills_onto_it() -> None:
+    running = job(9, state=JobState.RUN, start_time=T0, run_limit=600, allocs=[alloc("node1")])
+    rels = releases([running], BackfillRules(), T0)
+    assert rels == [Release(T0 + 600, "node1", 1, 0, alloc().mem, (), False)]
+    cs = caps(cap("node1", jobs=1, slots_free=3))
+    plan = schedule(cs, [xjob(1, mem=None), job(2, mem=None, run_limit=3600), job(3, mem=None, run_limit=60)],
+                    T0, releases=rels)
+    assert "exclusive: node1 runs 1 job; reserved to start at" in plan.reasons[1]
+    assert plan.reservations[0].exclusive
+    # job 2 would still run at the reservation's start: held off; job 3 ends before it: backfills
+    assert placed(plan) == {3: ["node1"]} and "backfill: would delay job 1" in plan.reasons[2]
+
+
+def test_the_end_of_an_exclusive_job_frees_its_host_for_others() -> None:
+    running = job(9, state=JobState.RUN, start_time=T0, run_limit=600, exclusive=True, allocs=[alloc("node1")])
+    cs = caps(cap("node1", jobs=1, held=True, slots_free=3))
+    plan = schedule(cs, [job(1, slots=4, mem=None)], T0, releases=releases([running], BackfillRules(), T0))
+    assert "reserved to start at" in plan.reasons[1]
