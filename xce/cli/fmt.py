@@ -50,6 +50,8 @@ def job_long(j: Any, now: float) -> str:
              f"  Requirements: {j.resreq or '-'}   Slots: {j.slots}   Mem limit: {fmt_bytes(j.mem_limit)}",
              f"  Memory: reserved {fmt_bytes(j.mem_reserved)}, actual {fmt_bytes(j.mem_actual)}, "
              f"peak {fmt_bytes(j.mem_peak)}, charged {fmt_bytes(j.mem_charged)}, efficiency {pct(j.efficiency)}"]
+    if j.mem_basis:
+        lines.append(f"  Reservation sized: {j.mem_basis}")
     if j.depend:
         lines.append(f"  Dependency: {j.depend}")
     if j.priority or j.run_limit is not None:

@@ -239,6 +239,11 @@ class Queue(msgspec.Struct, kw_only=True, frozen=True, gc=False):
     mem_retries: int = 0                    # tries more a job killed for its memory gets (xce/core/memretry.py)
     mem_retry_factor: float = 2.0           # each try's reservation and -M: the last one's times this
     mem_retry_max: int = 0                  # bytes a try's reservation or -M may reach (0: no cap)
+    # Right-sizing at submit (xce/core/autosize.py).  Appended with defaults.
+    mem_default: int = 0                    # bytes reserved for a job that names no mem (0: none)
+    mem_default_auto: bool = False          # a job that names no mem is sized from its history
+    mem_auto_fallback: int = 0              # what auto gives with no history (the queue's, else the cluster's)
+    mem_auto_margin: float = 0.1            # auto = p95 of past peaks x (1 + margin)
 
 
 RECLAIM_POLICIES = ("requeue", "suspend", "kill")

@@ -4,7 +4,8 @@
 the reservation, the peak and the slack integral the workers measured), per (user, job name
 or else command, queue): how many ran, the largest reservation asked, the p95 and max peak,
 a recommended reservation (p95 peak plus ``margin``), and the memory·hours the estimates
-wasted (the slack integral, reserved but unused).  Pure: no I/O.
+wasted (the slack integral, reserved but unused).  ``rusage[mem=auto]`` is sized at submit
+by this same function (xce/core/autosize.py).  Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -37,8 +38,13 @@ def percentile(values: list[int], q: float) -> int:
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
+def history_key(user: str, name: str, command: list[str], queue: str) -> tuple[str, str, str]:
+    """What jobs are "the same job" for right-sizing: (user, job name or else command, queue)."""
+    return user, name or " ".join(command), queue
+
+
 def job_key(v: JobView) -> tuple[str, str, str]:
-    return v.user, v.name or " ".join(v.command), v.queue
+    return history_key(v.user, v.name, v.command, v.queue)
 
 
 def recommend(jobs: Iterable[JobView], margin: float = 0.1) -> list[Recommendation]:

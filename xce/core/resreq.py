@@ -44,6 +44,10 @@ class ResReq(msgspec.Struct, frozen=True, gc=False, cache_hash=True):  # a round
     order: tuple[OrderKey, ...] = ()
     span_hosts: int | None = None  # span[hosts=1]
     span_ptile: int | None = None  # span[ptile=N]
+    # rusage[mem=auto]: the leader sizes it at submit from the job's history (xce/core/autosize.py);
+    # parsed, its mem item is a placeholder of 0 bytes.  Appended with defaults.
+    mem_auto: bool = False
+    mem_basis: str = ""  # once sized: how the leader chose the reservation ("auto: p95 of 12 runs ...")
 
 
 _MAX_INT = 2**63 - 1
@@ -390,6 +394,8 @@ def _rusage_item(c: _Cursor, tok: _Tok, res: Mapping[str, ResourceDef]) -> tuple
     if c.at("-"):
         c.fail(f"amount for {tok.text!r} must be positive")
     value = c.take()
+    if value.text == AUTO:
+        return _auto(c, tok, value)
     amount = c.number(value, repr(tok.text), rdef.unit)
     if amount <= 0:
         c.fail(f"amount for {tok.text!r} must be positive, got {value.text!r}", value)
@@ -400,6 +406,18 @@ def _rusage_item(c: _Cursor, tok: _Tok, res: Mapping[str, ResourceDef]) -> tuple
     if method.text not in ("task", "host", "job"):
         c.fail(f"unknown method {c.found(method)} (use task, host or job)", method)
     return tok.text, amount, method.text
+
+
+AUTO = "auto"
+
+
+def _auto(c: _Cursor, tok: _Tok, value: _Tok) -> tuple[str, int, Any]:
+    """``mem=auto``: a placeholder the leader sizes at submit; it means nothing for another resource."""
+    if tok.text != "mem":
+        c.fail(f"only mem can be auto (sized from the job's history), not {tok.text!r}", value)
+    if c.at("/"):
+        c.fail("mem=auto takes no method: it sizes the whole job from its past peaks")
+    return tok.text, 0, "job"
 
 
 def _rusage(text: str, start: int, end: int, res: Mapping[str, ResourceDef]) -> tuple[RusageItem, ...]:
@@ -554,7 +572,8 @@ def parse_resreq(text: str, resources: Mapping[str, ResourceDef] | None = None) 
             kw["rusage"] = _rusage(text, start, end, res)
         else:
             kw.update(_span(text, start, end))
-    return ResReq(text=text, **kw)
+    auto = any(i.name == "mem" and i.amount == 0 for i in kw.get("rusage", ()))
+    return ResReq(text=text, mem_auto=auto, **kw)
 
 
 def rusage_amount(req: ResReq, name: str) -> RusageItem | None:

@@ -95,6 +95,7 @@ class JobView(msgspec.Struct, kw_only=True):
     submit_host: str = ""           # where it was submitted from (LSB_SUB_HOST, bjobs FROM_HOST)
     script: bool = False            # a job script (its text is in the spec; command is [FILE, ARG ...])
     order: OrderView | None = None  # a pending job's place in the order, when asked (JobsRequest.order)
+    mem_basis: str = ""             # how the leader sized its reservation at submit (xce/core/autosize.py)
 
 
 class HostView(msgspec.Struct, kw_only=True):
@@ -164,7 +165,8 @@ OWN: dict[str, Callable[[Job], Any]] = {
     "stdout": lambda j: j.spec.stdout, "stderr": lambda j: j.spec.stderr,
     "priority": lambda j: j.spec.priority, "run_limit": lambda j: j.spec.run_limit,
     "submit_host": lambda j: j.spec.submit_host, "script": lambda j: bool(j.spec.script),
-    "depend": lambda j: format_expr(j.spec.depend) if j.spec.depend is not None else ""}
+    "depend": lambda j: format_expr(j.spec.depend) if j.spec.depend is not None else "",
+    "mem_basis": lambda j: j.req.mem_basis}
 # What a row may name: every JobView field but the pending order, which only full views carry.
 ROW_FIELDS = frozenset(JobView.__struct_fields__) - {"order"}
 

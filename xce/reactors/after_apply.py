@@ -10,6 +10,7 @@ follower of it re-snapshots.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import msgspec
 
@@ -84,6 +85,14 @@ def forget_hosts(ctx: Context, names: list[str]) -> None:
     ctx.stream.epoch = ctx.new_epoch()
 
 
+def queue_sizing(q: Any, cluster_fallback: str) -> dict[str, Any]:
+    """A queue's right-sizing fields (xce/core/autosize.py) from its config and the cluster's fallback."""
+    fallback = q.mem_auto_fallback or cluster_fallback
+    return {"mem_default_auto": q.mem_default == "auto",
+            "mem_default": parse_mem(q.mem_default) if q.mem_default not in ("", "auto") else 0,
+            "mem_auto_fallback": parse_mem(fallback) if fallback else 0, "mem_auto_margin": q.mem_auto_margin}
+
+
 def leadership(ctx: Context, now: float, out: Outbox) -> None:
     """On becoming leader: a new epoch, the ledger rebuilt, a grace period, the configured queues."""
     leader = ctx.raft.is_leader()
@@ -100,7 +109,8 @@ def leadership(ctx: Context, now: float, out: Outbox) -> None:
                         run_limit_default=q.run_limit_default or None, run_limit_max=q.run_limit or None,
                         dep_never=q.dep_never, reclaimable=q.reclaimable, reclaim_policy=q.reclaim_policy,
                         mem_retries=q.mem_retries, mem_retry_factor=q.mem_retry_factor,
-                        mem_retry_max=parse_mem(q.mem_retry_max) if q.mem_retry_max else 0)
+                        mem_retry_max=parse_mem(q.mem_retry_max) if q.mem_retry_max else 0,
+                        **queue_sizing(q, cfg.cluster.mem_auto_fallback))
                   for n, q in cfg.queues.items()]
         if (sorted(st.queues.values(), key=lambda q: q.name) != sorted(queues, key=lambda q: q.name)
                 or st.default_queue != cfg.default_queue()):

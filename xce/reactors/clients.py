@@ -12,11 +12,13 @@ from typing import Any
 import msgspec
 
 from xce.core.arrays import SHIFT, unmaterialised
+from xce.core.autosize import sized, wants_sizing
 from xce.core.jobspec.arrays import size_error
 from xce.core.errors import Infeasible, InvalidRequest, LimitReached, NotFound, XceError
 from xce.core.limits import KILL_REASON, check_text
 from xce.core.model import ACTIVE, TERMINAL, Job, JobSpec, check_mem_limit, check_spec, spec_bytes
 from xce.core.placement import demand_of, host_caps, never_fits
+from xce.core.recommend import history_key
 from xce.core.resreq import ResReq
 from xce.core.result import Ok, Result
 from xce.core.sched.limits import LimitBook
@@ -88,15 +90,18 @@ def _admitter(ctx: Context) -> Any:
     """One job's checks at the door -> (the spec in its queue, its parsed request), or an XceError.
 
     A batch repeats itself, so each distinct spec (by its bytes: ``spec_bytes``) is checked
-    once per submit, and each (slots, resreq) pair parsed and tried against the hosts once:
+    once per submit, and each (slots, request) pair tried against the hosts once:
     the same checks, not once per job (5,000 copies of one spec cost 5,000 checks before).
-    The pending-jobs limit counts every job, so on_submit applies it to each.
+    The pending-jobs limit counts every job, so on_submit applies it to each.  A request to
+    size (``rusage[mem=auto]``, a queue's ``mem_default``) is sized here, by the leader, so the
+    choice is replicated with the job (xce/core/autosize.py).
     """
     st = ctx.state
     queues, default = st.queues, st.default_queue
     caps = all_hosts(ctx)
-    verdicts: dict[tuple[int, str], tuple[Any, str | None]] = {}
+    verdicts: dict[tuple[int, ResReq], str | None] = {}
     admitted: dict[bytes, tuple[Any, Any]] = {}
+    history = _history(ctx)
 
     def admit(spec: Any) -> tuple[Any, Any]:
         shape = spec_bytes(spec)
@@ -110,19 +115,44 @@ def _admitter(ctx: Context) -> Any:
         q = spec.queue or default
         if q not in queues:
             raise InvalidRequest(f"queue {q!r} does not exist (queues: {', '.join(sorted(queues))})")
-        key = (spec.slots, spec.resreq)
-        if key not in verdicts:
-            parsed = ctx.parse(spec.resreq)
-            verdicts[key] = (parsed, never_reason(ctx, spec.slots, parsed, caps))
-        parsed, never = verdicts[key]
-        if never:
-            raise Infeasible(never)
         spec = msgspec.structs.replace(spec, queue=q) if spec.queue != q else spec
+        parsed = ctx.parse(spec.resreq)
+        if wants_sizing(parsed, queues[q]):
+            parsed = sized(parsed, "/".join(history_key(spec.user, spec.name, spec.command, q)[:2]),
+                           queues[q], history(spec))
+        key = (spec.slots, parsed)
+        if key not in verdicts:
+            verdicts[key] = never_reason(ctx, spec.slots, parsed, caps)
+        never = verdicts[key]
+        if never:
+            raise Infeasible(f"{never} ({parsed.mem_basis})" if parsed.mem_basis else never)
         if spec.array is not None:
             _check_array_size(spec, ctx.cfg.controller.max_array_size, "")
         return spec, parsed
 
     return admit
+
+
+def _history(ctx: Context) -> Any:
+    """spec -> the views of the finished jobs of its (user, job, queue), for right-sizing.
+
+    The finished jobs are grouped at the first spec that asks, once per submit: a submit
+    that sizes nothing costs nothing, and a batch scans the jobs once.
+    """
+    groups: dict[tuple[str, str, str], list[Job]] | None = None
+
+    def history(spec: JobSpec) -> list[Any]:
+        nonlocal groups
+        if groups is None:
+            groups = {}
+            for j in ctx.state.jobs.values():
+                if j.state in TERMINAL:
+                    s = j.spec
+                    groups.setdefault(history_key(s.user, s.name, s.command, s.queue), []).append(j)
+        found = groups.get(history_key(spec.user, spec.name, spec.command, spec.queue), [])
+        return [ctx.live.job_view(j) for j in found]
+
+    return history
 
 
 def _selected(jobs: dict[int, Job], arrays: dict[int, Any], body: S.JobsRequest) -> Any:

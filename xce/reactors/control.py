@@ -67,6 +67,9 @@ def on_modify_spec(ctx: Context, req: Request, body: S.ModifySpecRequest, out: O
     changes: dict[str, Any] = {f: getattr(body, f) for f in SpecPatch.__struct_fields__
                                if getattr(body, f) is not msgspec.UNSET}
     parsed = ctx.parse(changes["resreq"]) if "resreq" in changes else None
+    if parsed is not None and parsed.mem_auto:  # the history is read at submit (xce/core/autosize.py)
+        raise InvalidRequest("modify: rusage[mem=auto] is sized at submit only; give the reservation an amount "
+                             "(xce recommend shows what the history suggests)")
     if parsed is not None or "slots" in changes:
         _check_capacity(ctx, body.id, changes.get("slots"), parsed)
     if "depend" in changes:  # parsed once, here; the state keeps the tree

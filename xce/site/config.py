@@ -30,6 +30,7 @@ LOST_FACTOR = 3  # lost_after's default in unknown_afters: a hung host gets time
 
 class ClusterConf(msgspec.Struct, forbid_unknown_fields=True):
     name: str = "xce"
+    mem_auto_fallback: str = ""  # what rusage[mem=auto] gives a job with no history in a queue without its own
 
 
 class ControllerConf(msgspec.Struct, forbid_unknown_fields=True):
@@ -93,6 +94,9 @@ class QueueConf(msgspec.Struct, forbid_unknown_fields=True):
     mem_retries: int = 0             # tries more for a job killed for its memory (MEMLIMIT, MEMPRESSURE, RECLAIMED)
     mem_retry_factor: float = 2.0    # each try's rusage[mem] and -M: the last one's times this
     mem_retry_max: str = ""          # size a try's reservation or -M may reach ("": no cap)
+    mem_default: str = ""            # rusage mem of a job that names none: "" none, a size, or "auto"
+    mem_auto_fallback: str = ""      # what auto gives a job with no history ("": the cluster's)
+    mem_auto_margin: float = 0.1     # auto = p95 of the job's past peaks x (1 + margin)
 
 
 RECLAIM_QUEUE = "reclaim"  # the built-in reclaimable queue, added unless the site marks one of its own
@@ -308,6 +312,7 @@ def _check(cfg: Config, source: str) -> None:
         raise bad("queues", "more than one queue has default = true")
     for qname, q in cfg.queues.items():
         _check_queue(qname, q, bad)
+    _check_size("cluster.mem_auto_fallback", cfg.cluster.mem_auto_fallback, bad)
     if len(cfg.controller.peers) != len(cfg.controller.peer_addresses):
         raise bad("controller.peer_addresses", "needs one ROUTER endpoint per entry of controller.peers")
     if cfg.controller.peer_pub_addresses and len(cfg.controller.peer_pub_addresses) != len(cfg.controller.peers):
@@ -392,6 +397,15 @@ def _check_preempt(cfg: Config, name: str, q: QueueConf, bad: Callable[[str, str
                       f"{name}'s {q.priority}: only lower-priority queues can be preempted")
 
 
+def _check_size(key: str, size: str, bad: Callable[[str, str], ConfigError]) -> None:
+    """A size key: "" (none) or a memory amount ("2G"; a bare number is MB)."""
+    if size:
+        try:
+            parse_mem(size)
+        except XceError as e:
+            raise bad(key, e.message) from None
+
+
 def _check_queue(name: str, q: QueueConf, bad: Callable[[str, str], ConfigError]) -> None:
     for key in ("run_limit", "run_limit_default"):
         t = getattr(q, key)
@@ -411,6 +425,11 @@ def _check_queue(name: str, q: QueueConf, bad: Callable[[str, str], ConfigError]
             parse_mem(q.mem_retry_max)
         except XceError as e:
             raise bad(f"queues.{name}.mem_retry_max", e.message) from None
+    if q.mem_default != "auto":
+        _check_size(f"queues.{name}.mem_default", q.mem_default, bad)
+    _check_size(f"queues.{name}.mem_auto_fallback", q.mem_auto_fallback, bad)
+    if not 0 <= q.mem_auto_margin < float("inf"):
+        raise bad(f"queues.{name}.mem_auto_margin", f"must be >= 0 (0.1 is 10 %), got {q.mem_auto_margin}")
     if q.reclaim_policy not in RECLAIM_POLICIES:
         raise bad(f"queues.{name}.reclaim_policy", f"must be one of {', '.join(RECLAIM_POLICIES)}, "
                   f"got {q.reclaim_policy!r}")
