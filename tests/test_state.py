@@ -550,7 +550,8 @@ def unset_fields(obj: object, path: str = "$") -> list[str]:
 FULL_REQ = ResReq(
     text="select[ncpus>=2] order[-mem] rusage[mem=1G/task:duration=10:decay=1] span[ptile=1]",
     rusage=(RusageItem("mem", G, "task", 600, True),), select="ncpus>=2",
-    order=(OrderKey("mem", False),), span_hosts=1, span_ptile=1)  # both spans: for persistence only
+    order=(OrderKey("mem", False),), span_hosts=1, span_ptile=1,  # both spans: for persistence only
+    mem_auto=True, mem_basis="auto: p95 of 3 runs of ann/full in re, 1.0G + 10 % = 1.1G")  # both: persistence only
 FULL_SPEC = JobSpec(command=["python", "-c", "pass"], name="full", user="ann", queue="re", slots=2,
                     resreq=FULL_REQ.text, mem_limit=3 * G, cwd="/scratch/ann", env={"OMP_NUM_THREADS": "2"},
                     stdout="out.%J", stderr="err.%J", rerunnable=True, priority=5,
@@ -569,7 +570,8 @@ def full_state() -> ClusterState:
         SetQueues(time=T0, queues=[Queue(name="re", priority=70, rerunnable=True, description="reruns",
                                          run_limit_default=300.0, run_limit_max=3600.0, dep_never="kill",
                                          reclaimable=True, reclaim_policy="suspend", mem_retries=2,
-                                         mem_retry_factor=1.5, mem_retry_max=8 * G)],
+                                         mem_retry_factor=1.5, mem_retry_max=8 * G, mem_default=G,
+                                         mem_default_auto=True, mem_auto_fallback=2 * G, mem_auto_margin=0.2)],
                   default_queue="re"),
         *[RegisterHost(time=T0, host=mk(n)) for n in ("n1", "n2", "n3")],
         Submit(time=T0 + 1, specs=[FULL_SPEC], reqs=[FULL_REQ], key="k1"),
