@@ -78,6 +78,12 @@ def test_overage_blocks_and_slack_holds_the_promise(tmp_path: Path) -> None:
         rows = {r["job"]: r for r in json.loads(cl.xce("recommend", "--json").stdout)}
         assert rows["B"]["mem_requested"] == 1 * G and rows["B"]["mem_peak_max"] < 200 * MB
         assert rows["B"]["mem_wasted_hours"] > 0 and rows["B"]["mem_recommended"] < 300 * MB
+        # rusage[mem=auto]: the leader sizes the next B from that history, as recommend does.
+        sized = c.submit(["true"], resreq="rusage[mem=auto]", name="B")
+        (vs,) = c.wait([sized], timeout=20)
+        assert vs.mem_reserved == rows["B"]["mem_recommended"], (vs.mem_reserved, rows["B"])
+        assert vs.mem_basis.startswith(f"auto: p95 of 1 run of {vs.user}/B in normal, "), vs.mem_basis
+        assert f"Reservation sized: {vs.mem_basis}" in cl.xce("jobs", "-l", str(sized)).stdout
         reclaim_in_settled_slack(cl, tmp_path)
 
 
