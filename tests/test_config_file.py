@@ -140,3 +140,17 @@ def test_bad_value_names_file_key_and_reason(tmp_path):
 
 def test_not_toml_names_the_file(tmp_path):
     _fails(_write(tmp_path, "[worker\n"), "not valid TOML")
+
+
+def test_host_groups_and_queue_host_lists_are_checked_at_load(tmp_path):
+    base = FILE.read_text()
+    groups = base.replace("host_groups = {}", 'host_groups = { gpu = ["node3", "node4"] }', 1)
+    text = groups.replace("hosts = []", 'hosts = ["gpus/"]', 1)
+    _fails(_write(tmp_path, text), "key queues.normal.hosts", "unknown host group gpus (host_groups: gpu)")
+    text = base.replace("host_groups = {}", 'host_groups = { a = ["b/"] }', 1)
+    _fails(_write(tmp_path, text), "key host_groups.a", "unknown host group b")
+    text = groups.replace("hosts = []", 'hosts = ["~gpu"]', 1)
+    _fails(_write(tmp_path, text), "key queues.normal.hosts", "names no host to take exclusions")
+    cfg = load(_write(tmp_path, groups.replace("hosts = []", 'hosts = ["all", "~gpu/"]', 1)))
+    hs = cfg.queue_hosts("normal")
+    assert "node1" in hs and "node3" not in hs and cfg.queue_hosts("reclaim") is None

@@ -56,6 +56,14 @@ preempt_action = "suspend"
 [queues.high]
 priority = 70
 preempt = ["low"]
+hosts = ["all", "~far/"]
+
+[queues.elsewhere]
+priority = 20
+hosts = ["far"]
+
+[host_groups]
+far = ["node9"]
 
 [preemption]
 min_run_time = 0.0
@@ -78,7 +86,7 @@ def test_a_site_config_its_limit_holds_a_job_and_a_high_queue_preempts_a_low_one
     with local_cluster(tmp_path, "--hosts", "1", "--slots-per-host", "4", "--mem-per-host", "2G",
                        "--heartbeat", "0.5", "--config", str(site)) as cl:
         c = cl.client
-        assert {q.name for q in c.queues().queues} == {"low", "high", "reclaim"}  # reclaim: built in (accounting.md)
+        assert {q.name for q in c.queues().queues} == {"low", "high", "elsewhere", "reclaim"}  # reclaim: built in (accounting.md)
         ids = c.submit_many([{"command": "sleep 30"}] * 3)
         held = wait_for(lambda: (v := c.job(ids[2])).reason and v, 20, "the third job's reason")
         assert [c.job(j).state for j in ids[:2]] == ["RUN", "RUN"] and held.state == "PEND"
@@ -87,6 +95,12 @@ def test_a_site_config_its_limit_holds_a_job_and_a_high_queue_preempts_a_low_one
         assert (row.jobs, row.max_jobs, row.held) == (2, 2, [ids[2]])
         c.kill(ids)
         wait_for(lambda: all(c.job(j).state == "EXIT" for j in ids), 20, "the three jobs killed")
+        # A queue whose host list (a host group) names no registered host: its job waits, saying so.
+        away = c.submit("true", queue="elsewhere")
+        av = wait_for(lambda: (v := c.job(away)).reason and v, 20, "the elsewhere job's reason")
+        assert av.state == "PEND" and av.reason == "queue elsewhere: none of its hosts (node9) has registered", av
+        c.kill([away])
+        wait_for(lambda: c.job(away).state == "EXIT", 20, "the elsewhere job killed")
         low = c.submit("sleep 60", slots=4)
         wait_for(lambda: c.job(low).state == "RUN", 20, "the low job running")
         high = c.submit("sleep 3", slots=4, queue="high")

@@ -1,13 +1,16 @@
-"""Placement controls alone (issue 16 item 6): exclusive jobs (-x) on cluster states from builders."""
+"""Placement controls alone (issue 16 item 6), on cluster states from builders: exclusive jobs (-x),
+per-queue host lists."""
 
 from __future__ import annotations
 
 import pytest
-from builders import T0, alloc, cap, caps, host, job
+from builders import T0, alloc, cap, caps, host, job, queue
 
 from xce.core.accounting import Ledger
 from xce.core.model import JobState
-from xce.core.placement import check_placement, host_caps, job_demand, schedule
+from xce.core.hostgroups import resolve
+from xce.core.placement import (check_placement, demand_of, host_caps, job_demand, job_hosts, queue_host_sets,
+                                schedule)
 from xce.core.sched.backfill import BackfillRules, Release, releases
 
 
@@ -80,3 +83,43 @@ def test_the_end_of_an_exclusive_job_frees_its_host_for_others() -> None:
     cs = caps(cap("node1", jobs=1, held=True, slots_free=3))
     plan = schedule(cs, [job(1, slots=4, mem=None)], T0, releases=releases([running], BackfillRules(), T0))
     assert "reserved to start at" in plan.reasons[1]
+
+
+# ---- per-queue host lists (LSF HOSTS, host groups resolved at config load) --------------------
+
+SHORT = {"short": resolve(["node1", "node2"], {})}
+
+
+def test_a_queue_with_a_host_list_places_only_on_its_hosts() -> None:
+    cs = caps(cap("node3", mem="16G"), cap("node1"), cap("node2", slots_free=0))
+    plan = schedule(cs, [job(1, queue="short"), job(2, queue="short"), job(3)], T0, queue_hosts=SHORT)
+    # node3 ranks first (most memory): only job 3, of a queue without a list, may take it
+    assert placed(plan) == {1: ["node1"], 2: ["node1"], 3: ["node3"]}
+
+
+def test_a_queue_whose_hosts_are_full_waits_though_others_are_free() -> None:
+    cs = caps(cap("node1", slots_free=0), cap("node3"))
+    plan = schedule(cs, [job(1, queue="short")], T0, queue_hosts=SHORT)
+    assert placed(plan) == {} and plan.reasons[1].startswith("slots: needs 1, node1 has 0 free")
+
+
+@pytest.mark.parametrize("hosts, reason", [
+    ([cap("node3")], "queue short: none of its hosts (node1 node2) has registered"),
+    ([cap("node1", schedulable="closed"), cap("node3")], "queue short: no host is open (closed)"),
+])
+def test_a_queue_without_a_usable_host_says_so(hosts, reason) -> None:
+    plan = schedule(caps(*hosts), [job(1, queue="short")], T0, queue_hosts=SHORT)
+    assert plan.reasons[1] == reason
+
+
+def test_the_leaders_recheck_refuses_a_host_outside_the_queues_list() -> None:
+    j = job(1, queue="short")
+    sets = queue_host_sets([queue("short", hosts=("node1", "node2")), queue("normal")])
+    assert sets == SHORT
+    d = demand_of(1, j.req, {}, hosts=job_hosts(j, sets))
+    cs = caps(cap("node1"), cap("node3"))
+    assert check_placement(d, [alloc("node3")], cs) == "queue short: node3 is not in its hosts"
+    assert check_placement(d, [alloc("node1")], cs) is None
+    assert job_hosts(job(2), sets) is None  # normal: any host
+    every_but = queue_host_sets([queue("short", hosts_not=("node3",))])["short"]
+    assert "node9" in every_but and "node3" not in every_but

@@ -5,7 +5,7 @@ a short pipeline, as in Nomad and the Kubernetes scheduler:
 
     order pending (queue priority, fairshare, job priority, submit: xce/core/sched/order.py)
       -> for each job: LIMITS of its user/group/project/queue (xce/core/sched/limits.py)
-      -> FILTER hosts (schedulable, exclusive, select, slots, mem or, for a reclaiming job, reclaim, virtual)
+      -> FILTER hosts (schedulable, queue hosts, exclusive, select, slots, mem or, for a reclaiming job, reclaim, virtual)
       -> VETO a host where it would delay a reservation, or pass a host limit
       -> RANK the survivors (order[], default: most memory available first)
       -> take the first that fit, charge a tentative overlay, go on;
@@ -31,7 +31,8 @@ from functools import lru_cache
 
 from xce.core import accounting
 from xce.core.accounting import Ledger
-from xce.core.model import Alloc, Host, Job, JobState, reclaiming
+from xce.core.hostgroups import HostSet, of_queue
+from xce.core.model import Alloc, Host, Job, JobState, Queue, reclaiming
 from xce.core.resreq import ResReq, select_matches
 from xce.core.sched.backfill import Backfill, BackfillRules, Release, Reservation
 from xce.core.sched.fairshare import Fairshare
@@ -56,6 +57,7 @@ class Demand:
     order: tuple[tuple[str, bool], ...] = ()
     reclaim: bool = False  # runs on reclaimable memory (accounting.reclaim_room), not on available alone
     exclusive: bool = False  # -x: only on hosts that run no job, and none beside it
+    hosts: tuple[str, HostSet] | None = None  # (queue, the hosts it may use: LSF HOSTS); None: any host
 
     def mem_for(self, slots_here: int, first: bool) -> int:
         return self.mem_task * slots_here + self.mem_host + (self.mem_job if first else 0)
@@ -68,14 +70,25 @@ def job_demand(job: Job, cluster_resources: Mapping[str, int] | None = None,
 
 
 def demand_of(slots: int, req: ResReq, cluster_resources: Mapping[str, int], reclaim: bool = False,
-              exclusive: bool = False) -> Demand:
+              exclusive: bool = False, hosts: tuple[str, HostSet] | None = None) -> Demand:
     return _demand(slots, req, frozenset(cluster_resources) if cluster_resources else frozenset(), reclaim,
-                   exclusive)
+                   exclusive, hosts)
+
+
+def queue_host_sets(queues: Iterable[Queue]) -> dict[str, HostSet]:
+    """The host lists of the queues that have one (LSF HOSTS): what ``schedule`` and the re-check take."""
+    return {q.name: hs for q in queues if (hs := of_queue(q.hosts, q.hosts_not)) is not None}
+
+
+def job_hosts(job: Job, sets: Mapping[str, HostSet]) -> tuple[str, HostSet] | None:
+    """(queue, its host list) for the job's queue, or None where its queue may use any host."""
+    hs = sets.get(job.spec.queue) if sets else None
+    return (job.spec.queue, hs) if hs is not None else None
 
 
 @lru_cache(maxsize=4096)  # pure, of immutable arguments: a round asks it per (slots, request), rounds repeat them
 def _demand(slots: int, req: ResReq, cluster_resources: frozenset[str], reclaim: bool,
-            exclusive: bool = False) -> Demand:
+            exclusive: bool = False, hosts: tuple[str, HostSet] | None = None) -> Demand:
     mem = {"task": 0, "host": 0, "job": 0}
     virtual: dict[str, int] = {}
     cluster: dict[str, int] = {}
@@ -90,7 +103,8 @@ def _demand(slots: int, req: ResReq, cluster_resources: frozenset[str], reclaim:
     return Demand(slots=slots, mem_task=mem["task"], mem_host=mem["host"], mem_job=mem["job"],
                   virtual=tuple(sorted(virtual.items())), cluster=tuple(sorted(cluster.items())),
                   span_hosts=req.span_hosts, ptile=req.span_ptile, select=req.select,
-                  order=tuple((k.name, k.descending) for k in req.order), reclaim=reclaim, exclusive=exclusive)
+                  order=tuple((k.name, k.descending) for k in req.order), reclaim=reclaim, exclusive=exclusive,
+                  hosts=hosts)
 
 
 def total_mem(d: Demand, hosts_used: int) -> int:
@@ -189,6 +203,17 @@ def f_schedulable(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
     return None if ok_schedulable(d, h, slots, first) else f"host {h.name} is {h.schedulable}"
 
 
+def ok_hosts(d: Demand, h: HostCap, slots: int, first: bool) -> bool:
+    return d.hosts is None or h.name in d.hosts[1]
+
+
+def f_hosts(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+    """The queue's host list (LSF HOSTS, host groups resolved at config load)."""
+    if ok_hosts(d, h, slots, first):
+        return None
+    return f"queue {d.hosts[0]}: {h.name} is not in its hosts" if d.hosts else None
+
+
 def ok_exclusive(d: Demand, h: HostCap, slots: int, first: bool) -> bool:
     return not h.held and (not d.exclusive or not h.jobs)
 
@@ -265,13 +290,14 @@ def f_virtual(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
 
 
 FILTERS: tuple[Callable[[Demand, HostCap, int, bool], str | None], ...] = (
-    f_schedulable, f_exclusive, f_select, f_slots, f_mem, f_reclaim, f_virtual)
+    f_schedulable, f_hosts, f_exclusive, f_select, f_slots, f_mem, f_reclaim, f_virtual)
 
 
 def fits(d: Demand, h: HostCap, slots: int, first: bool = True) -> bool:
     """``fit_reason(...) is None`` without building the reason: the filters' checks, cheapest
     first (they have no side effects, so the order changes only the cost)."""
     return (ok_schedulable(d, h, slots, first) and not h.held and (not d.exclusive or not h.jobs)
+            and (d.hosts is None or h.name in d.hosts[1])
             and ok_slots(d, h, slots, first) and ok_mem(d, h, slots, first)
             and (not d.reclaim or ok_reclaim(d, h, slots, first))
             and (not d.virtual or ok_virtual(d, h, slots, first))
@@ -413,7 +439,7 @@ class _Beaten:
     def key(d: Demand) -> tuple | None:
         if d.mem_host or d.mem_job or d.virtual or d.cluster or d.ptile is not None or d.exclusive:
             return None
-        return (d.select, d.order, d.span_hosts, d.reclaim)
+        return (d.select, d.order, d.span_hosts, d.reclaim, d.hosts)
 
     def beats(self, d: Demand, k: tuple | None) -> bool:
         """Whether ``d`` (of key ``k``) is as wide and as hungry as a failed demand of its key."""
@@ -442,7 +468,8 @@ def schedule(caps: Mapping[str, HostCap], pending: list[Job], now: float,
              cluster_free: Mapping[str, int] | None = None,
              cluster_names: Iterable[str] = (), *, backfill: BackfillRules = EASY,
              releases: Iterable[Release] = (), limits: LimitBook | None = None,
-             explain: bool = True, reclaim_queues: Container[str] = frozenset()) -> Plan:
+             explain: bool = True, reclaim_queues: Container[str] = frozenset(),
+             queue_hosts: Mapping[str, HostSet] | None = None) -> Plan:
     """Place ``pending`` (already in priority order) onto ``caps`` (mutated as an overlay).
 
     ``backfill`` gives blocked jobs reservations that lower jobs may not delay (``releases``
@@ -451,9 +478,11 @@ def schedule(caps: Mapping[str, HostCap], pending: list[Job], now: float,
     same placements and reservations and no reasons, which lets the round skip building
     words, walks whose only product is words, and jobs it could only hold.  A job of
     ``reclaim_queues``, or one that asks (``model.reclaiming``), runs on reclaimable memory.
+    ``queue_hosts`` (``queue_host_sets``) keeps a queue's jobs on its host list.
     """
     plan = Plan()
-    rnd = _Round(caps, now, cluster_free, cluster_names, backfill, releases, limits, explain, reclaim_queues)
+    rnd = _Round(caps, now, cluster_free, cluster_names, backfill, releases, limits, explain, reclaim_queues,
+                 queue_hosts or {})
     if not explain and not rnd.sweeps:
         # place() holds a job wider than the free slots at once (they only fall in a round);
         # with no reason to give and no reservation to sweep for, holding it does nothing.
@@ -470,15 +499,17 @@ class _Round:
     def __init__(self, caps: Mapping[str, HostCap], now: float, cluster_free: Mapping[str, int] | None,
                  cluster_names: Iterable[str], backfill: BackfillRules, releases: Iterable[Release],
                  limits: LimitBook | None, explain: bool = True,
-                 reclaim_queues: Container[str] = frozenset()) -> None:
+                 reclaim_queues: Container[str] = frozenset(),
+                 queue_hosts: Mapping[str, HostSet] | None = None) -> None:
         self.caps = caps
+        self.queue_hosts = queue_hosts or {}
         self.reclaim_queues = reclaim_queues
         self.explain = explain
         self.beaten = _Beaten() if not explain else None
         self.classes: dict[Demand, _Class] = {}
         # by the job's (slots, request, reclaiming): its demand, and its class once asked for (hashing a
         # Demand is dearer)
-        self.keyed: dict[tuple[int, ResReq, bool, bool], list] = {}
+        self.keyed: dict[tuple, list] = {}
         self.ranked: dict[tuple, tuple[list[HostCap], int]] = {}  # classes differing only in size share
         # one ranking (and its widest host)
         self.cfree = dict(cluster_free or {})
@@ -492,10 +523,12 @@ class _Round:
     def demand(self, job: Job) -> list:
         """[demand, class or None] of the job: ``job_class`` fills the class in."""
         rec = reclaiming(job.spec, self.reclaim_queues)
-        dk = (job.spec.slots, job.req, rec, job.spec.exclusive)
+        hosts = job_hosts(job, self.queue_hosts)
+        dk = (job.spec.slots, job.req, rec, job.spec.exclusive, hosts)
         dc = self.keyed.get(dk)
         if dc is None:
-            dc = self.keyed[dk] = [demand_of(job.spec.slots, job.req, self.cnames, rec, job.spec.exclusive), None]
+            dc = self.keyed[dk] = [demand_of(job.spec.slots, job.req, self.cnames, rec, job.spec.exclusive, hosts),
+                                   None]
         return dc
 
     def job_class(self, dc: list) -> _Class:
@@ -509,9 +542,9 @@ class _Round:
     def klass(self, d: Demand) -> _Class:
         cls = self.classes.get(d)
         if cls is None:
-            rk = (d.select, d.order, d.reclaim)
+            rk = (d.select, d.order, d.reclaim, d.hosts)
             if rk not in self.ranked:
-                cands = [h for h in self.caps.values() if h.schedulable is None
+                cands = [h for h in self.caps.values() if h.schedulable is None and ok_hosts(d, h, 0, True)
                          and (d.select is None or f_select(d, h, 0, True) is None)]
                 cands.sort(key=rank_key(d))
                 self.ranked[rk] = cands, max((h.slots_total for h in cands), default=0)
@@ -607,10 +640,17 @@ class _Round:
 
 
 def _no_candidate(d: Demand, hosts: Iterable[HostCap]) -> str:
+    """Why a class has no candidate host: none of its queue's hosts, none open, none matching select[]."""
+    prefix = ""
+    if d.hosts is not None:
+        hosts = [h for h in hosts if h.name in d.hosts[1]]
+        prefix = f"queue {d.hosts[0]}: "
+        if not hosts:
+            return f"{prefix}none of its hosts ({d.hosts[1].says()}) has registered"
     states = sorted({h.schedulable for h in hosts if h.schedulable})
     if d.select:
         return f"select: no host matches {d.select}"
-    return "no host is open" + (f" ({', '.join(states)})" if states else "")
+    return prefix + "no host is open" + (f" ({', '.join(states)})" if states else "")
 
 
 def cluster_free(jobs: Iterable[Job], totals: Mapping[str, int]) -> dict[str, int]:

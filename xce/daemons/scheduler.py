@@ -23,7 +23,7 @@ from xce.client import Connection, endpoints_of
 from xce.client.follow import EventFollower, Sync
 from xce.core.errors import XceError
 from xce.core.model import Alloc, Job, JobState, reclaim_suspended
-from xce.core.placement import HostCap, Plan, cluster_free, host_caps, schedule
+from xce.core.placement import HostCap, Plan, cluster_free, host_caps, queue_host_sets, schedule
 from xce.core.sched.limits import HELD
 from xce.core.sched.preempt import credit_suspended, fitter, preempt, resumable
 from xce.core.sched.site import PolicyState, SitePolicy
@@ -129,7 +129,8 @@ class Scheduler:
             return
         cfree = cluster_free(self.mirror.running.values(), self.cluster_totals)
         plan = schedule(caps, pending, now, cfree, self.cluster_totals, backfill=self.policy.policy.backfill,
-                        releases=got.releases, limits=got.limits, reclaim_queues=m.live.reclaim_queues)
+                        releases=got.releases, limits=got.limits, reclaim_queues=m.live.reclaim_queues,
+                        queue_hosts=queue_host_sets(m.queues.values()))
         preempts = self._preemptions(pending, plan, caps, cfree, now) if rules.on else []
         ms = (time.perf_counter() - t0) * 1000
         # The plan charged its placements to ``caps``: full now means full once they run.

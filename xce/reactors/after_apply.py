@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from xce.core.hostgroups import queue_fields
 from xce.core.model import Job, JobState, Queue, reclaim_queues
 from xce.core.state import ClusterState, SetQueues
 from xce.core.units import parse_mem
@@ -110,7 +111,8 @@ def leadership(ctx: Context, now: float, out: Outbox) -> None:
                         dep_never=q.dep_never, reclaimable=q.reclaimable, reclaim_policy=q.reclaim_policy,
                         mem_retries=q.mem_retries, mem_retry_factor=q.mem_retry_factor,
                         mem_retry_max=parse_mem(q.mem_retry_max) if q.mem_retry_max else 0,
-                        **queue_sizing(q, cfg.cluster.mem_auto_fallback))
+                        **queue_sizing(q, cfg.cluster.mem_auto_fallback),
+                        **queue_fields(cfg.queue_hosts(n)))
                   for n, q in cfg.queues.items()]
         if (sorted(st.queues.values(), key=lambda q: q.name) != sorted(queues, key=lambda q: q.name)
                 or st.default_queue != cfg.default_queue()):

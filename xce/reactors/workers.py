@@ -9,7 +9,8 @@ from __future__ import annotations
 from xce.core.errors import InvalidRequest
 from xce.core.limits import HOST_NAME, check_text
 from xce.core.model import ACTIVE, TERMINAL, Host, JobState, reclaiming
-from xce.core.placement import build_allocs, check_placement, cluster_free, cluster_short, demand_of, host_caps
+from xce.core.placement import (build_allocs, check_placement, cluster_free, cluster_short, demand_of, host_caps,
+                                job_hosts, queue_host_sets)
 from xce.core.resources import WIRE_NAMES
 from xce.core.result import Err, Result
 from xce.core.sched.limits import LimitBook
@@ -42,6 +43,7 @@ def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int,
     limits = ctx.site.limits
     book = LimitBook.build(limits, (j for j in st.jobs.values() if j.state in ACTIVE), (), ctx.live.ledger) \
         if limits else None  # the round's book, from the leader's own jobs and ledger
+    sets = queue_host_sets(st.queues.values())
     cmds: list[Place] = []
     for p in body.placements:
         job = st.jobs.get(p.job_id)
@@ -49,7 +51,7 @@ def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int,
             rejected[p.job_id] = STALE_PLACEMENT
             continue
         d = demand_of(job.spec.slots, job.req, ctx.cluster_totals, reclaiming(job.spec, ctx.live.reclaim_queues),
-                      job.spec.exclusive)
+                      job.spec.exclusive, job_hosts(job, sets))
         why = check_placement(d, p.allocs, caps) or (cluster_short(d, cfree) if d.cluster else None)
         if why is not None:
             rejected[p.job_id] = why

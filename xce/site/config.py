@@ -15,6 +15,7 @@ import msgspec
 
 from xce.core.accounting import ReclaimRules
 from xce.core.errors import ConfigError, XceError
+from xce.core.hostgroups import ALL, HostListError, HostSet, resolve
 from xce.core.jobspec.arrays import ARRAY_SIZE_CAP
 from xce.core.model import RECLAIM_POLICIES
 from xce.core.resources import BUILTIN, ResourceDef
@@ -97,6 +98,7 @@ class QueueConf(msgspec.Struct, forbid_unknown_fields=True):
     mem_default: str = ""            # rusage mem of a job that names none: "" none, a size, or "auto"
     mem_auto_fallback: str = ""      # what auto gives a job with no history ("": the cluster's)
     mem_auto_margin: float = 0.1     # auto = p95 of the job's past peaks x (1 + margin)
+    hosts: list[str] = []            # LSF HOSTS: hosts, host groups (NAME or NAME/), all, ~NAME; []: every host
 
 
 RECLAIM_QUEUE = "reclaim"  # the built-in reclaimable queue, added unless the site marks one of its own
@@ -181,6 +183,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     limits: list[LimitConf] = []
     preemption: PreemptionConf = msgspec.field(default_factory=PreemptionConf)
     compat: CompatConf = msgspec.field(default_factory=CompatConf)
+    host_groups: dict[str, list[str]] = {}  # LSF HostGroup (lsb.hosts): NAME = [hosts, groups, all, ~NAME]
     state_dir: str = ""
     rest_url: str = ""
     source: str = ""
@@ -204,6 +207,11 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     def reclaim_rules(self) -> ReclaimRules:
         r = self.reclaim
         return ReclaimRules(min_run=r.min_run, window=r.window, margin=r.margin)
+
+    def queue_hosts(self, name: str) -> HostSet | None:
+        """The hosts queue ``name`` may use (its ``hosts``, groups resolved); None: every host."""
+        terms = self.queues[name].hosts
+        return resolve(terms, self.host_groups) if terms else None
 
     def default_queue(self) -> str:
         defaults = [n for n, q in self.queues.items() if q.default]
@@ -230,7 +238,7 @@ def read_toml(p: Path) -> dict:
 
 # What `xce up --config FILE` takes from a site's file: the policy, never the local cluster's
 # own layout (addresses, state directory, security), which `xce up` makes itself.
-SITE_KEYS = ("queues", "resources", "fairshare", "backfill", "limits", "preemption")
+SITE_KEYS = ("queues", "host_groups", "resources", "fairshare", "backfill", "limits", "preemption")
 
 
 def site_overlay(path: str | Path) -> dict:
@@ -329,6 +337,19 @@ def _check(cfg: Config, source: str) -> None:
             raise bad(f"resources.{name}", "is a builtin resource")
     _check_policy(cfg, bad)
     _check_reclaim(cfg.reclaim, bad)
+    _check_host_lists(cfg, bad)
+
+
+def _check_host_lists(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
+    """Every host group and queue host list resolves: an unknown group, a cycle or an empty list is named."""
+    for key, terms in [*((f"host_groups.{g}", t) for g, t in cfg.host_groups.items()),
+                       *((f"queues.{q}.hosts", c.hosts) for q, c in cfg.queues.items() if c.hosts)]:
+        if key.startswith("host_groups.") and (not key[12:] or key[12:] == ALL or "/" in key[12:] or "~" in key[12:]):
+            raise bad(key, "a host group's name must not be empty, `all`, or hold / or ~")
+        try:
+            resolve(terms, cfg.host_groups)
+        except HostListError as e:
+            raise bad(key, str(e)) from None
 
 
 def _check_reclaim(r: ReclaimConf, bad: Callable[[str, str], ConfigError]) -> None:
