@@ -123,3 +123,11 @@ def test_the_leaders_recheck_refuses_a_host_outside_the_queues_list() -> None:
     assert job_hosts(job(2), sets) is None  # normal: any host
     every_but = queue_host_sets([queue("short", hosts_not=("node3",))])["short"]
     assert "node9" in every_but and "node3" not in every_but
+
+
+def test_preemption_looks_for_room_on_the_queues_hosts_only() -> None:
+    from xce.core.sched.preempt import fitter
+
+    fits = fitter(T0, queue_hosts=SHORT)
+    assert fits(job(1, queue="short"), caps(cap("node3"))) is None
+    assert [a.host for a in fits(job(1, queue="short"), caps(cap("node3"), cap("node2")))] == ["node2"]

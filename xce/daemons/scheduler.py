@@ -169,8 +169,9 @@ class Scheduler:
         preempt, and the orders that make room for them; each says so in its reason."""
         placed = {j for j, _ in plan.placements}
         blocked = [j for j in pending if j.id not in placed and not plan.reasons.get(j.id, "").startswith(HELD)]
-        orders = preempt(blocked, self.mirror.running.values(), caps, self.policy.policy.preemption, now,
-                         fitter(now, cfree, self.cluster_totals), self.mirror.live.ledger)
+        fits = fitter(now, cfree, self.cluster_totals, queue_host_sets(self.mirror.queues.values()))
+        orders = preempt(blocked, self.mirror.running.values(), caps, self.policy.policy.preemption, now, fits,
+                         self.mirror.live.ledger)
         for o in orders:
             plan.reasons[o.for_job] = f"preemption: waiting for job {o.job_id} to be preempted ({o.action})"
         return [S.Preempt(o.job_id, o.attempt, o.action, o.for_job) for o in orders]

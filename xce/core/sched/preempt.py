@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from xce.core.accounting import Ledger
+from xce.core.hostgroups import HostSet
 from xce.core.model import Alloc, Job, JobState
 from xce.core.placement import HostCap, schedule
 from xce.core.sched.backfill import BackfillRules, Release, give_back, job_releases
@@ -79,12 +80,15 @@ class Preemption:
         return f"preempted by job {self.for_job} of queue {queue}"
 
 
-def fitter(now: float, cluster_free: Mapping[str, int] | None = None, cluster_names: Iterable[str] = ()) -> Fits:
-    """``fits`` by the round's own placement (schedule() on the trial hosts, no reservations)."""
+def fitter(now: float, cluster_free: Mapping[str, int] | None = None, cluster_names: Iterable[str] = (),
+           queue_hosts: Mapping[str, HostSet] | None = None) -> Fits:
+    """``fits`` by the round's own placement (schedule() on the trial hosts, no reservations;
+    a queue's host list as the round has it)."""
     names = tuple(cluster_names)
 
     def fits(job: Job, caps: dict[str, HostCap]) -> list[Alloc] | None:
-        plan = schedule(caps, [job], now, dict(cluster_free or {}), names, backfill=GREEDY, explain=False)
+        plan = schedule(caps, [job], now, dict(cluster_free or {}), names, backfill=GREEDY, explain=False,
+                        queue_hosts=queue_hosts)
         return plan.placements[0][1] if plan.placements else None
     return fits
 
