@@ -137,7 +137,7 @@ def test_a_restarted_scheduler_still_counts_jobs_the_cluster_forgot() -> None:
 
 BAD_SITE = [
     ("[controller]\naddress = 'tcp://127.0.0.1:1'\n", "key controller: not a site policy key; `xce up --config` "
-     "merges only queues, resources, fairshare, backfill, limits, preemption"),
+     "merges only queues, host_groups, resources, fairshare, backfill, limits, preemption"),
     ("[queues.low]\npriority = 50\n[queues.top]\npriority = 40\npreempt = ['low']\n[queues.normal]\ndefault = true\n",
      "key queues.top.preempt: queue 'low' has priority 50, not below top's 40"),
     ("[queues.q]\ndefault = true\npreempt = ['nope']\n", "key queues.q.preempt: no such queue 'nope'"),
