@@ -154,3 +154,17 @@ def test_host_groups_and_queue_host_lists_are_checked_at_load(tmp_path):
     cfg = load(_write(tmp_path, groups.replace("hosts = []", 'hosts = ["all", "~gpu/"]', 1)))
     hs = cfg.queue_hosts("normal")
     assert "node1" in hs and "node3" not in hs and cfg.queue_hosts("reclaim") is None
+
+
+def test_site_host_attributes_are_declared_resources(tmp_path):
+    base = FILE.read_text()
+    text = base.replace("attrs = {}", 'attrs = { gpu_model = "a100" }', 1)
+    _fails(_write(tmp_path, text), "key worker.attrs.gpu_model", '[resources.gpu_model] kind = "attribute"')
+    _fails(_write(tmp_path, base.replace("attrs = {}", 'attrs = { type = "X86_64" }', 1)),
+           "key worker.attrs.type", "builtin attribute (set worker.type)")
+    declared = text + '\n[resources.gpu_model]\nkind = "attribute"\n'
+    cfg = load(_write(tmp_path, declared.replace('type = ""', 'type = "X86_64"', 1)))
+    assert cfg.host_attrs() == {"type": "X86_64", "gpu_model": "a100"}
+    assert cfg.site_resources()["gpu_model"].kind == "attribute" and "gpu_model" not in cfg.host_virtual()
+    _fails(_write(tmp_path, declared.replace('kind = "attribute"\n', 'kind = "attribute"\ntotal = 2\n')),
+           "key resources.gpu_model", "no scope or total")

@@ -1,5 +1,5 @@
 """Placement controls alone (issue 16 item 6), on cluster states from builders: exclusive jobs (-x),
-per-queue host lists."""
+per-queue host lists, host attributes in select[]."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ import pytest
 from builders import T0, alloc, cap, caps, host, job, queue
 
 from xce.core.accounting import Ledger
+from xce.core.errors import ResReqError
 from xce.core.model import JobState
 from xce.core.hostgroups import resolve
 from xce.core.placement import (check_placement, demand_of, host_caps, job_demand, job_hosts, queue_host_sets,
                                 schedule)
+from xce.core.resources import ResourceDef, catalog
+from xce.core.resreq import parse_resreq
 from xce.core.sched.backfill import BackfillRules, Release, releases
 
 
@@ -131,3 +134,31 @@ def test_preemption_looks_for_room_on_the_queues_hosts_only() -> None:
     fits = fitter(T0, queue_hosts=SHORT)
     assert fits(job(1, queue="short"), caps(cap("node3"))) is None
     assert [a.host for a in fits(job(1, queue="short"), caps(cap("node3"), cap("node2")))] == ["node2"]
+
+
+# ---- host attributes in select[]: type, model and the site's own (worker.attrs) -------------
+
+ATTRS = catalog({"gpu_model": ResourceDef("gpu_model", "attribute", "string")})
+
+
+def test_select_on_type_and_a_site_attribute_carried_at_registration() -> None:
+    hosts = [host("a", attrs={"type": "X86_64", "gpu_model": "v100"}), host("b", attrs={"type": "X86_64"}),
+             host("c", attrs={"type": "X86_64", "gpu_model": "a100"}), host("d", attrs={"gpu_model": "a100"})]
+    cs = host_caps(hosts, Ledger(), {})
+    want = "select[type==X86_64 && gpu_model==a100]"
+    j = job(1, resreq=want, resources=ATTRS)
+    plan = schedule(cs, [j, job(2, resreq="select[gpu_model]", resources=ATTRS)], T0)
+    assert placed(plan)[1] == ["c"]
+    assert placed(plan)[2][0] in {"a", "c", "d"}  # b lacks the attribute: select[gpu_model] is false there
+    assert check_placement(job_demand(j), [alloc("a")], cs) == f"select: a does not match {j.req.select}"
+    plan = schedule(host_caps(hosts[:2], Ledger(), {}), [j], T0)
+    assert plan.reasons[1] == f"select: no host matches {j.req.select}"
+
+
+def test_an_attribute_declared_nowhere_is_refused_at_submit_as_lsf_does() -> None:
+    with pytest.raises(ResReqError, match="unknown resource 'gpu_modle'"):
+        parse_resreq("select[gpu_modle==a100]", ATTRS)
+    with pytest.raises(ResReqError, match="unknown resource 'gpu_model'"):
+        parse_resreq("select[gpu_model==a100]")  # not declared by this site
+    with pytest.raises(ResReqError):
+        parse_resreq("rusage[gpu_model=1]", ATTRS)  # an attribute is not consumed

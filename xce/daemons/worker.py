@@ -215,11 +215,10 @@ class Worker:
                    for t in self.runner.tasks()]
         ended = [m for _, m in self.pending_exits] + [m for _, m, _ in self.unacked.values()]
         running += [S.RunningTask(m.job_id, m.attempt, 0) for m in ended]
-        attrs = {k: v for k, v in (("type", self.cfg.worker.type), ("model", self.cfg.worker.model)) if v}
         self.register_rid = self.send(Op.REGISTER, S.RegisterRequest(
             host=self.name, slots=self.slots, ncpus=os.cpu_count() or 1, mem_total=self.mem_total,
-            os_available=self.os_available(), version=__version__, attrs=attrs, running=running,
-            virtual={n: r.total for n, r in self.cfg.resources.items() if r.scope == "host"},
+            os_available=self.os_available(), version=__version__, attrs=self.cfg.host_attrs(),
+            running=running, virtual=self.cfg.host_virtual(),
             measure=(measure.detect_cgroup() or ("proc",))[0]))
         self.next_register = time.monotonic() + register_delay(self.register_failures, random.random())
         self.register_failures += 1

@@ -70,6 +70,7 @@ class WorkerConf(msgspec.Struct, forbid_unknown_fields=True):
     mem_floor: str = ""  # kill the largest overage first when OS-available falls below this
     type: str = ""
     model: str = ""
+    attrs: dict[str, str] = {}  # site host attributes, for select[] (each a [resources.NAME] kind = "attribute")
 
 
 class SecurityConf(msgspec.Struct, forbid_unknown_fields=True):
@@ -189,11 +190,21 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     source: str = ""
 
     def site_resources(self) -> dict[str, ResourceDef]:
-        return {n: ResourceDef(n, "virtual", "count", scope=r.scope, description=r.description)  # type: ignore[arg-type]
+        return {n: ResourceDef(n, "attribute", "string", description=r.description) if r.kind == "attribute"
+                else ResourceDef(n, "virtual", "count", scope=r.scope, description=r.description)  # type: ignore[arg-type]
                 for n, r in self.resources.items()}
 
     def cluster_totals(self) -> dict[str, int]:
-        return {n: r.total for n, r in self.resources.items() if r.scope == "cluster"}
+        return {n: r.total for n, r in self.resources.items() if r.kind == "virtual" and r.scope == "cluster"}
+
+    def host_virtual(self) -> dict[str, int]:
+        """The host-level virtual resources a worker offers (its own copy of the file's totals)."""
+        return {n: r.total for n, r in self.resources.items() if r.kind == "virtual" and r.scope == "host"}
+
+    def host_attrs(self) -> dict[str, str]:
+        """The attributes a worker reports at registration, for select[]: type, model and the site's own."""
+        given = {"type": self.worker.type, "model": self.worker.model, **self.worker.attrs}
+        return {k: v for k, v in given.items() if v}
 
     def unknown_after(self) -> float:
         """Seconds a silent host takes to go unavail, its jobs UNKWN (LSF: the host stops answering)."""
@@ -328,9 +339,11 @@ def _check(cfg: Config, source: str) -> None:
     if cfg.controller.durability not in ("mmap", "fsync"):
         raise bad("controller.durability", f"must be 'mmap' or 'fsync', got {cfg.controller.durability!r}")
     for name, r in cfg.resources.items():
-        if r.kind != "virtual":
-            raise bad(f"resources.{name}.kind", "only virtual site resources can be configured "
-                      "(mem is the one real resource, measured by workers)")
+        if r.kind not in ("virtual", "attribute"):
+            raise bad(f"resources.{name}.kind", "must be 'virtual' (a counter) or 'attribute' (a host attribute "
+                      "for select[]); mem is the one real resource, measured by workers")
+        if r.kind == "attribute" and (r.scope != "host" or r.total):
+            raise bad(f"resources.{name}", "an attribute is a host's own value (worker.attrs): no scope or total")
         if r.scope not in ("host", "cluster"):
             raise bad(f"resources.{name}.scope", "must be 'host' or 'cluster'")
         if name in BUILTIN:
@@ -338,6 +351,19 @@ def _check(cfg: Config, source: str) -> None:
     _check_policy(cfg, bad)
     _check_reclaim(cfg.reclaim, bad)
     _check_host_lists(cfg, bad)
+    _check_worker_attrs(cfg, bad)
+
+
+def _check_worker_attrs(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
+    """A worker's site attributes are declared resources of kind attribute, as LSF's lsf.shared
+    declares what lsf.cluster's hosts carry: a misspelt name is refused, not silently unmatched."""
+    for name in cfg.worker.attrs:
+        r = cfg.resources.get(name)
+        if name in BUILTIN:
+            raise bad(f"worker.attrs.{name}", "is a builtin attribute" +
+                      (f" (set worker.{name})" if name in ("type", "model") else ""))
+        if r is None or r.kind != "attribute":
+            raise bad(f"worker.attrs.{name}", f'not a declared attribute: add [resources.{name}] kind = "attribute"')
 
 
 def _check_host_lists(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
