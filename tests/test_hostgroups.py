@@ -32,6 +32,8 @@ def test_resolve(terms, inside, outside) -> None:
     (["node1", "~node1"], "names no host (node1 ~node1)"),
     (["loop"], "host group loop contains itself (loop -> pool -> loop)"),
     ([""], "an empty host name"),
+    (["others"], "others: LSF's `others`, `none` and host preferences (+N) are not supported"),
+    (["node1+2"], "node1+2: LSF's `others`"),
 ])
 def test_resolve_refuses_naming_the_term(terms, message) -> None:
     with pytest.raises(HostListError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -9,8 +9,8 @@ Pure: names in, a ``HostSet`` out.  A list of terms is resolved once, at config 
 
 A ``HostSet`` is either "every host but ``names``" or "just ``names``", so ``all ~node4``
 holds for a host that registers tomorrow.  A group may name other groups; a cycle, an
-unknown ``NAME/``, a list of exclusions alone, or a list that names no host is refused,
-with the term named.
+unknown ``NAME/``, a list of exclusions alone, a list that names no host, or LSF's
+``others``, ``none`` and ``host+N`` preferences (not yet here) are refused, with the term named.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 ALL = "all"
+NOT_YET = ("others", "none")  # LSF keywords refused by name: never taken for host names
 
 
 class HostListError(ValueError):
@@ -86,6 +87,9 @@ def _term(name: str, groups: Mapping[str, Iterable[str]], within: tuple[str, ...
         raise HostListError("an empty host name")
     if name == ALL:
         return HostSet(True)
+    if name in NOT_YET or "+" in name:
+        raise HostListError(f"{name}: LSF's `others`, `none` and host preferences (+N) are not supported by this "
+                            "XCE yet; name the hosts, or `all ~NAME`")
     group = name[:-1] if name.endswith("/") else name
     if group in groups:
         if group in within:
