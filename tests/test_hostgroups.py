@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from xce.core.hostgroups import HostListError, HostSet, of_queue, queue_fields, resolve
@@ -36,7 +38,7 @@ def test_resolve(terms, inside, outside) -> None:
     (["node1+2"], "node1+2: LSF's `others`"),
 ])
 def test_resolve_refuses_naming_the_term(terms, message) -> None:
-    with pytest.raises(HostListError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(HostListError, match=re.escape(message)):
         resolve(terms, GROUPS)
 
 
