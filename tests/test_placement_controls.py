@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from builders import T0, alloc, cap, caps, host, job, queue
 
+from xce.cli.fmt import job_long
+from xce.compat.lsf_fmt import long_listing
 from xce.core.accounting import Ledger
 from xce.core.errors import ResReqError
 from xce.core.model import JobState
@@ -15,6 +17,7 @@ from xce.core.placement import (check_placement, demand_of, host_caps, job_deman
 from xce.core.resources import ResourceDef, catalog
 from xce.core.resreq import parse_resreq
 from xce.core.sched.backfill import BackfillRules, Release, releases
+from xce.core.views import job_view
 
 
 def placed(plan) -> dict[int, list[str]]:
@@ -162,3 +165,12 @@ def test_an_attribute_declared_nowhere_is_refused_at_submit_as_lsf_does() -> Non
         parse_resreq("select[gpu_model==a100]")  # not declared by this site
     with pytest.raises(ResReqError):
         parse_resreq("rusage[gpu_model=1]", ATTRS)  # an attribute is not consumed
+
+
+def test_an_exclusive_job_says_so_in_xce_jobs_l_and_bjobs_l() -> None:
+    """-x travels to the views: `xce jobs -l` and bjobs -l (LSF: "..., Exclusive Execution;")."""
+    led = Ledger()
+    alone, plain = job_view(xjob(1), led), job_view(job(2), led)
+    assert alone.exclusive and not plain.exclusive
+    assert "Exclusive execution" in job_long(alone, T0) and "Exclusive" not in job_long(plain, T0)
+    assert "Exclusive Execution;" in long_listing(alone) and "Exclusive" not in long_listing(plain)

@@ -47,7 +47,8 @@ def job_long(j: Any, now: float) -> str:
                               if t is not None),
              f"  Submit host: {j.submit_host or '-'}   Cwd: {j.cwd or '-'}   Output: {j.stdout or '(worker output directory)'}   "
              f"Error: {j.stderr or '(with the output)'}",
-             f"  Requirements: {j.resreq or '-'}   Slots: {j.slots}   Mem limit: {fmt_bytes(j.mem_limit)}",
+             f"  Requirements: {j.resreq or '-'}   Slots: {j.slots}   Mem limit: {fmt_bytes(j.mem_limit)}"
+             + ("   Exclusive execution" if j.exclusive else ""),
              f"  Memory: reserved {fmt_bytes(j.mem_reserved)}, actual {fmt_bytes(j.mem_actual)}, "
              f"peak {fmt_bytes(j.mem_peak)}, charged {fmt_bytes(j.mem_charged)}, efficiency {pct(j.efficiency)}"]
     if j.mem_basis:

@@ -190,7 +190,8 @@ def long_listing(v: Any) -> str:
     cmd = FIELDS["command"].value(v)
     out = [f"Job <{v.id}>, Job Name <{v.name}>, User <{v.user}>, Project <default>, Status <{v.state}>, "
            f"Queue <{v.queue}>, Command <{cmd}>",
-           f"{lsf_time(v.submit_time)}: Submitted from host <{v.submit_host or '-'}>, CWD <{v.cwd or '-'}>;"]
+           f"{lsf_time(v.submit_time)}: Submitted from host <{v.submit_host or '-'}>, CWD <{v.cwd or '-'}>"
+           + (", Exclusive Execution;" if v.exclusive else ";")]
     if v.run_limit is not None:
         out += ["", " RUNLIMIT", f" {v.run_limit / 60:.1f} min", ""]
     if v.start_time:

@@ -96,6 +96,7 @@ class JobView(msgspec.Struct, kw_only=True):
     script: bool = False            # a job script (its text is in the spec; command is [FILE, ARG ...])
     order: OrderView | None = None  # a pending job's place in the order, when asked (JobsRequest.order)
     mem_basis: str = ""             # how the leader sized its reservation at submit (xce/core/autosize.py)
+    exclusive: bool = False         # -x: alone on its hosts (bjobs -l "Exclusive Execution")
 
 
 class HostView(msgspec.Struct, kw_only=True):
@@ -166,7 +167,7 @@ OWN: dict[str, Callable[[Job], Any]] = {
     "priority": lambda j: j.spec.priority, "run_limit": lambda j: j.spec.run_limit,
     "submit_host": lambda j: j.spec.submit_host, "script": lambda j: bool(j.spec.script),
     "depend": lambda j: format_expr(j.spec.depend) if j.spec.depend is not None else "",
-    "mem_basis": lambda j: j.req.mem_basis}
+    "mem_basis": lambda j: j.req.mem_basis, "exclusive": lambda j: j.spec.exclusive}
 # What a row may name: every JobView field but the pending order, which only full views carry.
 ROW_FIELDS = frozenset(JobView.__struct_fields__) - {"order"}
 
