@@ -126,6 +126,7 @@ def test_lsf_commands(tmp_path: Path) -> None:
         assert r.stderr == "bsub: -ti (end a job whose dependency is never met) is not supported by this XCE yet\n"
 
         assert "normal" in _run(env, "bqueues").stdout
+        assert "HOSTS:  all\n" in _run(env, "bqueues", "-l", "normal").stdout  # LSF's line; no host list: all
         name = c.client.status().cluster
         assert f"My cluster name is {name}\n" in _run(env, "lsid").stdout
         assert "CLEAN_PERIOD = 3600" in _run(env, "bparams", "-a").stdout

@@ -99,6 +99,8 @@ def test_a_site_config_its_limit_holds_a_job_and_a_high_queue_preempts_a_low_one
         away = c.submit("true", queue="elsewhere")
         av = wait_for(lambda: (v := c.job(away)).reason and v, 20, "the elsewhere job's reason")
         assert av.state == "PEND" and av.reason == "queue elsewhere: none of its hosts (node9) has registered", av
+        hosts_of = {ln.split()[0]: ln.split()[-1] for ln in cl.xce("queues").stdout.splitlines()[1:]}
+        assert (hosts_of["high"], hosts_of["elsewhere"], hosts_of["reclaim"]) == ("~node9", "node9", "all"), hosts_of
         c.kill([away])
         wait_for(lambda: c.job(away).state == "EXIT", 20, "the elsewhere job killed")
         low = c.submit("sleep 60", slots=4)

@@ -221,6 +221,7 @@ HOST_ACTIONS = {"close": "closed", "open": "opened", "remove": "removed"}
 
 def cmd_queues(a: argparse.Namespace) -> int:
     from xce.cli.fmt import print_json, table
+    from xce.core.hostgroups import queue_says
 
     with _client(a) as c:
         r = c.queues()
@@ -228,8 +229,9 @@ def cmd_queues(a: argparse.Namespace) -> int:
         print_json(r)
         return 0
     rows = [[q.name + (" (default)" if q.name == r.default else ""), q.priority, "yes" if q.rerunnable else "no",
-             r.counts.get(q.name, {}).get("PEND", 0), r.counts.get(q.name, {}).get("RUN", 0)] for q in r.queues]
-    print(table(["QUEUE", "PRIO", "RERUN", "PEND", "RUN"], rows))
+             r.counts.get(q.name, {}).get("PEND", 0), r.counts.get(q.name, {}).get("RUN", 0),
+             queue_says(q.hosts, q.hosts_not)] for q in r.queues]
+    print(table(["QUEUE", "PRIO", "RERUN", "PEND", "RUN", "HOSTS"], rows))
     return 0
 
 

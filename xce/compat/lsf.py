@@ -372,13 +372,16 @@ def bqueues(s: Session, argv: list[str]) -> int:
 
 
 def _queue_long(q: Any, r: Any) -> str:
+    from xce.core.hostgroups import queue_says
+
     c = r.counts.get(q.name, {})
     return (f"QUEUE: {q.name}\n  -- {q.description or 'XCE queue'}"
             f"{' (default)' if q.name == r.default else ''}\n\n"
             f"PARAMETERS/STATISTICS\nPRIO NICE STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN SSUSP USUSP  RSV\n"
             f"{q.priority:>4}    0  Open:Active       -    -    -    - {sum(c.values()):>5} {c.get('PEND', 0):>5} "
             f"{c.get('RUN', 0):>5} {c.get('SSUSP', 0):>5} {c.get('USUSP', 0):>5}    0\n\n"
-            f"RERUNNABLE :  {'yes' if q.rerunnable else 'no'}\n")
+            f"RERUNNABLE :  {'yes' if q.rerunnable else 'no'}\n\n"
+            f"HOSTS:  {queue_says(q.hosts, q.hosts_not)}\n")
 
 
 def bhosts(s: Session, argv: list[str]) -> int:

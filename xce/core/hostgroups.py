@@ -114,3 +114,8 @@ def of_queue(hosts: tuple[str, ...], hosts_not: tuple[str, ...]) -> HostSet | No
     if hosts:
         return HostSet(False, frozenset(hosts))
     return HostSet(True, frozenset(hosts_not)) if hosts_not else None
+
+
+def queue_says(hosts: tuple[str, ...], hosts_not: tuple[str, ...]) -> str:
+    """A queue's hosts as `xce queues` and bqueues -l (HOSTS:) show them: ``all`` when unlimited."""
+    return (of_queue(hosts, hosts_not) or HostSet(True)).says()
