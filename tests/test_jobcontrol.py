@@ -26,6 +26,7 @@ from xce.core.state import (
     HostLost,
     HostUnknown,
     Kill,
+    Modify,
     ModifySpec,
     Move,
     Place,
@@ -346,6 +347,24 @@ def test_queue_run_limit_default_and_maximum_at_submit() -> None:
     assert len(st.jobs) == 3  # all or nothing
 
 
+def test_queue_memory_limit_default_and_maximum_at_submit_switch_and_modify() -> None:
+    """LSF MEMLIMIT in lsb.queues: a job without -M gets the queue's default, a -M above the
+    queue's maximum is refused naming both figures, by submit, bswitch and bmod alike."""
+    G = 1 << 30
+    st = cluster(queue(mem_limit_default=2 * G, mem_limit_max=8 * G), queue("capped", mem_limit_max=G))
+    submit(st, spec(), spec(mem_limit=4 * G), spec(queue="capped"))
+    assert [st.jobs[i].spec.mem_limit for i in (1, 2, 3)] == [2 * G, 4 * G, G]
+    with pytest.raises(InvalidRequest, match="memory limit 16.0G is above queue normal's maximum memory limit 8.0G"):
+        submit(st, spec(), spec(mem_limit=16 * G))
+    assert len(st.jobs) == 3  # all or nothing
+    with pytest.raises(InvalidRequest, match="memory limit 4.0G is above queue capped's maximum memory limit 1.0G"):
+        st.apply(Switch(time=T0 + 1, job_ids=[2], queue="capped"))
+    with pytest.raises(InvalidRequest, match="memory limit 16.0G is above queue normal's maximum"):
+        st.apply(Modify(time=T0 + 1, job_id=1, mem_limit=16 * G))
+    st.apply(Modify(time=T0 + 1, job_id=1, mem_limit=None))  # -M removed: the queue's default again
+    assert st.jobs[1].spec.mem_limit == 2 * G
+
+
 # ---- dependencies -----------------------------------------------------------------------
 
 def test_a_dependent_is_held_with_its_reason_until_satisfied() -> None:
@@ -483,6 +502,9 @@ def test_the_scheduler_mirror_sees_only_placeable_pending_jobs() -> None:
     ('dep_never = "drop"', "queues.q.dep_never: must be 'keep' or 'kill', got 'drop'"),
     ("run_limit = -5", "queues.q.run_limit: must be a number of seconds (0: none), got -5"),
     ("run_limit = 60\nrun_limit_default = 600", "queues.q.run_limit_default: 600 s is above the queue's run_limit 60 s"),
+    ('mem_limit = "1G"\nmem_limit_default = "2G"', "queues.q.mem_limit_default: 2G is above the queue's mem_limit 1G"),
+    ('mem_limit = "1K"', "queues.q.mem_limit: mem_limit must be at least 4.0M"),
+    ('mem_limit_default = "lots"', "queues.q.mem_limit_default:"),
 ])
 def test_queue_job_model_keys_are_checked(tmp_path, table, message) -> None:
     from xce.core.errors import XceError

@@ -572,7 +572,8 @@ def full_state() -> ClusterState:
                                          reclaimable=True, reclaim_policy="suspend", mem_retries=2,
                                          mem_retry_factor=1.5, mem_retry_max=8 * G, mem_default=G,
                                          mem_default_auto=True, mem_auto_fallback=2 * G, mem_auto_margin=0.2,
-                                         hosts=("n1", "n2"), hosts_not=("n3",))],  # (hosts given, hosts_not is unread)
+                                         hosts=("n1", "n2"), hosts_not=("n3",),  # (hosts given, hosts_not is unread)
+                                         mem_limit_default=G, mem_limit_max=16 * G)],
                   default_queue="re"),
         *[RegisterHost(time=T0, host=mk(n)) for n in ("n1", "n2", "n3")],
         Submit(time=T0 + 1, specs=[FULL_SPEC], reqs=[FULL_REQ], key="k1"),

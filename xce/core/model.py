@@ -13,8 +13,9 @@ burst of submits.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable
+from collections.abc import Callable, Container, Iterable
 from enum import StrEnum
+from typing import TypeVar
 
 import msgspec
 
@@ -101,17 +102,28 @@ def check_mem_limit(limit: int | None) -> None:
                              "(the worker kills a job whose memory exceeds its limit)")
 
 
-def apply_queue_run_limit(spec: JobSpec, queue: Queue) -> JobSpec:
-    """A job's run limit under its queue (LSF RUNLIMIT): without -W the queue's default, else its
-    maximum; a -W above the maximum is refused naming both figures."""
-    top = queue.run_limit_max
-    if spec.run_limit is None:
-        given = queue.run_limit_default if queue.run_limit_default is not None else top
-        return spec if given is None else msgspec.structs.replace(spec, run_limit=given)
-    if top is not None and spec.run_limit > top:
-        raise InvalidRequest(f"run limit {spec.run_limit:g} s is above queue {queue.name}'s maximum "
-                             f"run limit {top:g} s")
-    return spec
+L = TypeVar("L", int, float)
+
+
+def apply_queue_limits(spec: JobSpec, queue: Queue) -> JobSpec:
+    """A job's run and memory limits under its queue (LSF RUNLIMIT and MEMLIMIT): without -W or
+    -M the queue's default, else its maximum; one above the maximum is refused naming both figures."""
+    run = _under(queue.name, "run limit", spec.run_limit, queue.run_limit_default, queue.run_limit_max,
+                 lambda t: f"{t:g} s")
+    mem = _under(queue.name, "memory limit", spec.mem_limit, queue.mem_limit_default, queue.mem_limit_max,
+                 fmt_bytes)
+    if (run, mem) == (spec.run_limit, spec.mem_limit):
+        return spec
+    return msgspec.structs.replace(spec, run_limit=run, mem_limit=mem)
+
+
+def _under(queue: str, what: str, given: L | None, default: L | None, top: L | None,
+           say: Callable[[L], str]) -> L | None:
+    if given is None:
+        return default if default is not None else top
+    if top is not None and given > top:
+        raise InvalidRequest(f"{what} {say(given)} is above queue {queue}'s maximum {what} {say(top)}")
+    return given
 
 
 _ENCODER = msgspec.msgpack.Encoder()
@@ -248,6 +260,9 @@ class Queue(msgspec.Struct, kw_only=True, frozen=True, gc=False):
     # hosts given, just these; else every host but hosts_not.
     hosts: tuple[str, ...] = ()
     hosts_not: tuple[str, ...] = ()
+    # LSF MEMLIMIT (bytes; xce/core/model.apply_queue_limits), appended with defaults.
+    mem_limit_default: int | None = None    # -M given to a job without one
+    mem_limit_max: int | None = None        # a larger -M is refused at submit, bswitch and bmod
 
 
 RECLAIM_POLICIES = ("requeue", "suspend", "kill")

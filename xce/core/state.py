@@ -65,7 +65,7 @@ from xce.core.model import (
     JobSpec,
     JobState,
     Queue,
-    apply_queue_run_limit,
+    apply_queue_limits,
     check_spec,
 )
 from xce.core.memretry import grown
@@ -530,7 +530,7 @@ class ClusterState:
             raise InvalidRequest(f"queue {queue!r} does not exist")
         if queue != spec.queue:
             spec = msgspec.structs.replace(spec, queue=queue)
-        spec = apply_queue_run_limit(spec, self.queues[queue])
+        spec = apply_queue_limits(spec, self.queues[queue])
         if spec.depend is not None:
             self._check_refs(spec, before or [])
         return spec
@@ -749,7 +749,7 @@ class ClusterState:
         if queue is None:
             raise InvalidRequest(f"queue {cmd.queue!r} does not exist (queues: {', '.join(sorted(self.queues))})")
         jobs = self._targets(ch, cmd.job_ids, "switch", PENDING | ACTIVE)
-        specs = [apply_queue_run_limit(msgspec.structs.replace(j.spec, queue=cmd.queue), queue) for j in jobs]
+        specs = [apply_queue_limits(msgspec.structs.replace(j.spec, queue=cmd.queue), queue) for j in jobs]
         out = {}
         for job, new in zip(jobs, specs, strict=True):
             old, job.spec = job.spec.queue, new
@@ -905,7 +905,10 @@ class ClusterState:
         job = self.job(cmd.job_id)
         if job.state in TERMINAL:
             raise Conflict(f"job {job.id} has already ended ({job.state.value})")
-        job.spec = msgspec.structs.replace(job.spec, mem_limit=cmd.mem_limit)
+        queue = self.queues.get(job.spec.queue)
+        spec = msgspec.structs.replace(job.spec, mem_limit=cmd.mem_limit)
+        mem = apply_queue_limits(spec, queue).mem_limit if queue is not None else cmd.mem_limit
+        job.spec = msgspec.structs.replace(job.spec, mem_limit=mem)  # bmod -M changes -M only
         ch.jobs.add(job.id)
         self._hist(job.id, cmd.time, "modified", cmd.by, "mem_limit")
         return "ok"

@@ -111,6 +111,8 @@ def leadership(ctx: Context, now: float, out: Outbox) -> None:
                         dep_never=q.dep_never, reclaimable=q.reclaimable, reclaim_policy=q.reclaim_policy,
                         mem_retries=q.mem_retries, mem_retry_factor=q.mem_retry_factor,
                         mem_retry_max=parse_mem(q.mem_retry_max) if q.mem_retry_max else 0,
+                        mem_limit_max=parse_mem(q.mem_limit) if q.mem_limit else None,
+                        mem_limit_default=parse_mem(q.mem_limit_default) if q.mem_limit_default else None,
                         **queue_sizing(q, cfg.cluster.mem_auto_fallback),
                         **queue_fields(cfg.queue_hosts(n)))
                   for n, q in cfg.queues.items()]

@@ -17,7 +17,7 @@ from xce.core.accounting import ReclaimRules
 from xce.core.errors import ConfigError, XceError
 from xce.core.hostgroups import ALL, HostListError, HostSet, resolve
 from xce.core.jobspec.arrays import ARRAY_SIZE_CAP
-from xce.core.model import RECLAIM_POLICIES
+from xce.core.model import RECLAIM_POLICIES, check_mem_limit
 from xce.core.resources import BUILTIN, ResourceDef
 from xce.core.units import parse_mem
 from xce.site.local import (  # one definition, shared with the fast CLI path
@@ -88,6 +88,8 @@ class QueueConf(msgspec.Struct, forbid_unknown_fields=True):
     description: str = ""
     run_limit: float = 0          # RUNLIMIT maximum, seconds (0: none): a longer -W is refused at submit
     run_limit_default: float = 0  # RUNLIMIT default, seconds (0: none), for a job without -W
+    mem_limit: str = ""           # MEMLIMIT maximum ("": none): a larger -M is refused at submit, bswitch, bmod
+    mem_limit_default: str = ""   # MEMLIMIT default ("": none), the -M of a job without one
     dep_never: str = "keep"                 # a job whose dependency can never be met: "keep" or "kill"
     preempt: list[str] = []          # lower-priority queues whose running jobs this queue's may preempt
     preempt_action: str = "suspend"  # how this queue's jobs are preempted: suspend (SSUSP) | requeue | kill
@@ -461,6 +463,17 @@ def _check_queue(name: str, q: QueueConf, bad: Callable[[str, str], ConfigError]
     if q.run_limit and q.run_limit_default > q.run_limit:
         raise bad(f"queues.{name}.run_limit_default",
                   f"{q.run_limit_default:g} s is above the queue's run_limit {q.run_limit:g} s")
+    limits = {}
+    for key in ("mem_limit", "mem_limit_default"):
+        _check_size(f"queues.{name}.{key}", getattr(q, key), bad)
+        limits[key] = parse_mem(getattr(q, key)) if getattr(q, key) else None
+        try:
+            check_mem_limit(limits[key])
+        except XceError as e:
+            raise bad(f"queues.{name}.{key}", e.message) from None
+    if limits["mem_limit"] is not None and (limits["mem_limit_default"] or 0) > limits["mem_limit"]:
+        raise bad(f"queues.{name}.mem_limit_default",
+                  f"{q.mem_limit_default} is above the queue's mem_limit {q.mem_limit}")
     if q.dep_never not in ("keep", "kill"):
         raise bad(f"queues.{name}.dep_never", f"must be 'keep' or 'kill', got {q.dep_never!r}")
     if q.mem_retries < 0:
