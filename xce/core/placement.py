@@ -484,11 +484,10 @@ def schedule(caps: Mapping[str, HostCap], pending: list[Job], now: float,
     rnd = _Round(caps, now, cluster_free, cluster_names, backfill, releases, limits, explain, reclaim_queues,
                  queue_hosts or {})
     if not explain and not rnd.sweeps:
-        # place() holds a job wider than the free slots at once (they only fall in a round);
-        # with no reason to give and no reservation to sweep for, holding it does nothing.
-        pending = [j for j in pending if j.spec.slots <= rnd.free_slots]
-    for job in pending:
-        rnd.place(job, plan)
+        rnd.place_quietly(pending, plan)
+    else:
+        for job in pending:
+            rnd.place(job, plan)
     plan.reservations = rnd.bf.reservations
     return plan
 
@@ -555,14 +554,38 @@ class _Round:
                 cls.reservable = False
         return cls
 
-    def place(self, job: Job, plan: Plan) -> None:
+    def place_quietly(self, pending: list[Job], plan: Plan) -> None:
+        """``place`` each job where holding one does nothing (no reason to give, no reservation
+        to sweep for), passing over the jobs ``place`` could only hold.
+
+        Free slots only fall in a round, and a class once failed (``_Class.failed``, or beaten
+        by a failed plain demand: ``_Beaten``) stays failed in it: so a job wider than the free
+        slots, or of a (slots, request) whose class failed, is passed at one look-up, without
+        its demand, limits or class, and the round ends when no slot is left.
+        """
+        dead: set[tuple[int, ResReq, bool]] = set()
+        rq = self.reclaim_queues
+        for job in pending:
+            slots = job.spec.slots
+            if slots > self.free_slots:
+                if self.free_slots <= 0:
+                    break  # every job needs a slot (model.validate)
+                continue
+            key = (slots, job.req, reclaiming(job.spec, rq))
+            if key not in dead and self.place(job, plan):
+                dead.add(key)
+
+    def place(self, job: Job, plan: Plan) -> bool:
+        """Place ``job`` or hold it; True if its class failed in this round (every later job of
+        the same demand is held too)."""
         slots = job.spec.slots  # a demand's slots are the job's: checked before the (dearer) demand
         if self.free_slots < slots:
             why = self.no_room.get((slots, self.free_slots)) if self.explain else UNEXPLAINED
             if why is None:
                 why = f"slots: needs {slots}; the cluster has {self.free_slots} free"
                 self.no_room[(slots, self.free_slots)] = why
-            return self.hold(job, None, why, plan)
+            self.hold(job, None, why, plan)
+            return False
         dc = self.demand(job)
         d = dc[0]
         short = cluster_short(d, self.cfree) if d.cluster else None
@@ -570,16 +593,19 @@ class _Round:
         if short:
             if self.explain:
                 plan.reasons[job.id] = short
-            return
+            return False
         cls = self.job_class(dc)
         if cls.failed:
-            return self.hold(job, d, cls.failed, plan)
+            self.hold(job, d, cls.failed, plan)
+            return True
         if self.beaten is not None and self.beaten.beats(d, cls.plain):
-            return self.hold(job, d, UNEXPLAINED, plan)
+            self.hold(job, d, UNEXPLAINED, plan)
+            return True
         veto = self.veto(job)
         end = self.bf.end_of(job) if veto else 0.0
         if veto and cls.vetoed_from and end >= cls.vetoed_from[0]:
-            return self.hold(job, d, cls.vetoed_from[1], plan)
+            self.hold(job, d, cls.vetoed_from[1], plan)
+            return False  # a veto depends on the job's end: a later job of the class may end sooner
         allocs, why, vetoed = _place_one(d, cls, veto, self.explain)
         if allocs is None:
             if not vetoed:
@@ -588,14 +614,16 @@ class _Round:
                     self.beaten.failed(d, cls.plain)
             elif cls.vetoed_from is None or end < cls.vetoed_from[0]:
                 cls.vetoed_from = (end, why)
-            return self.hold(job, d, why, plan)
+            self.hold(job, d, why, plan)
+            return not vetoed
         if self.limits:  # the exact charge, now that the hosts (and so the per-host memory) are known
             over = self.limits.job_reason(job, slots, sum(a.mem for a in allocs))
             if over:
                 if self.explain:
                     plan.reasons[job.id] = over
-                return
+                return False
         self.commit(job, d, allocs, plan)
+        return False
 
     def veto(self, job: Job) -> Veto | None:
         """The job-specific checks beside the fit rule: reservations it must not delay, host limits."""
