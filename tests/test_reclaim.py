@@ -118,6 +118,17 @@ def test_a_round_places_the_reclaim_queue_in_settled_slack_and_charges_it() -> N
     assert plan.reasons[4].startswith("reclaim: needs 1.0G, node1 has 0B reclaimable")
 
 
+def test_the_simulators_round_places_a_spread_reclaiming_job_as_the_daemons_do() -> None:
+    # explain=False bounds a plain demand by its hosts' rooms: a reclaiming job's is the reclaim room
+    # (2G here), not the 512M available, or the bound refuses what the walk places.
+    jobs = [job(1, mem="1G/task", slots=2, reclaim=True)]
+    for explain in (True, False):
+        hc = caps(cap("node1", mem="8G", os_available="4G", slack="3.5G", reclaimable=int(1.5 * G)))
+        plan = schedule(hc, jobs, T0, explain=explain)
+        assert [(jid, [(a.host, a.slots) for a in allocs]) for jid, allocs in plan.placements] == \
+            [(1, [("node1", 2)])], explain
+
+
 # ---- reclaim on a heartbeat (the controller) ---------------------------------------------------
 
 def _kit(policy: str = "requeue") -> tuple[Kit, int, int]:

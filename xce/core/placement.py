@@ -416,6 +416,9 @@ class _Class:
     vetoed_from: tuple[float, str] | None = None
     widest: int = 1 << 62  # the most slots any candidate has: a wider job never fits one host
     plain: tuple | None = None  # _Beaten.key of the class's demand
+    # The round's (slots free, memory room) of each ranking's hosts by id(candidates), emptied on
+    # every commit: the classes sharing a ranking share it (``_capacity``).  None: not kept.
+    rooms: dict[int, list[tuple[int, int]]] | None = None
 
 
 UNEXPLAINED = "not placed"  # a misfit's reason under explain=False (truthy: a class's failed mark), never shown
@@ -514,20 +517,21 @@ class _Round:
         self.cfree = dict(cluster_free or {})
         self.cnames = {n: 0 for n in cluster_names}
         self.free_slots = sum(max(0, h.slots_free) for h in caps.values() if h.schedulable is None)
+        self.rooms: dict[int, list[tuple[int, int]]] = {}  # _Class.rooms
         self.no_room: dict[tuple[int, int], str] = {}  # (slots needed, slots free) -> that reason
         self.bf = Backfill(backfill, now, fit_reason, _place_fresh, releases, fits, explain)
         self.limits = limits
         self.sweeps = 16 if self.bf.most else 0  # reservation sweeps a round may try (each sorts the releases)
 
     def demand(self, job: Job) -> list:
-        """[demand, class or None] of the job: ``job_class`` fills the class in."""
+        """[demand, class or None, its ``_Beaten.key``] of the job: ``job_class`` fills the class in."""
         rec = reclaiming(job.spec, self.reclaim_queues)
         hosts = job_hosts(job, self.queue_hosts)
         dk = (job.spec.slots, job.req, rec, job.spec.exclusive, hosts)
         dc = self.keyed.get(dk)
         if dc is None:
-            dc = self.keyed[dk] = [demand_of(job.spec.slots, job.req, self.cnames, rec, job.spec.exclusive, hosts),
-                                   None]
+            d = demand_of(job.spec.slots, job.req, self.cnames, rec, job.spec.exclusive, hosts)
+            dc = self.keyed[dk] = [d, None, _Beaten.key(d)]
         return dc
 
     def job_class(self, dc: list) -> _Class:
@@ -548,7 +552,7 @@ class _Round:
                 cands.sort(key=rank_key(d))
                 self.ranked[rk] = cands, max((h.slots_total for h in cands), default=0)
             cands, widest = self.ranked[rk]
-            cls = self.classes[d] = _Class(cands, widest=widest, plain=_Beaten.key(d))
+            cls = self.classes[d] = _Class(cands, widest=widest, plain=_Beaten.key(d), rooms=self.rooms)
             if not cls.candidates:
                 cls.failed = (never_fits(d, self.caps.values()) or _no_candidate(d, self.caps.values()))
                 cls.reservable = False
@@ -594,12 +598,14 @@ class _Round:
             if self.explain:
                 plan.reasons[job.id] = short
             return False
+        # Beaten before its class is made: a demand of a failed one's key (whose class made the
+        # key's ranking already) needs none, and a class made later starts just as it would now.
+        if self.beaten is not None and self.beaten.beats(d, dc[2]):
+            self.hold(job, d, UNEXPLAINED, plan)
+            return True
         cls = self.job_class(dc)
         if cls.failed:
             self.hold(job, d, cls.failed, plan)
-            return True
-        if self.beaten is not None and self.beaten.beats(d, cls.plain):
-            self.hold(job, d, UNEXPLAINED, plan)
             return True
         veto = self.veto(job)
         end = self.bf.end_of(job) if veto else 0.0
@@ -640,6 +646,7 @@ class _Round:
         return veto
 
     def commit(self, job: Job, d: Demand, allocs: list[Alloc], plan: Plan) -> None:
+        self.rooms.clear()  # the hosts' rooms move
         for a in allocs:
             self.caps[a.host].charge(a.slots, a.mem, a.virtual.items(), d.exclusive)
             self.free_slots -= a.slots
@@ -723,7 +730,7 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None,
     """
     cands = cls.candidates
     if not explain and veto is None and cls.plain is not None and d.select is None \
-            and _capacity(d, cands, cls.spread_pos) < d.slots:
+            and _capacity(d, cls) < d.slots:
         # Both walks below take at most each host's capacity: short of the slots in all, they
         # fail (no veto to ask, no words to give), and the class is marked failed for the round.
         return None, UNEXPLAINED, False
@@ -807,25 +814,32 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None,
     return None, _best_reason(d, cands, best_reason or f"slots: needs {d.slots} across hosts"), False
 
 
-def _capacity(d: Demand, cands: list[HostCap], start: int) -> int:
+def _capacity(d: Demand, cls: _Class) -> int:
     """For a plain demand (memory per task only, no select): the slots the walks could take
-    from ``cands[start:]``, each host min(slots free, memory available // memory per task).
+    from the class's candidates past ``spread_pos``, each host min(slots free, memory room //
+    memory per task).
 
     That is what ``fits`` lets a share of such a demand have on each host (the spread walk
-    takes exactly that much of each), and the hosts before ``start`` could not take even one
-    slot earlier in the round (resources only shrink).  A bound, never a second fit rule: a
-    walk still makes every placement.
+    takes exactly that much of each), and the hosts before ``spread_pos`` could not take even
+    one slot earlier in the round (resources only shrink).  A bound, never a second fit rule:
+    a walk still makes every placement.
     """
+    if cls.spread_pos or cls.rooms is None:
+        rooms = _rooms(d, cls.candidates, cls.spread_pos)
+    else:  # the classes of a ranking share its hosts' rooms until the next commit
+        rooms = cls.rooms.get(id(cls.candidates))
+        if rooms is None:
+            rooms = cls.rooms[id(cls.candidates)] = _rooms(d, cls.candidates, 0)
     m = d.mem_task
     if not m:
-        return sum(h.slots_free for h in cands[start:] if h.slots_free > 0)
-    total = 0
-    for h in cands[start:]:
-        k = h.slots_free
-        if k > 0:
-            room = h.mem_available // m
-            total += k if k < room else room if room > 0 else 0
-    return total
+        return sum(k for k, _ in rooms)
+    return sum(min(k, room // m) for k, room in rooms if room >= m)
+
+
+def _rooms(d: Demand, cands: list[HostCap], start: int) -> list[tuple[int, int]]:
+    """(slots free, memory room) of the hosts of ``cands[start:]`` with a slot free.  The room
+    depends on the demand only by ``reclaim``, which its ranking (``cands``) shares."""
+    return [(h.slots_free, h.mem_room(d)) for h in cands[start:] if h.slots_free > 0]
 
 
 def _alloc(d: Demand, h: HostCap, slots: int, first: bool) -> Alloc:
