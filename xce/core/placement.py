@@ -567,15 +567,17 @@ class _Round:
         slots, or of a (slots, request) whose class failed, is passed at one look-up, without
         its demand, limits or class, and the round ends when no slot is left.
         """
-        dead: set[tuple[int, ResReq, bool]] = set()
-        rq = self.reclaim_queues
+        # Keyed finer than ``demand`` (queue and ask for the reclaiming flag: one job's key gives
+        # the other, without a call per job); the first job of each key still asks its class.
+        dead: set[tuple[int, ResReq, str, bool]] = set()
         for job in pending:
-            slots = job.spec.slots
+            spec = job.spec
+            slots = spec.slots
             if slots > self.free_slots:
                 if self.free_slots <= 0:
                     break  # every job needs a slot (model.validate)
                 continue
-            key = (slots, job.req, reclaiming(job.spec, rq))
+            key = (slots, job.req, spec.queue, spec.reclaim)
             if key not in dead and self.place(job, plan):
                 dead.add(key)
 
