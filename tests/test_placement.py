@@ -519,6 +519,23 @@ def test_a_failed_demand_rules_out_wider_hungrier_ones_without_a_walk(monkeypatc
     assert plan.reasons[2] == "slots: needs 6, n1 has 4 free of 4"
 
 
+def test_a_quiet_round_passes_over_the_later_jobs_of_a_failed_class(monkeypatch: pytest.MonkeyPatch) -> None:
+    from xce.core import placement
+    asked: list[int] = []
+    real = placement._Round.place
+    monkeypatch.setattr(placement._Round, "place", lambda self, j, p: asked.append(j.id) or real(self, j, p))
+    two = lambda: caps(cap("n1", slots=4, mem="4G"), cap("n2", slots=4, mem="4G"))  # noqa: E731
+    # jobs 1, 3 and 5 are one class (5 x 2G: each host holds 2 such slots); 2 and 4 place, 6 finds no slot left
+    jobs = [job(1, mem="2G/task", slots=5), job(2, mem="1G/task", slots=2), job(3, mem="2G/task", slots=5),
+            job(4, mem="1G/task", slots=6), job(5, mem="2G/task", slots=5), job(6, mem="1M/task", slots=1)]
+    off = BackfillRules(mode="off")  # no reservation to sweep for (the simulator's greedy policies)
+    plan = schedule(two(), jobs, T0, backfill=off, explain=False)
+    assert [jid for jid, _ in plan.placements] == [2, 4] and asked == [1, 2, 4]
+    asked.clear()
+    daemons = schedule(two(), jobs, T0, backfill=off)  # the daemons' round asks each job, and decides the same
+    assert [jid for jid, _ in daemons.placements] == [2, 4] and asked == [1, 2, 3, 4, 5, 6]
+
+
 def test_a_job_wider_than_every_host_keeps_the_reason_of_the_one_host_walk() -> None:
     cs = caps(cap("n1", slots=2, mem="8G", slack="7G"), cap("n2", slots=2, mem="8G", slack="7G"))
     plan = schedule(cs, [job(1, mem="1G/task", slots=3)], T0)

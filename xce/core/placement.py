@@ -20,7 +20,9 @@ Jobs with identical demands form a class; within one round resources only
 shrink, so a class that failed once fails again with the same reason and its
 ranked candidate list is only ever walked forward.  ``schedule(explain=False)`` (the
 simulator's, which discards reasons) places the same without building the words of a
-misfit, and lets a failed plain demand rule out every wider, hungrier one (``_Beaten``).
+misfit, lets a failed plain demand rule out every wider, hungrier one (``_Beaten``), and,
+with no reservation to sweep for, passes over each later job of a failed class at one
+look-up (``_Round.place_quietly``).
 """
 
 from __future__ import annotations
