@@ -569,9 +569,9 @@ class _Round:
         slots, or of a (slots, request) whose class failed, is passed at one look-up, without
         its demand, limits or class, and the round ends when no slot is left.
         """
-        # Keyed finer than ``demand`` (queue and ask for the reclaiming flag: one job's key gives
-        # the other, without a call per job); the first job of each key still asks its class.
-        dead: set[tuple[int, ResReq, str, bool]] = set()
+        # Keyed finer than ``demand``: the queue and the job's own flags give its reclaiming and
+        # its queue's hosts without a call per job; the first job of each key still asks its class.
+        dead: set[tuple[int, ResReq, str, bool, bool]] = set()
         for job in pending:
             spec = job.spec
             slots = spec.slots
@@ -579,7 +579,7 @@ class _Round:
                 if self.free_slots <= 0:
                     break  # every job needs a slot (model.validate)
                 continue
-            key = (slots, job.req, spec.queue, spec.reclaim)
+            key = (slots, job.req, spec.queue, spec.reclaim, spec.exclusive)
             if key not in dead and self.place(job, plan):
                 dead.add(key)
 
