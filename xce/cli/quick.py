@@ -29,7 +29,7 @@ SPEC_DEFAULTS: dict[str, object] = {
     "cwd": "", "env": {}, "stdout": None, "stderr": None, "rerunnable": None,
     "priority": 0, "run_limit": None, "run_estimate": None, "project": "", "group": "",
     "depend": None, "array": None, "index": 0, "stdout_overwrite": False, "stderr_overwrite": False,
-    "submit_host": "", "script": "", "reclaim": False}
+    "submit_host": "", "script": "", "reclaim": False, "exclusive": False}
 VALUE_OPTIONS = {"-q": "queue", "-n": "slots", "-R": "resreq", "-M": "mem_limit", "-J": "name",
                  "-o": "stdout", "-e": "stderr", "--cwd": "cwd"}
 
