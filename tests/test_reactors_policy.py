@@ -15,7 +15,7 @@ from test_reactors_clients import only_reply
 
 from xce.core.model import HostUsage
 from xce.core.sched.site import PolicyState
-from xce.core.state import Cleanup, Finish, Kill
+from xce.core.state import Cleanup, Finish, HostLost, Kill, Place, Requeue
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
 from xce.site.config import Config, ControllerConf, LimitConf
@@ -73,6 +73,58 @@ def test_a_forgotten_jobs_usage_still_counts() -> None:
     after = shares(k)["alice"]
     assert after.slot_seconds == pytest.approx(before.slot_seconds)
     assert after.priority == pytest.approx(before.priority) and after.priority < 1
+
+
+def requeued(k, user: str, hours: float = 1.0, how: str = "brequeue", **kw) -> int:
+    """A job of ``user`` that ran one slot with 1G for ``hours`` and was requeued: PEND again."""
+    job = k.run_job("node1", user=user, **kw)
+    end = T0 + 1 + hours * 3600
+    if how == "brequeue":
+        k.state.apply(Requeue(time=end - 1, job_ids=[job.id]))
+        k.state.apply(Finish(time=end, job_id=job.id, attempt=1, host="node1", signal=15,
+                             usage=HostUsage(host="node1", reserved=G, actual=G, peak=G, charged_peak=G)))
+    else:  # its host lost, its queue rerunnable: the lost host's reservation is its charge
+        k.state.apply(HostLost(time=end, name="node1"))
+    assert k.state.jobs[job.id].state.value == "PEND"
+    return job.id
+
+
+@pytest.mark.parametrize("how", ["brequeue", "host lost"])
+def test_a_requeued_runs_usage_still_counts(how: str) -> None:
+    """Every run is charged: a run that was requeued counts as one that ended, before and after
+    the job runs again, in a fresh book (failover) as in the scheduler's incremental one, and
+    after Cleanup forgets the job.  (Failed on the old code: the run's usage was dropped with it.)"""
+    k = kit(host("node1"))
+    k.now = T0 + 7200
+    ran(k, "alice")
+    jid = requeued(k, "bob", how=how, rerunnable=True)
+    rows = shares(k)
+    assert rows["bob"].slot_seconds == pytest.approx(rows["alice"].slot_seconds)
+    assert rows["bob"].mem_seconds == pytest.approx(rows["alice"].mem_seconds)
+    assert rows["bob"].priority == pytest.approx(rows["alice"].priority) and rows["bob"].priority < 1
+    # The scheduler's book folded the run while the job was pending; it runs again and ends:
+    # both runs count once, in the kept book and in a fresh one alike.
+    kept = PolicyState(k.ctx.site)
+    kept.round_inputs(k.state.jobs.values(), [], [], None, {}, k.now)
+    if how != "brequeue":
+        k.state.hosts["node1"].unavail = False
+    k.state.apply(Place(time=T0 + 7300, job_id=jid, attempt=k.state.jobs[jid].attempt, allocs=[
+        k.state.jobs[1].allocs[0]]))
+    k.state.apply(Finish(time=T0 + 7300 + 3600, job_id=jid, attempt=k.state.jobs[jid].attempt, host="node1",
+                         exit_code=0, usage=HostUsage(host="node1", reserved=G, actual=G, peak=G, charged_peak=G)))
+    at = T0 + 4 * 3600
+    fresh = PolicyState(k.ctx.site)
+    for ps in (kept, fresh):
+        ps.book.fold(k.state.jobs.values(), at)
+    bob = ("bob", "", "", "normal")
+    assert kept.book.usage[bob] == pytest.approx(fresh.book.usage[bob])
+    assert fresh.book.usage[bob][0] > 1.9 * fresh.book.usage[("alice", "", "", "normal")][0]
+    # Cleanup forgets the job with both its runs folded into the hard state.
+    k.state.apply(Cleanup(time=at, keep_finished=0, half_life=18_000.0))
+    assert jid not in k.state.jobs
+    gone = PolicyState(k.ctx.site, k.state.usage_past, k.state.usage_as_of)
+    gone.book.fold(k.state.jobs.values(), at)
+    assert gone.book.usage[bob] == pytest.approx(fresh.book.usage[bob])
 
 
 def test_fairshare_off_has_no_rows() -> None:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from xce.core.accounting import Ledger
-from xce.core.model import HostUsage, JobState
+from xce.core.model import HostUsage, JobState, PastRun
 from xce.core.sched.fairshare import (
     EQUAL_SHARES,
     Fairshare,
@@ -83,6 +83,22 @@ def test_usage_is_re_derived_from_records_after_failover() -> None:
     new = UsageBook(H)
     new.fold(recs, T0 + 5 * H)
     assert {k: pytest.approx(v) for k, v in new.usage.items()} == old.usage
+
+
+def test_a_requeued_run_counts_in_the_queue_it_ran_in_once() -> None:
+    """A job's earlier runs (kept on it at a requeue) are folded once each, pending or ended,
+    keyed on the queue each ran in (a bswitch after a run moves only later runs)."""
+    again = job(1, user="a", state=JobState.PEND, queue="normal",
+                runs=[PastRun(T0, T0 + H, 2.0, float(G), "short")])
+    book = UsageBook(H)
+    assert book.fold([again], T0 + 2 * H) == 1 and book.fold([again], T0 + 2 * H) == 0
+    assert book.usage == {("a", "", "", "short"): [pytest.approx(decayed(2.0, T0, T0 + H, T0 + 2 * H, H)),
+                                                   pytest.approx(decayed(float(G), T0, T0 + H, T0 + 2 * H, H))]}
+    ended = done(1, "a", T0 + 2 * H, T0 + 3 * H, runs=again.runs)
+    assert book.fold([ended], T0 + 3 * H) == 1  # only its last run is new
+    fresh = UsageBook(H)
+    fresh.fold([ended], T0 + 3 * H)
+    assert {k: pytest.approx(v) for k, v in fresh.usage.items()} == book.usage
 
 
 def test_running_jobs_count_until_now() -> None:

@@ -74,7 +74,7 @@ def test_round_inputs_from_the_clusters_jobs() -> None:
     plan = schedule(caps(cap("n1", slots=8)), got.ordering.order(pend), T0, releases=got.releases, limits=got.limits)
     assert sorted(j for j, _ in plan.placements) == [3, 4]
     assert plan.reasons[5] == "limit u: alice uses 3 of 3 slots"
-    assert st.book.folded == {1}
+    assert st.book.folded == {1: 1}  # job id -> its ended runs folded
 
 
 def test_fairshare_off_is_queue_job_priority_and_submit() -> None:

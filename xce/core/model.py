@@ -177,6 +177,17 @@ class HostUsage(msgspec.Struct, kw_only=True, gc=False):
     slack_integral: float = 0.0  # byte-seconds reserved but unused
 
 
+class PastRun(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """An earlier run of a requeued job, as fairshare charges it (fairshare.job_rates when it
+    was requeued): its slots and charged bytes over [start, end), in the queue it ran in."""
+
+    start: float
+    end: float
+    slots: float
+    mem: float
+    queue: str
+
+
 class Job(msgspec.Struct, kw_only=True, gc=False):
     id: int
     spec: JobSpec
@@ -199,6 +210,7 @@ class Job(msgspec.Struct, kw_only=True, gc=False):
     held: bool = False               # pending on a dependency not yet satisfied: the scheduler skips it
     mem_tries: int = 0               # retries with more memory so far (xce/core/memretry.py)
     suspend_reason: str = ""         # why the system suspended it (SSUSP); "" once it runs again
+    runs: list[PastRun] = []         # its runs before a requeue: every run's usage is charged (fairshare)
 
     @property
     def hosts(self) -> list[str]:

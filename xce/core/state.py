@@ -72,7 +72,7 @@ from xce.core.memretry import grown
 from xce.core.resreq import ResReq
 from xce.core.units import fmt_bytes
 from xce.core.result import Err, Ok, Result
-from xce.core.sched.fairshare import UsageBook
+from xce.core.sched.fairshare import UsageBook, past_run
 
 S = JobState
 ANSWERS_KEPT = 100_000  # keyed answers kept: retries arrive within seconds; this is hours of writes
@@ -428,6 +428,8 @@ class ClusterState:
         if job.state in TERMINAL:
             self.finished_order.remove(job.id)  # O(n): brequeue of an ended job is rare
         self._set(ch, job, "requeue", time, by, why)
+        if job.start_time is not None:  # the run's usage stays charged (fairshare), in the job's hard state
+            job.runs = [*job.runs, past_run(job, time)]
         job.allocs, job.finished_hosts, job.usage = [], [], []
         job.start_time, job.end_time, job.exit_code, job.signal = None, None, None, None
         job.requeues += 1

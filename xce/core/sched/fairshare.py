@@ -40,7 +40,7 @@ from operator import attrgetter
 import msgspec
 
 from xce.core import accounting
-from xce.core.model import TERMINAL, Job
+from xce.core.model import TERMINAL, Job, PastRun
 
 BY = ("user", "group", "project")
 # A job's usage key: who ran it and where (per-queue trees count only their queue's jobs).
@@ -112,6 +112,20 @@ def job_rates(job: Job, ledger: accounting.Ledger | None = None) -> tuple[float,
     return float(slots), float(mem)
 
 
+def past_run(job: Job, now: float) -> PastRun:
+    """The run a requeue ends, as this module charges it: kept on the job (hard state), so
+    every run's usage counts, not only the last one's."""
+    slots, mem = job_rates(job)
+    assert job.start_time is not None
+    return PastRun(job.start_time, job.end_time if job.end_time is not None else now, slots, mem, job.spec.queue)
+
+
+def ended_runs(job: Job) -> int:
+    """How many of a job's runs have ended: its requeued ones, and its last once it ended."""
+    last = job.state in TERMINAL and job.start_time is not None and job.end_time is not None
+    return len(job.runs) + last
+
+
 class UsageBook:
     """Decayed usage per key, as of ``as_of``: finished jobs folded once each, incrementally."""
 
@@ -119,7 +133,7 @@ class UsageBook:
         self.half_life = half_life
         self.as_of = 0.0
         self.usage: dict[Key, list[float]] = {}  # key -> [slot-seconds, byte-seconds]
-        self.folded: set[int] = set()
+        self.folded: dict[int, int] = {}  # job id -> its ended runs folded so far
 
     def decay_to(self, now: float) -> None:
         if now <= self.as_of:
@@ -139,33 +153,46 @@ class UsageBook:
         return book
 
     def add_ended(self, jobs: Iterable[Job], now: float) -> None:
-        """Fold these ended jobs, with no memory of which were folded (the state's fold at Cleanup)."""
+        """Fold every ended run of these jobs, with no memory of which were folded (the
+        state's fold at Cleanup)."""
         self.decay_to(now)
         for j in jobs:
-            if j.start_time is not None and j.end_time is not None:
-                self._add(key_of(j), job_rates(j), j.start_time, j.end_time, self.as_of)
+            self._add_runs(j, 0, ended_runs(j))
 
     def fold(self, jobs: Iterable[Job], now: float) -> int:
-        """Fold the ended jobs of ``jobs`` not folded yet (one that never started adds nothing).
+        """Fold the ended runs of ``jobs`` not folded yet: the runs of requeued jobs, and the
+        last run of each ended job (one that never started adds nothing); returns how many.
 
         ``jobs`` is every job the cluster still keeps: the ids remembered as folded are
-        those, so a forgotten job's id is let go while its usage stays in the book.
+        those, so a forgotten job's id is let go while its usage stays in the book.  A
+        requeue moves an ended job's last run into its ``runs`` unchanged, so the count of
+        its ended runs, and what was folded of them, stays the same.
         """
         self.decay_to(now)
         n = 0
-        seen: set[int] = set()
+        seen: dict[int, int] = {}
         folded = self.folded
         for j in jobs:
-            if j.state not in TERMINAL:
+            if not j.runs and j.state not in TERMINAL:
                 continue
-            seen.add(j.id)
-            if j.id in folded:
+            ended = ended_runs(j)
+            if not ended:
                 continue
-            n += 1
-            if j.start_time is not None and j.end_time is not None:
-                self._add(key_of(j), job_rates(j), j.start_time, j.end_time, self.as_of)
+            seen[j.id] = ended
+            done = folded.get(j.id, 0)
+            if ended > done:
+                n += ended - done
+                self._add_runs(j, done, ended)
         self.folded = seen
         return n
+
+    def _add_runs(self, j: Job, first: int, end: int) -> None:
+        """Add runs ``first`` .. ``end - 1`` of ``j`` (its requeued runs, then its last)."""
+        u = j.spec
+        for r in j.runs[first:end]:
+            self._add((u.user, u.group, u.project, r.queue), (r.slots, r.mem), r.start, r.end, self.as_of)
+        if end > len(j.runs) and j.start_time is not None and j.end_time is not None:
+            self._add(key_of(j), job_rates(j), j.start_time, j.end_time, self.as_of)
 
     def _add(self, key: Key, rates: tuple[float, float], start: float, end: float, at: float,
              into: dict[Key, list[float]] | None = None) -> None:
