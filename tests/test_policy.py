@@ -106,7 +106,8 @@ def test_bad_policy_files(tmp_path: Path, text: str, msg: str) -> None:
 
 def test_ownable_and_op_table_are_consistent() -> None:
     assert OWNABLE <= set(PERMISSIONS)
-    served = set(S.REQUESTS) - {Op.RUN_JOB, Op.KILL_JOB, Op.SIGNAL_JOB, Op.PEEK_JOB, Op.EVENT}  # controller -> others
+    served = set(S.REQUESTS) - {Op.RUN_JOB, Op.KILL_JOB, Op.SIGNAL_JOB, Op.PEEK_JOB, Op.EVENT,
+                                  Op.LAUNCH_TASK, Op.POLL_TASK}  # controller -> others
     assert set(OP_PERMISSIONS) == served
     assert {p for p in OP_PERMISSIONS.values() if p} <= set(PERMISSIONS)
 

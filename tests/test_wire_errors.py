@@ -18,9 +18,12 @@ from xce.core.errors import (
     IllegalTransition,
     Infeasible,
     InvalidRequest,
+    LaunchDenied,
     LimitReached,
+    NoShare,
     NotFound,
     NotLeader,
+    NotRunning,
     PermissionDenied,
     ProtocolError,
     ResReqError,
@@ -41,6 +44,8 @@ SAMPLES: list[XceError] = [
     Unauthenticated("a token is needed"), NotLeader("tcp://127.0.0.1:7001"), NotLeader(None),
     Unavailable("no answer"), ConfigError("xce.toml: key x: bad"),
     LimitReached("limit user_pend: alice has 1 of 1 pending jobs"),
+    LaunchDenied("the launch token is not valid for job 12"), NotRunning("job 12 is PEND"),
+    NoShare("job 12 has no share on node3"),
 ]
 
 

@@ -147,11 +147,30 @@ class ConfigError(XceError):
     http_status = 500
 
 
+class LaunchDenied(XceError):
+    """`xce launch` (blaunch) with a launch token that does not vouch for the job's current attempt."""
+
+    code = "launch_denied"
+    http_status = 403
+
+
+class NotRunning(Conflict):
+    """A request that needs the job running (RUN), made while it is in another state."""
+
+    code = "not_running"
+
+
+class NoShare(Conflict):
+    """A host that holds no running share of the job (never one of its hosts, or its share there ended)."""
+
+    code = "no_share"
+
+
 ERROR_CLASSES: dict[str, type[XceError]] = {
     cls.code: cls
     for cls in (
         XceError, InvalidRequest, ResReqError, ProtocolError, NotFound, Conflict, LimitReached,
         IllegalTransition, Infeasible, PermissionDenied, Unauthenticated, NotLeader,
-        Unavailable, ConfigError,
+        Unavailable, ConfigError, LaunchDenied, NotRunning, NoShare,
     )
 }

@@ -51,6 +51,7 @@ from xce.reactors.timers import on_keys_changed, on_tick
 from xce.replica.live import Live
 from xce.security.auditlog import AuditLog
 from xce.security.auth import KEYS_FILE, TokenService, auth_dir
+from xce.security.launch import derive_key
 from xce.security.curve import (
     AllowList,
     KeyStore,
@@ -129,6 +130,8 @@ class Controller:
             fsync_journal(self.raft, journal)
         self.out = Outbox()
         self.rc = self._context(cfg, RaftPort(self.raft, router_by_raft))
+        # What every controller shares and no one else holds: the launch tokens' key (xce launch).
+        self.rc.launch_key = derive_key(self.curve.secret if self.curve else c.raft_password)
 
     def _bind(self, cfg: Config) -> None:
 

@@ -45,15 +45,20 @@ class Op(IntEnum):
     JOB_FINISHED = 43
     JOB_SIGNALLED = 44  # the answer to SIGNAL_JOB: sent, and suspended or not
     JOB_OUTPUT = 45     # the answer to PEEK_JOB
+    TASK_STATE = 46     # the answer to LAUNCH_TASK and POLL_TASK
 
     # controller -> worker
     RUN_JOB = 50
     KILL_JOB = 51
     SIGNAL_JOB = 52   # a signal to the job's processes (stop, continue, any)
     PEEK_JOB = 53     # read the tail of the job's output files
+    LAUNCH_TASK = 54  # start a task inside the job's share (xce launch)
+    POLL_TASK = 55    # a launched task's new output and, once it ended, its exit code
 
     # controller PUB
     EVENT = 60
 
     # clients, continued (10-29 are taken)
     LIMITS = 70       # each limit's use and the jobs it holds (blimits)
+    LAUNCH = 71       # blaunch: start a task of a running job on one of its hosts
+    LAUNCH_POLL = 72  # a launched task's new output, its exit code once it ended; or signal it

@@ -471,6 +471,7 @@ class RunJob(msgspec.Struct, kw_only=True):
     slots: list[int] = []                # slots per host, as ``hosts``; [] from older leaders: 1 each
     element: ArrayElement | None = None  # set when the job is an element of an array
     reclaiming: bool = False             # it runs on reclaimable memory (the pressure kill takes it first)
+    launch_token: str = ""               # XCE_LAUNCH_TOKEN: what `xce launch` shows (xce/security/launch.py)
 
 
 class OrderKey(msgspec.Struct):
@@ -549,6 +550,86 @@ class JobOutput(msgspec.Struct, kw_only=True):
     error: str = ""  # why there is nothing ("job 4 does not run on host a")
 
 
+class LaunchRequest(msgspec.Struct, kw_only=True):
+    """blaunch: start ``command`` as a task of the job that ``token`` (XCE_LAUNCH_TOKEN) names, on
+    ``host``, inside the job's share there.  ``key`` makes a retry start nothing twice."""
+
+    token: str
+    host: str
+    command: list[str]
+    key: str
+    cwd: str = ""                      # "" : the job's cwd
+    env: dict[str, str] = {}           # over the share's own environment (SLURM_PROCID, ...)
+
+
+class LaunchPoll(msgspec.Struct, kw_only=True):
+    """The output of task ``task`` on ``host`` past the given offsets (bytes), and its end once it
+    ended; with ``signal``, that signal is sent to the task first."""
+
+    token: str
+    host: str
+    task: int
+    stdout_offset: int = 0
+    stderr_offset: int = 0
+    max_bytes: int = 256 * 1024        # per stream
+    signal: int = 0
+
+
+class LaunchReply(msgspec.Struct, kw_only=True):
+    """What LAUNCH and LAUNCH_POLL answer: the task, output past the offsets, and whether it ended."""
+
+    job_id: int
+    host: str
+    task: int
+    stdout: bytes = b""
+    stderr: bytes = b""
+    ended: bool = False                # it ended and the output above reaches the end of both files
+    exit_code: int | None = None       # 128+n when killed by signal n; None: lost
+    signal: int | None = None
+
+
+class LaunchTask(msgspec.Struct, kw_only=True):
+    """Controller -> worker: start a task inside the job's share here; answered by TASK_STATE."""
+
+    job_id: int
+    attempt: int
+    ticket: int
+    key: str
+    command: list[str]
+    cwd: str = ""
+    env: dict[str, str] = {}
+
+
+class PollTask(msgspec.Struct, kw_only=True):
+    """Controller -> worker: a launched task's output past the offsets (and signal it first)."""
+
+    job_id: int
+    attempt: int
+    ticket: int
+    task: int
+    stdout_offset: int = 0
+    stderr_offset: int = 0
+    max_bytes: int = 256 * 1024
+    signal: int = 0
+
+
+class TaskState(msgspec.Struct, kw_only=True):
+    """Worker -> controller: the answer to LAUNCH_TASK or POLL_TASK ``ticket``; with ``error``
+    (and its class's ``code``, xce/core/errors.py) the task did not start or is unknown."""
+
+    host: str
+    ticket: int
+    job_id: int
+    task: int = 0
+    stdout: bytes = b""
+    stderr: bytes = b""
+    ended: bool = False
+    exit_code: int | None = None
+    signal: int | None = None
+    error: str = ""
+    code: str = ""
+
+
 class Ack(msgspec.Struct):
     ok: bool = True
     detail: str = ""
@@ -580,6 +661,8 @@ REQUESTS: dict[Op, type] = {
     Op.STOP: ControlRequest, Op.RESUME: ControlRequest, Op.REQUEUE: ControlRequest, Op.SWITCH: SwitchRequest,
     Op.MOVE: MoveRequest, Op.MODIFY_SPEC: ModifySpecRequest, Op.HIST: HistRequest,
     Op.FAIRSHARE: Empty, Op.LIMITS: Empty,
+    Op.LAUNCH: LaunchRequest, Op.LAUNCH_POLL: LaunchPoll, Op.TASK_STATE: TaskState,
+    Op.LAUNCH_TASK: LaunchTask, Op.POLL_TASK: PollTask,
 }
 
 REPLIES: dict[Op, type] = {
@@ -594,6 +677,8 @@ REPLIES: dict[Op, type] = {
     Op.STOP: ControlReply, Op.RESUME: ControlReply, Op.REQUEUE: ControlReply, Op.SWITCH: ControlReply,
     Op.MOVE: Ack, Op.MODIFY_SPEC: Ack, Op.HIST: HistReply,
     Op.FAIRSHARE: FairshareReply, Op.LIMITS: LimitsReply,
+    Op.LAUNCH: LaunchReply, Op.LAUNCH_POLL: LaunchReply, Op.TASK_STATE: Ack,
+    Op.LAUNCH_TASK: Ack, Op.POLL_TASK: Ack,
 }
 
 # Largest body accepted per request: the one table of limits (xce/core/limits.py).

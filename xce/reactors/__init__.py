@@ -13,6 +13,7 @@ file (import-linter's contracts in pyproject.toml and tests/test_reactors_layer.
     workers.py      PLACE REGISTER HEARTBEAT JOB_STARTED JOB_FINISHED
     control.py      STOP RESUME REQUEUE SWITCH MOVE MODIFY_SPEC HIST (job control)
     jobrun.py       KILL with a signal, JOB_SIGNALLED, PEEK, JOB_OUTPUT (peeks wait under a ticket)
+    launch.py       LAUNCH, LAUNCH_POLL, TASK_STATE (xce launch: the token checked, forwarded under a ticket)
     orders.py       RUN_JOB / KILL_JOB to workers, re-sent until confirmed; kills chased
     after_apply.py  after Raft applied: leadership, ledger sync, events, orders (``on_applied``)
     timers.py       the leader's periodic work: hosts lost, re-dispatch, prune, cleanup (``on_tick``)

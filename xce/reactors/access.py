@@ -22,7 +22,7 @@ from xce.security.policy import OP_PERMISSIONS, authorize as policy_authorize
 # Placing is the scheduler's alone, and reporting a host's its worker's alone.
 SCHEDULER_OPS = frozenset({Op.PLACE})
 WORKER_OPS = frozenset({Op.REGISTER, Op.HEARTBEAT, Op.JOB_STARTED, Op.JOB_FINISHED, Op.JOB_SIGNALLED,
-                        Op.JOB_OUTPUT})
+                        Op.JOB_OUTPUT, Op.TASK_STATE})
 DAEMON_OPS = SCHEDULER_OPS | WORKER_OPS
 DAEMON_GRANT_TTL = 5.0  # seconds a verified daemon grant is reused: bounds how late a key-ring revocation bites
 

@@ -27,6 +27,7 @@ from xce.proto import schema as S
 from xce.proto.opcodes import Op
 from xce.replica.live import Live
 from xce.security.auth import TokenService
+from xce.security.launch import derive_key
 from xce.security.policy import Policy
 from xce.site.config import Config
 
@@ -84,6 +85,7 @@ class Book:
     # (job, host) -> (attempt, stop?, sent): a SIGSTOP/SIGCONT the state wants and no worker confirmed yet
     signals: dict[tuple[int, str], tuple[int, bool, float]] = field(default_factory=dict)
     peeks: dict[int, Peek] = field(default_factory=dict)  # ticket -> the client waiting for a JOB_OUTPUT
+    launches: dict[int, Peek] = field(default_factory=dict)  # ticket -> the client waiting for a TASK_STATE
     # (job, attempt) -> when reclaim sent it away; (job, -1) -> when it resumed it (reclaim.py)
     reclaimed: dict[tuple[int, int], float] = field(default_factory=dict)
     last_ticket: int = 0
@@ -148,6 +150,8 @@ class Context:
     next_check: float = 0.0
     next_prune: float = 0.0
     cluster_totals: dict[str, int] = field(default_factory=dict)
+    # The key of the launch tokens (xce/security/launch.py); the shell sets the cluster's own.
+    launch_key: bytes = field(default_factory=lambda: derive_key(b""))
     site: SitePolicy = field(init=False)  # the scheduling policy from cfg: the views the scheduler's figures
 
     def __post_init__(self) -> None:

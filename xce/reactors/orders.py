@@ -20,6 +20,7 @@ from xce.reactors.context import Context
 from xce.reactors.jobrun import release_order
 from xce.reactors.outbox import Outbox
 from xce.replica.live import mem_decay
+from xce.security.launch import make_token
 
 log = logging.getLogger("xce.controller")
 RESEND_AFTER = 2.0  # seconds an order may go unconfirmed before it is sent again
@@ -58,7 +59,8 @@ def dispatch(ctx: Context, job: Job, host: str, now: float, out: Outbox) -> None
         return  # re-sent once its worker registers
     order = S.RunJob(job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
                      mem_duration_s=duration, mem_decay=decay, slots=[a.slots for a in job.allocs],
-                     element=array_element(job), reclaiming=reclaiming(job.spec, ctx.live.reclaim_queues))
+                     element=array_element(job), reclaiming=reclaiming(job.spec, ctx.live.reclaim_queues),
+                     launch_token=make_token(ctx.launch_key, job.id, job.attempt))
     data = encode(Op.RUN_JOB, 0, order, term=ctx.raft.term())
     limit = body_limit(Op.RUN_JOB.name)
     if len(data) > limit:  # a worker would refuse it: end the share now, not re-send it forever

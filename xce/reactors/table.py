@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from xce.core.errors import NotLeader, ProtocolError, XceError
 from xce.proto.opcodes import Op
-from xce.reactors import clients, control, jobrun, signals, workers
+from xce.reactors import clients, control, jobrun, launch, signals, workers
 from xce.reactors.access import DAEMON_OPS, audit_entry, authorize, check_daemon_key
 from xce.reactors.context import Context
 from xce.reactors.outbox import Outbox, Request
@@ -57,6 +57,8 @@ ROUTES: dict[Op, Route] = {
     Op.LIMITS: Route(clients.on_limits),
     Op.JOB_SIGNALLED: Route(signals.on_job_signalled),
     Op.JOB_OUTPUT: Route(jobrun.on_job_output),
+    Op.LAUNCH: Route(launch.on_launch), Op.LAUNCH_POLL: Route(launch.on_launch_poll),
+    Op.TASK_STATE: Route(launch.on_task_state),
 }
 AUDITED_OPS = frozenset(op for op, r in ROUTES.items() if r.audited)
 STALE_READS = frozenset({Op.JOBS, Op.HOSTS})  # a follower serves these when the request says stale_ok

@@ -15,6 +15,7 @@ from xce.core.result import Ok, Result
 from xce.core.state import Cleanup, HostLost, HostUnknown
 from xce.reactors.context import Book, Context
 from xce.reactors.jobrun import expire_peeks, release_order
+from xce.reactors.launch import expire_launches
 from xce.reactors.orders import RESEND_AFTER, chase_kills, dispatch
 from xce.reactors.outbox import Outbox
 from xce.reactors.signals import resignal
@@ -40,6 +41,7 @@ def on_tick(ctx: Context, now: float, out: Outbox) -> None:
         ctx.next_prune = now + PRUNE_PERIOD
         prune_confirmed(ctx)
     expire_peeks(ctx, now, out)
+    expire_launches(ctx, now, out)
     keep = ctx.cfg.controller.keep_finished
     if len(ctx.state.finished_order) > keep + CLEANUP_SLACK:
         out.commit(Cleanup(time=now, keep_finished=keep, half_life=ctx.cfg.fairshare.half_life))

@@ -60,6 +60,9 @@ OP_PERMISSIONS: dict[Op, str | None] = {
     Op.MOVE: "jobs.modify", Op.MODIFY_SPEC: "jobs.modify", Op.HIST: "jobs.read",
     # Everyone who may list queues sees the share trees and limits, as bqueues -l and blimits show them.
     Op.FAIRSHARE: "queues.read", Op.LIMITS: "queues.read",
+    # blaunch needs no user token: its launch token (XCE_LAUNCH_TOKEN, xce/security/launch.py) proves
+    # it runs inside the job, and the reactor checks that, as LSF lets any task of a job blaunch.
+    Op.LAUNCH: None, Op.LAUNCH_POLL: None, Op.TASK_STATE: "daemon.worker",
 }
 _BY_IDS = frozenset({Op.KILL, Op.JOBS, Op.STOP, Op.RESUME, Op.REQUEUE, Op.SWITCH})  # bodies naming jobs in ``ids``
 _BY_ID = frozenset({Op.MODIFY, Op.PEEK, Op.MOVE, Op.MODIFY_SPEC, Op.HIST})                  # and in ``id``

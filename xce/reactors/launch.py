@@ -1,0 +1,104 @@
+"""`xce launch` (blaunch, srun inside a job): tasks of a running job started on its hosts.
+
+A LAUNCH shows the job's launch token (XCE_LAUNCH_TOKEN, xce/security/launch.py), and the
+leader checks, in order: the token is this cluster's; the job exists, runs (RUN) its
+current attempt, and holds a share on the host that has not ended there; that host's worker
+is connected.  It then forwards the start to that worker (LAUNCH_TASK) under a ticket and
+answers when the worker's TASK_STATE comes back.  LAUNCH_POLL is checked the same way and
+forwarded as POLL_TASK: it brings the task's new output (from the offsets the caller
+already has) and, once the task ended, its exit code.
+
+Why relayed through the leader, polled, like peek: a worker has no socket a client can
+reach (it only dials the controllers), and the leader is where the token, the job's
+state and its hosts are known; a poll is an idempotent read, so the request connection's
+retries and leader changes need nothing more.  A start carries the caller's idempotency
+key, which the worker keeps per task: a retried LAUNCH starts nothing twice.  Nothing here
+changes replicated state.  Waiting clients expire after LAUNCH_WAIT (``expire_launches``).
+"""
+
+from __future__ import annotations
+
+from xce.core.errors import InvalidRequest, LaunchDenied, NoShare, NotFound, NotRunning, Unavailable, XceError
+from xce.core.model import Job, JobState
+from xce.proto import schema as S
+from xce.proto.opcodes import Op
+from xce.reactors.context import Context, Peek
+from xce.reactors.outbox import Outbox, Request
+from xce.security.launch import verify_token
+
+LAUNCH_WAIT = 10.0         # seconds a client waits for the worker's answer
+POLL_MAX = 1 << 20         # bytes of each stream a poll may ask for
+
+
+def launch_target(ctx: Context, token: str, host: str) -> Job:
+    """The job ``token`` vouches for, if it may run a task on ``host`` now; a specific refusal if not."""
+    job_id, attempt = verify_token(ctx.launch_key, token)
+    job = ctx.state.jobs.get(job_id)
+    if job is None:
+        raise NotFound(f"job {job_id} not found")
+    if attempt != job.attempt:
+        raise LaunchDenied(f"the launch token is for attempt {attempt} of job {job_id}, "
+                           f"which now runs attempt {job.attempt}")
+    if job.state != JobState.RUN:
+        raise NotRunning(f"job {job_id} is {job.state.value}: tasks are launched only while it runs (RUN)")
+    if host not in job.hosts:
+        raise NoShare(f"job {job_id} has no share on {host}: its hosts are {' '.join(job.hosts)}")
+    if host in job.finished_hosts:
+        raise NoShare(f"job {job_id}'s share on {host} has ended")
+    if host not in ctx.book.workers:
+        raise Unavailable(f"job {job_id}: the worker of {host} is not connected")
+    return job
+
+
+def on_launch(ctx: Context, req: Request, body: S.LaunchRequest, out: Outbox) -> None:
+    if not body.command or not body.command[0]:
+        raise InvalidRequest("launch: no command given")
+    if any("\0" in a for a in body.command):
+        raise InvalidRequest("launch: the command holds a NUL byte")
+    expire_launches(ctx, req.now, out)
+    job = launch_target(ctx, body.token, body.host)
+    ticket = _wait(ctx, req, job)
+    out.order(body.host, Op.LAUNCH_TASK, S.LaunchTask(job_id=job.id, attempt=job.attempt, ticket=ticket,
+                                                      key=body.key, command=body.command, cwd=body.cwd,
+                                                      env=body.env))
+
+
+def on_launch_poll(ctx: Context, req: Request, body: S.LaunchPoll, out: Outbox) -> None:
+    if not 0 < body.max_bytes <= POLL_MAX:
+        raise InvalidRequest(f"launch poll: max_bytes must be 1-{POLL_MAX}, got {body.max_bytes}")
+    if body.stdout_offset < 0 or body.stderr_offset < 0 or body.task < 1:
+        raise InvalidRequest("launch poll: offsets must be >= 0 and the task number >= 1")
+    if not 0 <= body.signal < 65:
+        raise InvalidRequest(f"signal must be 1-64, got {body.signal}")
+    expire_launches(ctx, req.now, out)
+    job = launch_target(ctx, body.token, body.host)
+    ticket = _wait(ctx, req, job)
+    out.order(body.host, Op.POLL_TASK, S.PollTask(
+        job_id=job.id, attempt=job.attempt, ticket=ticket, task=body.task, stdout_offset=body.stdout_offset,
+        stderr_offset=body.stderr_offset, max_bytes=body.max_bytes, signal=body.signal))
+
+
+def _wait(ctx: Context, req: Request, job: Job) -> int:
+    ticket = ctx.book.ticket()
+    ctx.book.launches[ticket] = Peek(req, job.id, job.state.value, req.now)
+    return ticket
+
+
+def on_task_state(ctx: Context, req: Request, body: S.TaskState, out: Outbox) -> None:
+    out.reply(req, S.Ack())
+    waiting = ctx.book.launches.pop(body.ticket, None)
+    if waiting is None or waiting.job_id != body.job_id:
+        return  # expired, or not ours
+    if body.error:
+        out.error(waiting.client, XceError.from_wire(body.code or "unavailable", body.error, {}))
+        return
+    out.reply(waiting.client, S.LaunchReply(job_id=body.job_id, host=body.host, task=body.task,
+                                            stdout=body.stdout, stderr=body.stderr, ended=body.ended,
+                                            exit_code=body.exit_code, signal=body.signal))
+
+
+def expire_launches(ctx: Context, now: float, out: Outbox) -> None:
+    for ticket, w in list(ctx.book.launches.items()):
+        if now - w.sent > LAUNCH_WAIT:
+            del ctx.book.launches[ticket]
+            out.error(w.client, Unavailable(f"launch: job {w.job_id}'s host did not answer within {LAUNCH_WAIT:g} s"))
