@@ -65,3 +65,71 @@ def test_an_array_over_the_configured_maximum_is_refused_at_submit_by_name() -> 
         assert 'array "big[' in e.message and not out.commits
     arr = parse_index_list("1-100", where="t", min_index=1, max_size=10**6)
     assert len(k.call(Op.SUBMIT, S.SubmitRequest(jobs=[spec(name="ok", array=arr)], key="k-000002")).commits) == 1
+
+
+# ---- arrays on the event stream: one summary per moved array, however many elements moved ----
+
+def committed(k, *cmds) -> None:
+    _, ch = k.state.apply_batch(list(cmds))
+    k.raft.changes.merge(ch)
+
+
+def submitted_array(k, text: str, **kw) -> int:
+    name, arr = parse_lsf_job_name(text, max_size=1_000_000)
+    s = spec(mem="10M", name=name, array=arr, **kw)
+    _, ch = k.state.apply_batch([Submit(time=T0, specs=[s], reqs=[parse_resreq(s.resreq)])])
+    k.raft.changes.merge(ch)
+    return max(k.state.arrays)
+
+
+def test_an_arrays_submit_and_moves_publish_one_summary_each() -> None:
+    from xce.core.state import Finish
+
+    k = kit()
+    k.ctx.stream.subscribers = 1
+    k.worker("node1")
+    aid = submitted_array(k, "big[1-1000]%50")
+    (ev,) = k.applied().events
+    (a,) = ev.arrays
+    assert (a.id, a.elements, a.counts, a.limit) == (aid, 1000, {"PEND": 1000}, 50)
+    assert len(ev.jobs) == 50  # the window under %50: the rest are counted, not sent
+    e1, e2 = A.element_id(aid, 1), A.element_id(aid, 2)
+    committed(k, Place(time=T0, job_id=e1, attempt=0, allocs=[alloc("node1", 1, "10M")]),
+              Place(time=T0, job_id=e2, attempt=0, allocs=[alloc("node1", 1, "10M")]))
+    (ev,) = k.applied().events
+    assert [v.counts for v in ev.arrays] == [{"RUN": 2, "PEND": 998}]  # one summary for two elements moved
+    committed(k, Finish(time=T0 + 1, job_id=e1, attempt=1, host="node1", exit_code=0))
+    (ev,) = k.applied().events
+    assert [v.counts for v in ev.arrays] == [{"RUN": 1, "PEND": 998, "DONE": 1}]
+    assert len(ev.jobs) == 2  # the element that ended, and the one that took its place in the window
+
+
+def test_a_plain_job_moves_no_summary_and_an_arrays_tail_killed_alone_does() -> None:
+    from xce.core.state import Kill, Stop
+
+    k = kit()
+    k.ctx.stream.subscribers = 1
+    k.pend_job()
+    k.raft.changes.jobs.add(1)
+    (ev,) = k.applied().events
+    assert ev.arrays == []
+    aid = submitted_array(k, "a[1-100]")
+    k.applied()
+    committed(k, Stop(time=T0, job_ids=[aid]))
+    (ev,) = k.applied().events
+    assert [(v.counts, v.held) for v in ev.arrays] == [({"PSUSP": 100}, True)]
+    committed(k, Kill(time=T0, job_ids=[aid]))
+    (ev,) = k.applied().events
+    assert [v.counts for v in ev.arrays] == [{"EXIT": 100}]
+
+
+def test_the_snapshot_carries_the_arrays_a_follower_can_show() -> None:
+    from xce.core.state import Cleanup, Kill
+
+    k = kit()
+    live, gone = submitted_array(k, "live[1-3000]"), submitted_array(k, "gone[1-2]")
+    committed(k, Kill(time=T0, job_ids=[gone]))
+    committed(k, Cleanup(time=T0 + 1, keep_finished=0))
+    snap = k.call(Op.SNAPSHOT, S.Empty()).replies[0][1]
+    assert [(a.id, a.counts) for a in snap.arrays] == [(live, {"PEND": 3000})]  # the ended, forgotten one: not
+    assert sum(1 for j in snap.jobs if j.id >> A.SHIFT == live) == A.WINDOW

@@ -13,6 +13,7 @@ from xce.core.jobspec.depend import parse_depend
 from xce.core.errors import Conflict, IllegalTransition, InvalidRequest, NotFound
 from xce.core.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue
 from xce.core.resreq import OrderKey, ResReq, RusageItem, parse_resreq
+from xce.core.views import ArrayView
 from xce.core.state import (
     TRANSITIONS,
     Changes,
@@ -656,7 +657,9 @@ def test_msgpack_snapshot_round_trip_keeps_everything() -> None:
                     live=[HostLive("n2", 5 * G, T0 + 7.5, HostMem(2 * G, G // 2, 3 * G // 2, 0))],
                     samples=[JobSample(1, "n2", G // 2, G, 3.5)],
                     reasons={7: "mem: needs 4.0G"}, leader="127.0.0.1:7001", term=3,
-                    usage_past=past_usage(st.usage_past), usage_as_of=st.usage_as_of)
+                    usage_past=past_usage(st.usage_past), usage_as_of=st.usage_as_of,
+                    arrays=[ArrayView(id=9, name="a", user="u", queue="normal", indices="1-9:2", limit=2, elements=5,
+                                      counts={"PEND": 4, "RUN": 1}, held=True)])
     # n2 and n3 are open and up on purpose; n1 carries every Host field.
     assert [f for f in unset_fields(snap)
             if not f.startswith(("$.hosts[1]", "$.hosts[2]")) and not f.endswith(WHILE_ALIVE)] == []

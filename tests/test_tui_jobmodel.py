@@ -286,3 +286,71 @@ def test_kill_on_an_arrays_row_asks_for_the_whole_array(recording: Path) -> None
             await pilot.press("y")
             await until(pilot, lambda: actions.calls == [[A]], what="the kill of the array's id")
     asyncio.run(go())
+
+
+# ---- exact counts: the controller's summaries on the stream ------------------------------------
+
+BIG = 40  # an array of 1,000 of which the console holds three elements
+
+
+def big_array_records() -> list[Any]:
+    """A snapshot holding 3 elements of ``big[1-1000]`` (2 RUN, 1 PEND) with the controller's summary
+    of all 1,000, then an event in which element 1 ends DONE and the summary moves with it."""
+    from xce.core.jobspec.arrays import parse_lsf_job_name
+    from xce.core.model import Queue
+    from xce.proto.schema import Snapshot
+    from xce.tui.record import Hello, Record
+
+    arr = parse_lsf_job_name("big[1-1000]", max_size=1000)[1]
+
+    def el(i: int, state: JobState, hosts: tuple[tuple[str, int], ...] = ()) -> Any:
+        j = synth.job(element_id(BIG, i), "big", "dave", "rusage[mem=100M]", state, hosts,
+                      synth.T0 - 40 if hosts else None)
+        return msgspec.structs.replace(j, spec=msgspec.structs.replace(j.spec, array=arr, index=i))
+
+    def view(counts: dict[str, int]) -> ArrayView:
+        return ArrayView(id=BIG, name="big", user="dave", queue="normal", indices="1-1000", limit=None,
+                         elements=1000, counts=counts)
+
+    held = [el(1, JobState.RUN, (("node1", 1),)), el(2, JobState.RUN, (("node2", 1),)), el(3, JobState.PEND)]
+    snap = Snapshot(seq=0, epoch=synth.EPOCH, time=synth.T0, jobs=held, hosts=synth.DEMO_HOSTS,
+                    queues=[Queue(name="normal")], default_queue="normal", live=[], samples=[], reasons={},
+                    leader="tcp://127.0.0.1:7700", term=1,
+                    arrays=[view({"RUN": 2, "PEND": 500, "EXIT": 8, "DONE": 490})])
+    done = msgspec.structs.replace(held[0], state=JobState.DONE, end_time=synth.T0 + 1, exit_code=0)
+    ev = Event(seq=1, epoch=synth.EPOCH, time=synth.T0 + 1, jobs=[done],
+               arrays=[view({"RUN": 1, "PEND": 500, "EXIT": 8, "DONE": 491})])
+    enc = msgspec.msgpack.Encoder()
+    return [Record(synth.T0 - 0.5, "hello", msgspec.Raw(enc.encode(Hello(cluster="big", heartbeat=1.0,
+                                                                        source="synth")))),
+            Record(synth.T0, "snapshot", msgspec.Raw(enc.encode(snap)), 1),
+            Record(synth.T0 + 1.01, "event", msgspec.Raw(enc.encode(ev)), 1)]
+
+
+def test_an_array_rows_counts_are_the_controllers_not_the_elements_held() -> None:
+    m = ConsoleModel()
+    p = Player(big_array_records(), m)
+    p.seek(synth.T0 + 0.5)
+    assert len(m.arrays.get(BIG).elements) == 3
+    assert m.row_view(BIG).reason == "2 RUN 500 PEND 8 EXIT 490 DONE of 1,000"
+    m.take_changes()
+    p.to_end()
+    assert BIG in m.take_changes().hard
+    assert m.row_view(BIG).reason == "1 RUN 500 PEND 8 EXIT 491 DONE of 1,000"
+    assert m.row_view(BIG).end_time is None  # 501 elements are not over, though the console holds none of them
+    rebuilt = ArrayIndex()
+    rebuilt.rebuild(m.mirror.jobs, m.mirror.arrays)
+    assert rebuilt.get(BIG).counts_text() == m.arrays.get(BIG).counts_text()
+
+
+def test_the_console_shows_an_arrays_exact_counts(tmp_path: Path) -> None:
+    path = tmp_path / "big.xcerec"
+    synth.write(str(path), big_array_records())
+
+    async def go() -> None:
+        app = _replay_app(path, view="jobs")
+        async with app.run_test(size=(200, 30)) as pilot:
+            await ready(pilot, app)
+            text = await until(pilot, lambda: row_text(app, "jobs", BIG), what="the array's row")
+            assert "1 RUN 500 PEND 8 EXIT 491 DONE of 1,000" in text and "unseen" not in text
+    asyncio.run(go())

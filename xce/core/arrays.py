@@ -54,6 +54,20 @@ def active(arr: ArrayJob) -> int:
     return sum(arr.counts.get(s.value, 0) for s in ACTIVE)
 
 
+def ended(arr: ArrayJob) -> bool:
+    """Whether every element is DONE or EXIT."""
+    return arr.counts.get(JobState.DONE.value, 0) + arr.counts.get(JobState.EXIT.value, 0) == indices(arr).count
+
+
+def followed(arrays: dict[int, ArrayJob], jobs: dict[int, Job]) -> list[ArrayJob]:
+    """The arrays a snapshot describes: those not ended, and those some kept element belongs to
+    (an ended array whose elements are all forgotten shows nowhere; array entities are never dropped)."""
+    if not arrays:
+        return []
+    kept = {jid >> SHIFT for jid in jobs if jid >> SHIFT}
+    return [a for a in arrays.values() if a.id in kept or not ended(a)]
+
+
 def room(arr: ArrayJob, window: int = WINDOW) -> int:
     """How many more elements to materialise now (pending Jobs up to the window and the %limit)."""
     if arr.held:

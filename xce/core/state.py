@@ -295,12 +295,14 @@ class Changes:
     # negative id: the job itself); apply drains it before it returns: empty between commands.
     settle: list[int] = field(default_factory=list)
     removed_hosts: list[str] = field(default_factory=list)
+    arrays: set[int] = field(default_factory=set)  # arrays whose summary (counts, cursor, held) moved
 
     def __bool__(self) -> bool:
-        return bool(self.jobs or self.hosts or self.forgotten or self.removed_hosts)
+        return bool(self.jobs or self.hosts or self.forgotten or self.removed_hosts or self.arrays)
 
     def merge(self, other: Changes) -> None:
         self.jobs |= other.jobs
+        self.arrays |= other.arrays
         self.hosts |= other.hosts
         self.forgotten += other.forgotten
         self.removed_hosts += other.removed_hosts
@@ -401,10 +403,11 @@ class ClusterState:
         arr = self.arrays.get(job.id >> A.SHIFT) if job.id >> A.SHIFT else None
         if arr is not None:
             A.counted(arr, old, job.state)
-            self._materialise(ch, arr)  # a pending one left, or the %limit has room again
+            self._materialise(ch, arr)  # a pending one left, or the %limit has room again (marks it changed)
 
     def _materialise(self, ch: Changes, arr: ArrayJob) -> None:
         """Top the array's pending Jobs up to its window and %limit."""
+        ch.arrays.add(arr.id)
         for index in A.next_indices(arr, A.room(arr)):
             job = A.element(arr, index)
             self.jobs[job.id] = job
@@ -630,6 +633,7 @@ class ClusterState:
         tail = A.unmaterialised(arr)
         arr.cursor, arr.ahead = A.indices(arr).count, []
         arr.counts[S.EXIT.value] = arr.counts.get(S.EXIT.value, 0) + tail
+        ch.arrays.add(arr.id)
         self._hist(arr.id, cmd.time, "killed", cmd.by, f"{tail} pending elements without a record")
         answers = [self.kill(Kill(time=cmd.time, job_ids=[j.id], reason=cmd.reason, by=cmd.by), ch)[j.id]
                    for j in self._elements(arr)]
@@ -692,6 +696,7 @@ class ClusterState:
         self.jobs[job.id] = job
         arr.ahead.append(index)
         A.counted(arr, None, S.PEND)
+        ch.arrays.add(arr.id)
         ch.jobs.add(job.id)
         if job.spec.depend is not None:
             self._depend(ch, job)
@@ -703,6 +708,7 @@ class ClusterState:
             arr = self.arrays.get(jid)
             if arr is not None and jid not in self.jobs:
                 arr.held = held
+                ch.arrays.add(arr.id)
                 if not held:
                     self._materialise(ch, arr)
 

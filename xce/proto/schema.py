@@ -317,6 +317,7 @@ class Snapshot(msgspec.Struct, kw_only=True):
     term: int = 0
     usage_past: list[PastUsage] = []  # fairshare usage of the jobs the cluster forgot
     usage_as_of: float = 0.0
+    arrays: list[ArrayView] = []  # the summaries of the arrays not ended or with an element kept
 
 
 class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -333,6 +334,7 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
     samples: list[JobSample] = []   # older streams (and recordings): one JobSample per job
     reasons: dict[int, str] = {}
     queues: list[Queue] = []
+    arrays: list[ArrayView] = []    # the summary of each array the change moved (its counts, window)
 
 
 # ---- scheduler -----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from xce.core.hostgroups import queue_fields
 from xce.core.model import Job, JobState, Queue, reclaim_queues
 from xce.core.state import ClusterState, SetQueues
 from xce.core.units import parse_mem
+from xce.core.views import array_view
 from xce.proto import schema as S
 from xce.reactors.context import Context
 from xce.reactors.orders import orders
@@ -57,12 +58,14 @@ def on_applied(ctx: Context, now: float, out: Outbox) -> None:
     if changes.removed_hosts:
         forget_hosts(ctx, changes.removed_hosts)
     hosts = [st.hosts[n] for n in changes.hosts if n in st.hosts]
-    if not (jobs or hosts or changes.forgotten or changes.removed_hosts):
+    if not (jobs or hosts or changes.forgotten or changes.removed_hosts or changes.arrays):
         return
     if ctx.stream.subscribers:
-        # Job environments stay in the journal; the event stream does not carry them.
+        # Job environments stay in the journal; the event stream does not carry them.  An array
+        # moved goes out as one summary, however many of its elements moved.
+        arrays = [array_view(a) for aid in changes.arrays if (a := st.arrays.get(aid)) is not None]
         ctx.stream.emit(S.Event(seq=0, epoch=ctx.stream.epoch, time=now, jobs=[public(j) for j in jobs],
-                                hosts=hosts, forget=changes.forgotten), out)
+                                hosts=hosts, forget=changes.forgotten, arrays=arrays), out)
     else:
         ctx.stream.seq += 1  # nobody listens: skip the encoding, keep the sequence honest
     if leading:

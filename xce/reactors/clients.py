@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from xce.core.arrays import SHIFT, unmaterialised
+from xce.core.arrays import SHIFT, followed, unmaterialised
 from xce.core.autosize import sized, wants_sizing
 from xce.core.jobspec.arrays import size_error
 from xce.core.errors import Infeasible, InvalidRequest, LimitReached, NotFound, XceError
@@ -382,7 +382,8 @@ def on_snapshot(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:
         seq=ctx.stream.seq, epoch=ctx.stream.epoch, time=req.now, jobs=[public(j) for j in st.jobs.values()],
         hosts=list(st.hosts.values()), queues=list(st.queues.values()), default_queue=st.default_queue,
         live=live.lives(), samples=live.samples(), reasons=dict(live.reasons), leader=ctx.raft.leader(),
-        term=ctx.raft.term(), usage_past=S.past_usage(st.usage_past), usage_as_of=st.usage_as_of))
+        term=ctx.raft.term(), usage_past=S.past_usage(st.usage_past), usage_as_of=st.usage_as_of,
+        arrays=[array_view(a) for a in followed(st.arrays, st.jobs)]))
 
 
 def on_audit(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from xce.core.model import ACTIVE, Alloc, Host, Job, JobState, Queue, reclaim_queues
 from xce.core.resreq import ResReq
+from xce.core.views import ArrayView
 from xce.proto.schema import Event, Snapshot, past_usage_book
 from xce.replica.live import Live, event_samples
 
@@ -60,6 +61,7 @@ class Mirror:
         self.running: dict[int, Job] = {}
         self.hosts: dict[str, Host] = {}
         self.queues: dict[str, Queue] = {}
+        self.arrays: dict[int, ArrayView] = {}  # each array's summary as the controller last sent it
         self.default_queue = ""
         self.live = Live()
         self.shared = SharedParts()
@@ -84,6 +86,7 @@ class Mirror:
         self.running = {j.id: j for j in snap.jobs if j.state in ACTIVE}
         self.hosts = {h.name: h for h in snap.hosts}
         self.queues = {q.name: q for q in snap.queues}
+        self.arrays = {a.id: a for a in snap.arrays}
         self.default_queue = snap.default_queue
         self.seq, self.epoch, self.time = snap.seq, snap.epoch, snap.time
         self.leader, self.term = snap.leader, snap.term
@@ -114,6 +117,8 @@ class Mirror:
             self.live.reclaim_queues = reclaim_queues(self.queues.values())
         for h in ev.hosts:
             self.hosts[h.name] = h
+        for a in ev.arrays:
+            self.arrays[a.id] = a
         for j in ev.jobs:
             self.shared.share(j)
             self.jobs[j.id] = j

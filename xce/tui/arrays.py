@@ -6,13 +6,14 @@ and ``ArrayRow``, the row an array shows in the jobs table.  An array row's key 
 the array's own id (a plain job id, never an element's nor another job's), so the
 jobs table's keys stay ints.
 
-What the console sees of an array is what the event stream carries: the elements the
-controller has materialised (xce/core/arrays.py keeps at most a window of pending ones
-as Jobs) and keeps (ended ones until retention forgets them).  The rest of its indices
-are ``unseen``: not yet materialised, or forgotten; the controller's own summary (``xce
-jobs -A``) tells them apart, and the job detail screen asks it.  Memory figures of a
-row are its elements' JobView figures added up (xce.core.views.summed), never derived
-here.  Pure: no Textual, no sockets, no clock.
+The elements the console holds are those the controller has materialised (xce/core/arrays.py
+keeps at most a window of pending ones as Jobs) and keeps (ended ones until retention forgets
+them).  Its counts are the controller's: each event that moves an array carries the array's
+summary (``ArrayView``: every element by state, the unmaterialised as PEND), as the snapshot
+does, and the Mirror keeps them (``Mirror.arrays``).  Only a group no summary has reached yet (a
+recording made before arrays were on the stream) counts the elements it holds, the rest of its
+indices ``unseen``.  Memory figures of a row are its elements' JobView figures added up
+(xce.core.views.summed), never derived here.  Pure: no Textual, no sockets, no clock.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 
 from xce.core.arrays import split_id
 from xce.core.model import Job, JobSpec
-from xce.core.views import Figures, efficiency, summed
+from xce.core.views import ArrayView, Figures, efficiency, summed
 
 # The state an array row shows: its elements' first state in this order (what needs an eye first).
 ROW_STATE_ORDER = ("RUN", "SSUSP", "USUSP", "UNKWN", "PSUSP", "PEND", "EXIT", "DONE")
@@ -40,7 +41,13 @@ class ArrayGroup:
     id: int
     spec: JobSpec                      # an element's (name, user, queue, indices and %limit are the array's)
     elements: set[int] = field(default_factory=set)
-    counts: dict[str, int] = field(default_factory=dict)
+    seen: dict[str, int] = field(default_factory=dict)  # the elements held, by state
+    summary: ArrayView | None = None                    # the controller's, from the stream
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Every element by state: the controller's summary; the elements held while none has come."""
+        return self.summary.counts if self.summary is not None else self.seen
 
     @property
     def total(self) -> int:
@@ -48,12 +55,18 @@ class ArrayGroup:
 
     @property
     def unseen(self) -> int:
-        """Indices the console holds no element of: not yet materialised, or forgotten."""
-        return max(0, self.total - len(self.elements))
+        """Indices counted nowhere: without a summary, those the console holds no element of."""
+        return 0 if self.summary is not None else max(0, self.total - len(self.elements))
 
     @property
     def state(self) -> str:
         return next((s for s in ROW_STATE_ORDER if self.counts.get(s)), "PEND")
+
+    @property
+    def ended(self) -> bool:
+        """Every element DONE or EXIT (as far as the console can tell without a summary)."""
+        c = self.counts
+        return not self.unseen and c.get("DONE", 0) + c.get("EXIT", 0) >= self.total
 
     def states(self) -> tuple[str, ...]:
         return tuple(s for s, n in self.counts.items() if n)
@@ -67,7 +80,10 @@ class ArrayGroup:
 
     def counts_text(self) -> str:
         """``3 RUN 5 PEND 990 DONE +2 unseen of 1,000``: bjobs -A's counts in a line, active states first."""
-        parts = [f"{self.counts[s]} {s}" for s in COUNT_ORDER if self.counts.get(s)]
+        counts = self.counts
+        parts = [f"{counts[s]} {s}" for s in COUNT_ORDER if counts.get(s)]
+        if self.summary is not None and self.summary.held:
+            parts.append("held")
         if self.unseen:
             parts.append(f"+{self.unseen:,} unseen")
         return " ".join(parts) + f" of {self.total:,}"
@@ -78,6 +94,7 @@ class ArrayIndex:
 
     def __init__(self) -> None:
         self.groups: dict[int, ArrayGroup] = {}
+        self.summaries: dict[int, ArrayView] = {}  # the Mirror's (Mirror.arrays), read as groups form
 
     def __len__(self) -> int:
         return len(self.groups)
@@ -88,12 +105,20 @@ class ArrayIndex:
     def get(self, array_id: int) -> ArrayGroup | None:
         return self.groups.get(array_id)
 
-    def rebuild(self, jobs: dict[int, Job]) -> None:
+    def rebuild(self, jobs: dict[int, Job], summaries: dict[int, ArrayView] | None = None) -> None:
         self.groups = {}
+        self.summaries = {} if summaries is None else summaries
         for jid, job in jobs.items():
             array_id = array_of(jid)
             if array_id is not None:
                 self.moved(array_id, jid, None, job)
+
+    def summarised(self, views: list[ArrayView]) -> None:
+        """The controller's new summaries of these arrays (the Mirror keeps them in ``summaries``)."""
+        for a in views:
+            g = self.groups.get(a.id)
+            if g is not None:
+                g.summary = a
 
     def elements(self) -> int:
         return sum(len(g.elements) for g in self.groups.values())
@@ -105,9 +130,9 @@ class ArrayIndex:
         if g is None:
             if job is None:
                 return
-            g = self.groups[array_id] = ArrayGroup(array_id, job.spec)
+            g = self.groups[array_id] = ArrayGroup(array_id, job.spec, summary=self.summaries.get(array_id))
         if old is not None and jid in g.elements:
-            g.counts[old] -= 1
+            g.seen[old] -= 1
         if job is None:
             g.elements.discard(jid)
             if not g.elements:
@@ -115,7 +140,7 @@ class ArrayIndex:
             return
         g.elements.add(jid)
         new = job.state.value
-        g.counts[new] = g.counts.get(new, 0) + 1
+        g.seen[new] = g.seen.get(new, 0) + 1
 
 
 @dataclass(slots=True)
@@ -147,7 +172,7 @@ def array_row(g: ArrayGroup, jobs: dict[int, Job], figures: list[Figures]) -> Ar
     running = [j for j in members if j.allocs and j.end_time is None]
     hosts = sorted({a.host for j in running for a in j.allocs})
     starts = [j.start_time for j in members if j.start_time is not None]
-    ended = bool(members) and all(j.end_time is not None for j in members) and not g.unseen
+    ended = bool(members) and g.ended
     reserved, actual, peak, charged = summed(figures)
     return ArrayRow(id=g.id, name=g.title(), user=g.spec.user, queue=g.spec.queue, state=g.state, hosts=hosts,
                     slots=sum(j.spec.slots for j in running), mem_reserved=reserved, mem_actual=actual,

@@ -77,7 +77,7 @@ def job_model_line(m: ConsoleModel, jid: int, v: JobView) -> Text:
     if index is not None:
         g = m.arrays.get(array_id)
         t.append(f"element {element_text(jid)} of array {g.title() if g else array_id}")
-        t.append(f"  ({g.counts_text()} seen)\n" if g else "\n")
+        t.append(f"  ({g.counts_text()})\n" if g else "\n")
     if v.depend or v.run_limit is not None or v.priority:
         t.append(f"dependency {v.depend or '-'}  run limit {fmt.dur(v.run_limit)}  priority {v.priority}\n")
     return t

@@ -117,7 +117,7 @@ class ConsoleModel:
         self._hv.clear()
         self._fixed_usage.clear()
         self.totals.reset_jobs(j.state.value for j in self.mirror.jobs.values())
-        self.arrays.rebuild(self.mirror.jobs)
+        self.arrays.rebuild(self.mirror.jobs, self.mirror.arrays)
         self.totals.reset_hosts()
         self.totals.dirty = set(self.mirror.hosts)
         self._ch = Changes(reset=True)
@@ -134,7 +134,7 @@ class ConsoleModel:
         mirror = self.mirror
         if ev.epoch == mirror.epoch and ev.seq <= mirror.seq:
             return True  # already applied (or in the snapshot): its samples must not land again
-        hard = bool(ev.jobs or ev.forget or ev.reasons or ev.hosts)
+        hard = bool(ev.jobs or ev.forget or ev.reasons or ev.hosts or ev.arrays)
         moves = self._moves(ev) if ev.jobs or ev.forget else ()
         if self.kept and ev.jobs:
             self.kept.settle_requeued(ev.jobs)
@@ -226,6 +226,11 @@ class ConsoleModel:
                 arrays.moved(array_id, jid, old, jobs.get(jid) if new is not None else None)
                 ch.hard.add(array_id)
                 ch.jobs.add(array_id)
+        if ev.arrays:  # the controller's counts of the arrays it moved (the Mirror keeps them)
+            arrays.summarised(ev.arrays)
+            for a in ev.arrays:
+                ch.hard.add(a.id)
+                ch.jobs.add(a.id)
         for jid in [*(j.id for j in ev.jobs), *ev.forget, *ev.reasons]:
             ch.hard.add(jid)
             ch.jobs.add(jid)
