@@ -168,3 +168,21 @@ def test_site_host_attributes_are_declared_resources(tmp_path):
     assert cfg.site_resources()["gpu_model"].kind == "attribute" and "gpu_model" not in cfg.host_virtual()
     _fails(_write(tmp_path, declared.replace('kind = "attribute"\n', 'kind = "attribute"\ntotal = 2\n')),
            "key resources.gpu_model", "no scope or total")
+
+
+def test_a_numeric_site_attribute_is_declared_with_its_type_and_given_as_a_number(tmp_path):
+    """LSF's lsf.shared TYPE: [resources.NAME] kind = "attribute", type = "numeric" makes select[]
+    compare it as a number; a worker's value must then be one (and a string attribute's a string)."""
+    base = FILE.read_text() + '\n[resources.cores]\nkind = "attribute"\ntype = "numeric"\n' \
+        '\n[resources.arch]\nkind = "attribute"\n'
+    cfg = load(_write(tmp_path, base.replace("attrs = {}", 'attrs = { cores = 16, arch = "zen4" }', 1)))
+    assert cfg.host_attrs() == {"cores": 16, "arch": "zen4"}
+    assert cfg.site_resources()["cores"].unit == "count" and cfg.site_resources()["arch"].unit == "string"
+    _fails(_write(tmp_path, base.replace("attrs = {}", 'attrs = { cores = "many" }', 1)),
+           "key worker.attrs.cores", "resources.cores is numeric: give a number, got 'many'")
+    _fails(_write(tmp_path, base.replace("attrs = {}", "attrs = { arch = 4 }", 1)),
+           "key worker.attrs.arch", "resources.arch is a string attribute: give a string, got 4")
+    _fails(_write(tmp_path, base.replace('cores]\nkind = "attribute"\ntype = "numeric"', 'cores]\nkind = "attribute"\ntype = "number"')),
+           "key resources.cores.type", "must be 'string' or 'numeric'")
+    _fails(_write(tmp_path, base + '\n[resources.lic]\ntype = "string"\n'),
+           "key resources.lic.type", "a virtual resource is a count")

@@ -167,6 +167,30 @@ def test_an_attribute_declared_nowhere_is_refused_at_submit_as_lsf_does() -> Non
         parse_resreq("rusage[gpu_model=1]", ATTRS)  # an attribute is not consumed
 
 
+NUMERIC = catalog({"cores": ResourceDef("cores", "attribute", "count"),
+                   "arch": ResourceDef("arch", "attribute", "string")})
+
+
+def test_a_numeric_site_attribute_compares_as_a_number_in_select() -> None:
+    """select[cores>8 && ncpus>=1]: a numeric site attribute (worker.attrs cores = 16) compares
+    numerically, as LSF's site numeric resources do; a host that lacks it does not match."""
+    hosts = [host("a", attrs={"cores": 4, "arch": "zen4"}), host("b", attrs={"cores": 16}), host("c")]
+    j = job(1, resreq="select[cores>8 && ncpus>=1]", resources=NUMERIC)
+    assert placed(schedule(host_caps(hosts, Ledger(), {}), [j], T0))[1] == ["b"]
+    k = job(2, resreq="select[cores>=4] order[cores]", resources=NUMERIC)
+    assert placed(schedule(host_caps(hosts, Ledger(), {}), [k], T0))[2] == ["b"]  # the most cores first
+    plan = schedule(host_caps(hosts[:1], Ledger(), {}), [j], T0)
+    assert plan.reasons[1] == f"select: no host matches {j.req.select}"
+
+
+def test_a_string_attribute_compared_with_less_or_more_is_refused_naming_it() -> None:
+    with pytest.raises(ResReqError, match="'>' cannot compare string attribute 'arch'"):
+        parse_resreq("select[arch>zen3]", NUMERIC)
+    with pytest.raises(ResReqError, match="'cores' is numeric; expected a number, found many"):
+        parse_resreq("select[cores==many]", NUMERIC)
+    assert parse_resreq("select[cores>=8 && arch==zen4]", NUMERIC).select == "cores>=8 && arch==\"zen4\""
+
+
 def test_an_exclusive_job_says_so_in_xce_jobs_l_and_bjobs_l() -> None:
     """-x travels to the views: `xce jobs -l` and bjobs -l (LSF: "..., Exclusive Execution;")."""
     led = Ledger()

@@ -246,7 +246,7 @@ class Host(msgspec.Struct, kw_only=True, gc=False):
     unavail: bool = False
     registered_time: float = 0.0
     version: str = ""
-    attrs: dict[str, str] = {}
+    attrs: dict[str, str | int | float] = {}  # type, model, site attributes (numeric ones as numbers)
     virtual: dict[str, int] = {}  # host-level virtual resource totals (besides slots)
 
 

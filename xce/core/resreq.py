@@ -220,6 +220,10 @@ class _Select(_Cursor):
                 return ("cmp", op, ("name", left.text), self.literal(right, ldef, left.text, optok))
             if rdef is not None and rdef.unit == "string":
                 return ("cmp", op, self.literal(left, rdef, right.text, optok), ("name", right.text))
+            if ldef is not None and rdef is None:  # cores>=many: a number was meant
+                return ("cmp", op, ("name", left.text), self.literal(right, ldef, left.text, optok))
+            if rdef is not None and ldef is None:
+                return ("cmp", op, self.literal(left, rdef, right.text, optok), ("name", right.text))
             ldef, rdef = self.lookup(left), self.lookup(right)
             if ldef and rdef and ldef.unit != rdef.unit:
                 self.fail(f"cannot compare {left.text!r} ({ldef.unit}) with {right.text!r} ({rdef.unit})", optok)

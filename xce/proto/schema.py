@@ -405,7 +405,7 @@ class RegisterRequest(msgspec.Struct, kw_only=True):
     mem_total: int
     os_available: int
     version: str
-    attrs: dict[str, str] = {}
+    attrs: dict[str, str | int | float] = {}  # a numeric site attribute is a number (config.ResourceConf.type)
     virtual: dict[str, int] = {}
     running: list[RunningTask] = []
     measure: str = "proc"

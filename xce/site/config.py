@@ -70,7 +70,9 @@ class WorkerConf(msgspec.Struct, forbid_unknown_fields=True):
     mem_floor: str = ""  # kill the largest overage first when OS-available falls below this
     type: str = ""
     model: str = ""
-    attrs: dict[str, str] = {}  # site host attributes, for select[] (each a [resources.NAME] kind = "attribute")
+    # Site host attributes, for select[] (each a [resources.NAME] kind = "attribute"): a string,
+    # or a number where the resource is declared type = "numeric".
+    attrs: dict[str, str | int | float] = {}
 
 
 class SecurityConf(msgspec.Struct, forbid_unknown_fields=True):
@@ -129,6 +131,11 @@ class ResourceConf(msgspec.Struct, forbid_unknown_fields=True):
     scope: str = "host"
     total: int = 0
     description: str = ""
+    type: str = ""  # an attribute's: "string" (the default) or "numeric" (LSF lsf.shared TYPE)
+
+    @property
+    def numeric(self) -> bool:
+        return self.type == "numeric"
 
 
 class ShareConf(msgspec.Struct, forbid_unknown_fields=True):
@@ -192,7 +199,8 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     source: str = ""
 
     def site_resources(self) -> dict[str, ResourceDef]:
-        return {n: ResourceDef(n, "attribute", "string", description=r.description) if r.kind == "attribute"
+        return {n: ResourceDef(n, "attribute", "count" if r.numeric else "string", description=r.description)
+                if r.kind == "attribute"
                 else ResourceDef(n, "virtual", "count", scope=r.scope, description=r.description)  # type: ignore[arg-type]
                 for n, r in self.resources.items()}
 
@@ -203,7 +211,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
         """The host-level virtual resources a worker offers (its own copy of the file's totals)."""
         return {n: r.total for n, r in self.resources.items() if r.kind == "virtual" and r.scope == "host"}
 
-    def host_attrs(self) -> dict[str, str]:
+    def host_attrs(self) -> dict[str, str | int | float]:
         """The attributes a worker reports at registration, for select[]: type, model and the site's own."""
         given = {"type": self.worker.type, "model": self.worker.model, **self.worker.attrs}
         return {k: v for k, v in given.items() if v}
@@ -346,6 +354,10 @@ def _check(cfg: Config, source: str) -> None:
                       "for select[]); mem is the one real resource, measured by workers")
         if r.kind == "attribute" and (r.scope != "host" or r.total):
             raise bad(f"resources.{name}", "an attribute is a host's own value (worker.attrs): no scope or total")
+        if r.type not in ("", "string", "numeric"):
+            raise bad(f"resources.{name}.type", f"must be 'string' or 'numeric' (an attribute's), got {r.type!r}")
+        if r.type and r.kind != "attribute":
+            raise bad(f"resources.{name}.type", "only an attribute has a type: a virtual resource is a count")
         if r.scope not in ("host", "cluster"):
             raise bad(f"resources.{name}.scope", "must be 'host' or 'cluster'")
         if name in BUILTIN:
@@ -366,6 +378,12 @@ def _check_worker_attrs(cfg: Config, bad: Callable[[str, str], ConfigError]) -> 
                       (f" (set worker.{name})" if name in ("type", "model") else ""))
         if r is None or r.kind != "attribute":
             raise bad(f"worker.attrs.{name}", f'not a declared attribute: add [resources.{name}] kind = "attribute"')
+        v = cfg.worker.attrs[name]
+        if r.numeric and isinstance(v, str):
+            raise bad(f"worker.attrs.{name}", f"resources.{name} is numeric: give a number, got {v!r}")
+        if not r.numeric and not isinstance(v, str):
+            raise bad(f"worker.attrs.{name}", f"resources.{name} is a string attribute: give a string, got {v!r} "
+                      f'(or declare it type = "numeric")')
 
 
 def _check_host_lists(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
