@@ -116,3 +116,47 @@ def test_a_site_config_its_limit_holds_a_job_and_a_high_queue_preempts_a_low_one
         events = [e.event for e in c.hist(low)]
         assert "suspended by system" in events and "resumed by system" in events, events
         c.kill([low])
+
+
+HOSTS_SITE = """
+[resources.cores]
+kind = "attribute"
+type = "numeric"
+
+[resources.arch]
+kind = "attribute"
+
+[worker]
+type = "X86_64"
+attrs = { arch = "zen3", cores = 8 }
+
+[hosts.node2]
+attrs = { arch = "zen4", cores = 32 }
+"""
+
+
+def test_a_site_configs_host_attributes_place_jobs_by_select(tmp_path) -> None:
+    """`xce up --config FILE` with [worker] and [hosts.node2] attributes on two local hosts:
+    each worker reports its own (xce hosts -l), a numeric select[] and a string one land on the
+    host that matches, a job no host matches waits saying so, and a string compared with >
+    is refused at submit by name."""
+    from conftest import local_cluster
+
+    site = tmp_path / "site.toml"
+    site.write_text(HOSTS_SITE)
+    with local_cluster(tmp_path, "--hosts", "2", "--slots-per-host", "1", "--mem-per-host", "1G",
+                       "--heartbeat", "0.5", "--config", str(site)) as cl:
+        c = cl.client
+        wait_for(lambda: len(c.hosts()) == 2, 20, "both hosts registered")
+        hl = cl.xce("hosts", "-l").stdout
+        assert "attributes: arch=zen3 cores=8 type=X86_64" in hl and "attributes: arch=zen4 cores=32" in hl, hl
+        big, old, none = c.submit_many([{"command": "true", "resreq": "select[cores>16 && type==X86_64]"},
+                                        {"command": "true", "resreq": "select[arch==zen3 && cores>=8]"},
+                                        {"command": "true", "resreq": "select[cores>64]"}])
+        wait_for(lambda: c.job(big).state == "DONE" and c.job(old).state == "DONE", 30, "both jobs ran")
+        assert (c.job(big).hosts, c.job(old).hosts) == (["node2"], ["node1"])
+        nv = wait_for(lambda: (v := c.job(none)).reason and v, 20, "the unmatched job's reason")
+        assert nv.state == "PEND" and nv.reason == "select: no host matches cores>64", nv.reason
+        refused = cl.xce("submit", "-R", "select[arch>zen3]", "true", check=False)
+        assert refused.returncode != 0 and "'>' cannot compare string attribute 'arch'" in refused.stderr, refused
+        c.kill([none])

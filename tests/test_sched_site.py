@@ -137,7 +137,10 @@ def test_a_restarted_scheduler_still_counts_jobs_the_cluster_forgot() -> None:
 
 BAD_SITE = [
     ("[controller]\naddress = 'tcp://127.0.0.1:1'\n", "key controller: not a site policy key; `xce up --config` "
-     "merges only queues, host_groups, resources, fairshare, backfill, limits, preemption"),
+     "merges only queues, host_groups, resources, fairshare, backfill, limits, preemption, hosts, worker"),
+    ("[worker]\nheartbeat = 5.0\n", "key worker.heartbeat: not a site setting of the workers; `xce up --config` "
+     "takes only worker.type, worker.model, worker.attrs"),
+    ("[hosts.node2]\nattrs = { gpu = 'a100' }\n", 'key hosts.node2.attrs.gpu: not a declared attribute'),
     ("[queues.low]\npriority = 50\n[queues.top]\npriority = 40\npreempt = ['low']\n[queues.normal]\ndefault = true\n",
      "key queues.top.preempt: queue 'low' has priority 50, not below top's 40"),
     ("[queues.q]\ndefault = true\npreempt = ['nope']\n", "key queues.q.preempt: no such queue 'nope'"),
@@ -167,3 +170,22 @@ def test_a_site_file_replaces_the_local_policy_tables() -> None:
                                 "b": {"priority": 60, "preempt": ["a"]}}, "preemption": {"min_run_time": 5.0}})
     rules = SitePolicy.from_config(cfg).preemption
     assert rules.on and rules.preempts["b"] == {"a"} and rules.action["a"] == "requeue" and rules.min_run_time == 5
+
+
+def test_a_site_file_carries_the_workers_type_model_and_attributes_per_host(tmp_path) -> None:
+    """`xce up --config` takes [worker] type/model/attrs for every local worker and
+    [hosts.NAME] for one of them (LSF lsf.cluster's Host section): each worker reports its
+    own, and the rest of the local [worker] table (heartbeat, slots, mem) stays."""
+    from xce.cli.up import write_cluster_file
+    from xce.site.config import load, site_overlay
+
+    f = tmp_path / "site.toml"
+    f.write_text('[resources.cores]\nkind = "attribute"\ntype = "numeric"\n'
+                 '[resources.arch]\nkind = "attribute"\n'
+                 '[worker]\ntype = "X86_64"\nattrs = { arch = "zen3", cores = 8 }\n'
+                 '[hosts.node2]\nmodel = "EPYC"\nattrs = { arch = "zen4", cores = 32 }\n')
+    write_cluster_file(tmp_path / "sd", 1, "1G", 2, 0.5, site=site_overlay(f))
+    cfg = load(tmp_path / "sd" / "cluster.toml")
+    assert (cfg.worker.heartbeat, cfg.worker.slots) == (0.5, 2)
+    assert cfg.host_attrs("node1") == {"type": "X86_64", "arch": "zen3", "cores": 8}
+    assert cfg.host_attrs("node2") == {"type": "X86_64", "model": "EPYC", "arch": "zen4", "cores": 32}

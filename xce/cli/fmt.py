@@ -131,6 +131,8 @@ def host_rows(hosts: Sequence[Any], long: bool) -> str:
             "available")))
         for name, total in sorted(h.virtual_total.items()):
             out.append(f"  {name}: {h.virtual_used.get(name, 0)}/{total} used")
+        if h.attrs:
+            out.append("  attributes: " + " ".join(f"{k}={v}" for k, v in sorted(h.attrs.items())))
     return "\n".join(out)
 
 

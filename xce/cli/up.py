@@ -110,7 +110,7 @@ LOCAL_QUEUES: dict[str, Any] = {"normal": {"priority": 30, "default": True},
 def check_site(site: dict[str, Any]) -> None:
     """A site overlay (config.site_overlay) against the local cluster's defaults: a ConfigError
     names the key before `xce up --detach` starts anything."""
-    from_dict({"queues": LOCAL_QUEUES, **site}, "xce up --config")
+    from_dict({"queues": LOCAL_QUEUES, **site}, "xce up --config")  # [worker] holds only site keys here
 
 
 def write_cluster_file(state_dir: Path, controllers: int, mem: str, slots: int,
@@ -137,7 +137,10 @@ def write_cluster_file(state_dir: Path, controllers: int, mem: str, slots: int,
     for k, v in (extra or {}).items():
         cfg.setdefault(k, {}).update(v) if isinstance(v, dict) else cfg.__setitem__(k, v)
     if site:
-        cfg.update(site)
+        # A site's tables replace the local ones whole, but for [worker]: the site says what
+        # its hosts are (type, model, attrs), the local cluster how its workers run.
+        cfg.update({k: v for k, v in site.items() if k != "worker"})
+        cfg["worker"].update(site.get("worker", {}))
         from_dict(cfg, "xce up --config")  # a ConfigError names the key, before anything starts
     state_dir.mkdir(parents=True, exist_ok=True)
     (state_dir / CLUSTER_FILE).write_text(tomli_w.dumps(cfg))

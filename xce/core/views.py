@@ -117,6 +117,7 @@ class HostView(msgspec.Struct, kw_only=True):
     last_seen: float | None = None
     virtual_total: dict[str, int] = {}
     virtual_used: dict[str, int] = {}
+    attrs: dict[str, str | int | float] = {}  # what select[] reads of it: type, model, the site's attributes
 
 
 def host_state(host: Host, totals: HostTotals) -> HostState:
@@ -142,6 +143,7 @@ def host_view(host: Host, ledger: Ledger, os_available: int | None,
         ncpus=host.ncpus, last_seen=last_seen,
         virtual_total=dict(host.virtual),
         virtual_used={k: v for k, v in t.allocated.items() if k != "slots"},
+        attrs={k: v for k, v in host.attrs.items() if k != "measure"},  # measure: how it measures, not what it is
     )
 
 

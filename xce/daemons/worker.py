@@ -217,7 +217,7 @@ class Worker:
         running += [S.RunningTask(m.job_id, m.attempt, 0) for m in ended]
         self.register_rid = self.send(Op.REGISTER, S.RegisterRequest(
             host=self.name, slots=self.slots, ncpus=os.cpu_count() or 1, mem_total=self.mem_total,
-            os_available=self.os_available(), version=__version__, attrs=self.cfg.host_attrs(),
+            os_available=self.os_available(), version=__version__, attrs=self.cfg.host_attrs(self.name),
             running=running, virtual=self.cfg.host_virtual(),
             measure=(measure.detect_cgroup() or ("proc",))[0]))
         self.next_register = time.monotonic() + register_delay(self.register_failures, random.random())

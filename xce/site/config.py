@@ -75,6 +75,15 @@ class WorkerConf(msgspec.Struct, forbid_unknown_fields=True):
     attrs: dict[str, str | int | float] = {}
 
 
+class HostConf(msgspec.Struct, forbid_unknown_fields=True):
+    """One host's own settings, over the [worker] table's (LSF lsf.cluster's Host section):
+    what its worker reports at registration, for select[]."""
+
+    type: str = ""   # "" means worker.type
+    model: str = ""  # "" means worker.model
+    attrs: dict[str, str | int | float] = {}  # over worker.attrs, name by name
+
+
 class SecurityConf(msgspec.Struct, forbid_unknown_fields=True):
     curve: bool = False   # ZeroMQ CURVE on every controller socket (docs/security.md)
     keys_dir: str = ""    # CURVE keys; "" is <state_dir>/keys
@@ -194,6 +203,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
     preemption: PreemptionConf = msgspec.field(default_factory=PreemptionConf)
     compat: CompatConf = msgspec.field(default_factory=CompatConf)
     host_groups: dict[str, list[str]] = {}  # LSF HostGroup (lsb.hosts): NAME = [hosts, groups, all, ~NAME]
+    hosts: dict[str, HostConf] = {}  # a host's own type, model and attributes, by its worker's name
     state_dir: str = ""
     rest_url: str = ""
     source: str = ""
@@ -211,10 +221,12 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
         """The host-level virtual resources a worker offers (its own copy of the file's totals)."""
         return {n: r.total for n, r in self.resources.items() if r.kind == "virtual" and r.scope == "host"}
 
-    def host_attrs(self) -> dict[str, str | int | float]:
-        """The attributes a worker reports at registration, for select[]: type, model and the site's own."""
-        given = {"type": self.worker.type, "model": self.worker.model, **self.worker.attrs}
-        return {k: v for k, v in given.items() if v}
+    def host_attrs(self, name: str = "") -> dict[str, str | int | float]:
+        """The attributes the worker ``name`` (default: worker.name) reports at registration, for
+        select[]: type, model and the site's own, its [hosts.NAME] table's over [worker]'s."""
+        w, own = self.worker, self.hosts.get(name or self.worker.name, HostConf())
+        given = {"type": own.type or w.type, "model": own.model or w.model, **w.attrs, **own.attrs}
+        return {k: v for k, v in given.items() if v or v == 0}
 
     def unknown_after(self) -> float:
         """Seconds a silent host takes to go unavail, its jobs UNKWN (LSF: the host stops answering)."""
@@ -259,7 +271,10 @@ def read_toml(p: Path) -> dict:
 
 # What `xce up --config FILE` takes from a site's file: the policy, never the local cluster's
 # own layout (addresses, state directory, security), which `xce up` makes itself.
-SITE_KEYS = ("queues", "host_groups", "resources", "fairshare", "backfill", "limits", "preemption")
+SITE_KEYS = ("queues", "host_groups", "resources", "fairshare", "backfill", "limits", "preemption", "hosts",
+             "worker")
+# Of [worker], what a site says of its hosts (the rest is the local cluster's: heartbeat, slots, mem).
+SITE_WORKER_KEYS = ("type", "model", "attrs")
 
 
 def site_overlay(path: str | Path) -> dict:
@@ -272,6 +287,9 @@ def site_overlay(path: str | Path) -> dict:
     if other:
         raise ConfigError(f"{p}: key {other[0]}: not a site policy key; `xce up --config` merges only "
                           f"{', '.join(SITE_KEYS)} (the local cluster's addresses and security are its own)")
+    for key in sorted(set(data.get("worker", {})) - set(SITE_WORKER_KEYS)):
+        raise ConfigError(f"{p}: key worker.{key}: not a site setting of the workers; `xce up --config` takes only "
+                          f"{', '.join('worker.' + k for k in SITE_WORKER_KEYS)} (and [hosts.NAME] for one host)")
     return data
 
 
@@ -369,21 +387,23 @@ def _check(cfg: Config, source: str) -> None:
 
 
 def _check_worker_attrs(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
-    """A worker's site attributes are declared resources of kind attribute, as LSF's lsf.shared
-    declares what lsf.cluster's hosts carry: a misspelt name is refused, not silently unmatched."""
-    for name in cfg.worker.attrs:
-        r = cfg.resources.get(name)
-        if name in BUILTIN:
-            raise bad(f"worker.attrs.{name}", "is a builtin attribute" +
-                      (f" (set worker.{name})" if name in ("type", "model") else ""))
-        if r is None or r.kind != "attribute":
-            raise bad(f"worker.attrs.{name}", f'not a declared attribute: add [resources.{name}] kind = "attribute"')
-        v = cfg.worker.attrs[name]
-        if r.numeric and isinstance(v, str):
-            raise bad(f"worker.attrs.{name}", f"resources.{name} is numeric: give a number, got {v!r}")
-        if not r.numeric and not isinstance(v, str):
-            raise bad(f"worker.attrs.{name}", f"resources.{name} is a string attribute: give a string, got {v!r} "
-                      f'(or declare it type = "numeric")')
+    """A worker's site attributes ([worker] and each [hosts.NAME]) are declared resources of kind
+    attribute, as LSF's lsf.shared declares what lsf.cluster's hosts carry: a misspelt name is
+    refused, not silently unmatched; a numeric one's value is a number, a string one's a string."""
+    tables = [("worker", cfg.worker.attrs), *((f"hosts.{h}", c.attrs) for h, c in cfg.hosts.items())]
+    for where, attrs in tables:
+        for name, v in attrs.items():
+            key, r = f"{where}.attrs.{name}", cfg.resources.get(name)
+            if name in BUILTIN:
+                raise bad(key, "is a builtin attribute" +
+                          (f" (set {where}.{name})" if name in ("type", "model") else ""))
+            if r is None or r.kind != "attribute":
+                raise bad(key, f'not a declared attribute: add [resources.{name}] kind = "attribute"')
+            if r.numeric and isinstance(v, str):
+                raise bad(key, f"resources.{name} is numeric: give a number, got {v!r}")
+            if not r.numeric and not isinstance(v, str):
+                raise bad(key, f"resources.{name} is a string attribute: give a string, got {v!r} "
+                          f'(or declare it type = "numeric")')
 
 
 def _check_host_lists(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
