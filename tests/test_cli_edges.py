@@ -257,3 +257,36 @@ def test_up_with_a_bad_site_file_is_refused_before_anything_starts(tmp_path: Pat
                         "--config", str(site)], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "key queues.q.preempt: no such queue 'nope'" in r.stderr, r.stderr
     assert not (tmp_path / "xce" / "up.json").exists() and not (tmp_path / "xce" / "up.log").exists()
+
+
+def test_queues_long_shows_every_limit_and_policy_and_names_an_unknown_queue(one_host: Cluster) -> None:
+    """`xce queues -l` (bqueues -l): run and memory limits, sizing, retries, reclaim, per queue."""
+    r = one_host.xce("queues", "-l", "reclaim")
+    assert r.stdout.startswith("Queue <reclaim>") and "Queue <normal>" not in r.stdout, r.stdout
+    assert "Reclaimable: yes, evicted by requeue" in r.stdout, r.stdout
+    for line in ("Run limit: default -, maximum -", "Memory limit (-M): default -, maximum -",
+                 "Reservation without mem: -", "Retry after a memory kill: no", "Hosts: all"):
+        assert line in r.stdout, (line, r.stdout)
+    r = one_host.xce("queues", "normal", "nope", "nope2", check=False)
+    assert (r.returncode, r.stdout) == (1, "") and "no such queue: nope, nope2" in r.stderr, r
+    assert [q["name"] for q in json.loads(one_host.xce("queues", "--json", "normal").stdout)["queues"]] == ["normal"]
+
+
+def test_queue_long_words_each_setting() -> None:
+    from xce.cli.fmt import queue_long
+    from xce.core.model import Queue
+
+    G = 1 << 30
+    q = Queue(name="big", priority=40, rerunnable=True, run_limit_default=600, run_limit_max=7200,
+              mem_limit_default=2 * G, mem_limit_max=8 * G, mem_default_auto=True, mem_auto_fallback=G,
+              mem_auto_margin=0.25, mem_retries=2, mem_retry_factor=1.5, mem_retry_max=16 * G, dep_never="kill")
+    text = queue_long(q, {"PEND": 3, "RUN": 1}, False, "node1 node2")
+    assert text.splitlines() == [
+        "Queue <big>",
+        "  Priority: 40   Rerunnable: yes   Jobs: PEND 3  RUN 1",
+        "  Run limit: default 10 min, maximum 120 min",
+        "  Memory limit (-M): default 2.0G, maximum 8.0G",
+        "  Reservation without mem: auto (p95 of past peaks + 25 %, no history: 1.0G)"
+        "   Retry after a memory kill: 2 x1.5 up to 16.0G",
+        "  Reclaimable: no   Dependency never satisfied: kill",
+        "  Hosts: node1 node2"]

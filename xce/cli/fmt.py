@@ -105,6 +105,30 @@ def limit_rows(rows: Sequence[Any]) -> str:
                    " ".join(element_text(i) for i in r.held) or "-"] for r in rows])
 
 
+def queue_long(q: Any, counts: dict[str, int], default: bool, hosts: str) -> str:
+    """One queue's every setting, as ``bqueues -l`` shows a queue's limits and policies."""
+    def secs(t: float | None) -> str:
+        return "-" if t is None else f"{t / 60:g} min"
+
+    def mem(b: int | None) -> str:
+        return "-" if not b else fmt_bytes(b)
+
+    sizing = ("auto (p95 of past peaks + " f"{100 * q.mem_auto_margin:g} %, no history: {mem(q.mem_auto_fallback)})"
+              if q.mem_default_auto else mem(q.mem_default))
+    retry = (f"{q.mem_retries} x{q.mem_retry_factor:g} up to {mem(q.mem_retry_max) if q.mem_retry_max else 'no cap'}"
+             if q.mem_retries else "no")
+    state_counts = "  ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "no jobs"
+    return "\n".join([
+        f"Queue <{q.name}>" + ("  (default)" if default else "") + (f"  {q.description}" if q.description else ""),
+        f"  Priority: {q.priority}   Rerunnable: {'yes' if q.rerunnable else 'no'}   Jobs: {state_counts}",
+        f"  Run limit: default {secs(q.run_limit_default)}, maximum {secs(q.run_limit_max)}",
+        f"  Memory limit (-M): default {mem(q.mem_limit_default)}, maximum {mem(q.mem_limit_max)}",
+        f"  Reservation without mem: {sizing}   Retry after a memory kill: {retry}",
+        f"  Reclaimable: {'yes, evicted by ' + q.reclaim_policy if q.reclaimable else 'no'}   "
+        f"Dependency never satisfied: {q.dep_never}",
+        f"  Hosts: {hosts}"])
+
+
 def _when(t: float) -> str:
     return time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(t))
 

@@ -220,13 +220,23 @@ HOST_ACTIONS = {"close": "closed", "open": "opened", "remove": "removed"}
 
 
 def cmd_queues(a: argparse.Namespace) -> int:
-    from xce.cli.fmt import print_json, table
+    from xce.cli.fmt import print_json, queue_long, table
     from xce.core.hostgroups import queue_says
 
     with _client(a) as c:
         r = c.queues()
+    if a.names:
+        unknown = [n for n in a.names if n not in {q.name for q in r.queues}]
+        if unknown:
+            from xce.core.errors import NotFound
+            raise NotFound(f"no such queue: {', '.join(unknown)}")
+        r.queues = [q for q in r.queues if q.name in a.names]
     if a.json:
         print_json(r)
+        return 0
+    if a.l:
+        print("\n\n".join(queue_long(q, r.counts.get(q.name, {}), q.name == r.default,
+                                     queue_says(q.hosts, q.hosts_not)) for q in r.queues))
         return 0
     rows = [[q.name + (" (default)" if q.name == r.default else ""), q.priority, "yes" if q.rerunnable else "no",
              r.counts.get(q.name, {}).get("PEND", 0), r.counts.get(q.name, {}).get("RUN", 0),
@@ -660,7 +670,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("names", nargs="*", metavar="[close|open|remove] NAME")
     s.set_defaults(func=cmd_hosts)
 
-    s = sub.add_parser("queues", help="list queues (bqueues)")
+    s = sub.add_parser("queues", help="list queues (bqueues; -l: every limit and policy of each)")
+    s.add_argument("names", nargs="*", metavar="QUEUE")
+    s.add_argument("-l", action="store_true", help="long form: run and memory limits, sizing, retries, reclaim")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_queues)
 
