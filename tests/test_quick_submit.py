@@ -39,6 +39,7 @@ SAME_AS_ARGPARSE = [
     ["submit", "-n", " 3 ", "true", "--", "x"],
     ["--state-dir", "/a", "submit", "--state-dir", "/b", "--timeout=4", "-n", "2", "true"],  # after, too
     ["submit", "-q", "high", "--timeout", "3", "--timeout", "5", "--", "true", "--timeout", "1"],
+    ["submit", "-cwd", "/tmp", "-J", "x", "true"],  # bsub's spelling of --cwd: options.py's door fields
 ]
 NOT_FOR_THE_FAST_PATH = [
     ["submit"], ["submit", "--"], ["submit", "--dry-run", "true"], ["submit", "--json", "true"],
@@ -48,7 +49,7 @@ NOT_FOR_THE_FAST_PATH = [
     ["submit", "-M", "4X", "true"], ["jobs", "submit"],
     ["submit", "-J", "a[1-3]", "true"], ["submit", "-oo", "x", "true"], ["submit", "-K", "true"],
     ["submit", "-env", "none", "true"], ["submit", "-n", "0", "true"],  # bsub's own message says why
-    ["submit", "-M", "0", "true"], ["submit", "-W", "10", "true"],
+    ["submit", "-M", "0", "true"], ["submit", "-W", "10", "true"], ["submit", "-cwd", "/a", "--cwd", "/b", "true"],
     ["submit", __file__],  # a text file given as the command is a job script: the full path reads it
 ]
 

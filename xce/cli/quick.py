@@ -8,7 +8,8 @@ the stdlib speaker (xce/proto/zmtp.py, xce/proto/lite.py).
 It either finishes the command exactly as the full path would (same line, same
 error message, same exit code) or returns ``Fallback`` and the full path in
 xce/cli/main.py runs instead: no door, an option or a form it does not handle (a job
-script given as FILE or on stdin, an array name, any bsub option but -q -n -R -M -J -o -e),
+script given as FILE or on stdin, an array name, any bsub option without a ``door`` field in
+xce/core/jobspec/options.py's table),
 ``--dry-run``/``--json``, ``XCE_CONTROLLER``, a token only xce.security.auth can mint, a
 leader without a door, or any reply it did not expect.  Once a request has left,
 the fallback carries the same idempotency key, so the job is never submitted twice.
@@ -21,6 +22,8 @@ from __future__ import annotations
 import os
 import sys
 
+from xce.core.jobspec.options import BSUB_OPTIONS, LONG_SPELLINGS
+
 SUBMIT, OK, ERROR = 10, 1, 2  # xce/proto/opcodes.py; tests/test_quick_submit.py checks them
 # The Structs' field order (xce/proto/schema.py SubmitRequest, xce/core/model.py JobSpec): msgspec
 # writes every field in this order, and the door's bytes must equal the full path's.
@@ -30,8 +33,10 @@ SPEC_DEFAULTS: dict[str, object] = {
     "priority": 0, "run_limit": None, "run_estimate": None, "project": "", "group": "",
     "depend": None, "array": None, "index": 0, "stdout_overwrite": False, "stderr_overwrite": False,
     "submit_host": "", "script": "", "reclaim": False, "exclusive": False}
-VALUE_OPTIONS = {"-q": "queue", "-n": "slots", "-R": "resreq", "-M": "mem_limit", "-J": "name",
-                 "-o": "stdout", "-e": "stderr", "--cwd": "cwd"}
+# Option -> the JobSpec field this path sets from its word: the one table's ``door`` fields
+# (xce/core/jobspec/options.py, stdlib only), and `xce submit`'s long spellings of them.
+_DOOR = {name: spec.door for name, spec in BSUB_OPTIONS.items() if spec.door}
+VALUE_OPTIONS = {**_DOOR, **{long: _DOOR[short] for long, short in LONG_SPELLINGS.items() if short in _DOOR}}
 
 
 class Fallback:

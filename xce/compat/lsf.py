@@ -3,7 +3,7 @@
 ``main(NAME, argv)`` is what each script in `xce compat path lsf` calls.  bsub's
 options and ``#BSUB`` lines go through xce/core/jobspec (options.py, directives.py,
 bsub.py): one parser for every door.  What the job model does not have yet is
-refused by name (mapping.LSF_REFUSED).  Exit codes as LSF's: 0, or 255 for bad
+refused by name (xce/core/jobspec/options.py, build.py).  Exit codes as LSF's: 0, or 255 for bad
 input and for a job that is not found.
 
 Lazy imports: each LSF command (one process per call from workflow tools) loads only what it uses.
@@ -53,8 +53,6 @@ def bsub_spec(argv: list[str], stdin_script: Callable[[], str | None]) -> tuple[
     words = command if script is not None else (["/bin/sh", "-c", " ".join(command)] if command else [])
     built = bsub_job(cli, Submission(command=words, script=script, environ=dict(os.environ), cwd=os.getcwd()),
                      mem_unit=mapping.LSF_UNIT_FOR_LIMITS)
-    if built.request.interactive:
-        raise Refused(mapping.LSF_REFUSED["-I"])
     fields = dict(built.fields)
     fields.setdefault("name", " ".join(command) if command else "")
     return fields, built.request
@@ -70,12 +68,15 @@ def bsub(s: Session, argv: list[str]) -> int:
     fields, req = bsub_spec(argv, _read_stdin)
     job_id, queue = s.submit(fields)
     print(f"Job <{job_id}> is submitted to queue <{queue}>.", flush=True)
-    if not req.wait:
+    if not (req.wait or req.interactive):
         return 0
-    print("<<Waiting for dispatch ...>>", file=sys.stderr, flush=True)
-    view = s.client.wait([job_id])[0]
-    print("<<Job is finished>>", file=sys.stderr, flush=True)
-    return 0 if view.state == "DONE" else (view.exit_code if view.exit_code else 1)
+    # -K and -I as `xce submit` does them: one implementation (xce/client/interactive.py)
+    from xce.client import make_spec
+    from xce.client.interactive import follow_job, wait_for_job
+
+    if not req.interactive:
+        return wait_for_job(s.client, job_id)
+    return follow_job(s.client, job_id, make_spec(**fields), s.state_dir)
 
 
 # ---- bjobs --------------------------------------------------------------------------------
@@ -440,10 +441,9 @@ def _params(s: Session) -> dict[str, str]:
     from pathlib import Path
 
     from xce.compat import shims
-    from xce.site.local import default_state_dir
 
     cfg = s.cfg
-    conf = shims.envdir(Path(cfg.state_dir) if cfg.state_dir else default_state_dir())
+    conf = shims.envdir(Path(s.state_dir))
     return {"DEFAULT_QUEUE": cfg.default_queue(), "CLEAN_PERIOD": str(int(cfg.compat.clean_period)),
             "MBD_SLEEP_TIME": str(max(1, round(cfg.scheduler.interval))),
             "LSF_UNIT_FOR_LIMITS": mapping.LSF_UNIT_FOR_LIMITS, "MAX_JOB_ARRAY_SIZE": "1000",

@@ -205,12 +205,9 @@ SLURM_IGNORED: dict[str, str] = {
 }
 
 # What is refused, by front-end and name, with why.  Removed here as the job model lands.
-# The options the job model itself cannot hold yet (-ti -E -U) are refused once, for
-# xce submit and bsub alike, by xce.core.jobspec.build.UNSUPPORTED; this is bsub's own.
+# bsub's options the job model cannot hold yet (-ti -E -U) are refused once, for xce submit
+# and bsub alike, by xce.core.jobspec.build.UNSUPPORTED (-Is & co. by options.BSUB_REFUSED).
 NOT_YET = "is not supported by this XCE yet"
-LSF_REFUSED: dict[str, str] = {
-    "-I": f"-I (interactive jobs) {NOT_YET}; -K waits for the job",
-}
 SLURM_REFUSED: dict[str, str] = {
     "--hold": f"--hold (held jobs) {NOT_YET}",
     "--signal": f"--signal (a signal before the time limit) {NOT_YET}",

@@ -57,6 +57,13 @@ class Session:
         return self._cfg
 
     @property
+    def state_dir(self) -> str:
+        """The cluster's state directory, as `xce` finds it."""
+        from xce.site.local import state_dir_default
+
+        return str(self.cfg.state_dir or state_dir_default())
+
+    @property
     def client(self) -> Any:
         if self._client is None:
             from xce.client import Client

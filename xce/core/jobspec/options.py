@@ -58,18 +58,25 @@ if TYPE_CHECKING:  # annotations only: the bsub door loads neither typing nor ms
 class OptSpec(Plain, frozen=True):
     kind: Literal["value", "flag", "list"]
     slot: str  # options sharing a slot replace each other when merged
+    # The JobSpec field `xce submit`'s stdlib door (xce/cli/quick.py) sets from this option's word,
+    # given once; "": only the full path's builder takes the option.
+    door: str = ""
 
 
 BSUB_OPTIONS: dict[str, OptSpec] = {
-    "-J": OptSpec("value", "-J"), "-q": OptSpec("value", "-q"), "-n": OptSpec("value", "-n"),
-    "-R": OptSpec("list", "-R"), "-M": OptSpec("value", "-M"), "-W": OptSpec("value", "-W"),
-    "-We": OptSpec("value", "-We"), "-o": OptSpec("value", "stdout"), "-oo": OptSpec("value", "stdout"),
-    "-e": OptSpec("value", "stderr"), "-eo": OptSpec("value", "stderr"), "-cwd": OptSpec("value", "-cwd"),
+    "-J": OptSpec("value", "-J", "name"), "-q": OptSpec("value", "-q", "queue"),
+    "-n": OptSpec("value", "-n", "slots"), "-R": OptSpec("list", "-R", "resreq"),
+    "-M": OptSpec("value", "-M", "mem_limit"), "-W": OptSpec("value", "-W"),
+    "-We": OptSpec("value", "-We"), "-o": OptSpec("value", "stdout", "stdout"), "-oo": OptSpec("value", "stdout"),
+    "-e": OptSpec("value", "stderr", "stderr"), "-eo": OptSpec("value", "stderr"),
+    "-cwd": OptSpec("value", "-cwd", "cwd"),
     "-P": OptSpec("value", "-P"), "-G": OptSpec("value", "-G"), "-w": OptSpec("value", "-w"),
     "-ti": OptSpec("flag", "-ti"), "-sp": OptSpec("value", "-sp"), "-x": OptSpec("flag", "-x"),
     "-env": OptSpec("value", "-env"), "-K": OptSpec("flag", "-K"), "-I": OptSpec("flag", "-I"),
     "-E": OptSpec("value", "-E"), "-U": OptSpec("value", "-U"), "-nnodes": OptSpec("value", "-nnodes"),
 }
+# `xce submit`'s own long spellings of bsub options (xce/cli/submit.py, xce/cli/quick.py).
+LONG_SPELLINGS = {"--cwd": "-cwd"}
 
 _PTY = "interactive jobs with a pseudo-terminal or X11 are not supported (use -I)"
 BSUB_REFUSED: dict[str, str] = {
