@@ -248,3 +248,38 @@ def test_bsub_minus_i_streams_the_output_and_exits_with_the_jobs_code(cluster: C
     assert "<<Waiting for dispatch ...>>" in err and "<<Starting on" in err
     r = _run(_env(cluster, "lsf"), "bsub", "-Is", "bash")
     assert (r.returncode, r.stdout) == (255, "") and "-Is is not supported" in r.stderr
+
+
+def _pending_behind(c: Cluster, env: dict[str, str], tmp_path: Path) -> tuple[str, str]:
+    """A running sleeper and a job that pends on its end (a dependency): (sleeper, pending)."""
+    r = _run(env, "bsub", "sleep", "60", cwd=tmp_path)
+    sleeper = re.search(r"Job <(\d+)>", r.stdout).group(1)  # type: ignore[union-attr]
+    r = _run(env, "bsub", "-J", "waiting", "-w", f"done({sleeper})", "true", cwd=tmp_path)
+    pending = re.search(r"Job <(\d+)>", r.stdout).group(1)  # type: ignore[union-attr]
+    return sleeper, pending
+
+
+def test_scontrol_update_and_bmod_change_a_pending_job(cluster: Cluster, tmp_path: Path) -> None:
+    lsf, slurm = _env(cluster, "lsf"), _env(cluster, "slurm")
+    sleeper, pending = _pending_behind(cluster, lsf, tmp_path)
+    r = _run(slurm, "scontrol", "update", f"JobId={pending}", "TimeLimit=1:30:00", "Partition=high",
+             "JobName=renamed", "NumTasks=2", "Priority=7")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")  # silent, as Slurm's
+    r = _run(slurm, "squeue", "-h", "-j", pending, "-o", "%i %j %P %l %C %t")
+    assert r.stdout == f"{pending} renamed high 1:30:00 2 PD\n", r.stdout
+    assert cluster.client.job(int(pending)).priority == 7
+    r = _run(slurm, "scontrol", "update", f"JobId={pending}", "MinMemoryNode=2G")
+    assert r.returncode == 1 and "Update of this parameter is not supported: MinMemoryNode=2G" in r.stderr
+    r = _run(lsf, "bmod", "-q", "normal", "-J", "again", "-W", "20", "-n", "1", pending)  # 1 slot: fits
+    assert (r.returncode, r.stdout) == (0, f"Parameters of job <{pending}> are being changed\n"), r.stderr
+    r = _run(lsf, "bjobs", "-noheader", "-o", "queue job_name runtimelimit slots delimiter='|'", pending)
+    assert r.stdout == "normal|again|20.0 min|1\n", r.stdout
+    r = _run(lsf, "bmod", "-x", pending)
+    assert r.returncode == 255 and "-x cannot be changed" in r.stderr
+    # Dependency= drops the dependency: the job starts while the sleeper still runs
+    assert _run(slurm, "scontrol", "update", f"JobId={pending}", "Dependency=").returncode == 0
+    wait_for(lambda: _stat(lsf, pending) == "DONE", 30, "the job freed of its dependency to run")
+    assert _stat(lsf, sleeper) == "RUN"
+    r = _run(slurm, "scontrol", "update", f"JobId={sleeper}", "JobName=late")  # XCE changes pending jobs only
+    assert r.returncode == 1 and r.stderr.startswith("scontrol: "), r.stderr
+    assert _run(lsf, "bkill", sleeper).returncode == 0

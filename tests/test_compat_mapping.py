@@ -420,3 +420,18 @@ def test_shims_point_at_this_interpreter(tmp_path: Any) -> None:
     ("not found", mapping.UNKNOWN)])
 def test_kill_answers_as_bkill_and_scancel_read_them(answer: str, outcome: str) -> None:
     assert mapping.kill_outcome(answer) == outcome
+
+
+def test_scontrol_update_keys_map_onto_what_xce_modify_changes() -> None:
+    from xce.core.jobspec.modify import scontrol_changes
+
+    assert scontrol_changes(["TimeLimit=1-0", "partition=high", "JobName=x", "NumCPUs=3", "Priority=5",
+                             "Dependency=afterok:12:13"]) == {
+        "run_limit": 86400, "queue": "high", "name": "x", "slots": 3, "priority": 5,
+        "depend": "done(12) && done(13)"}
+    assert scontrol_changes(["TimeLimit=UNLIMITED", "Dependency="]) == {"run_limit": None, "depend": ""}
+    assert scontrol_changes(["JobName=solo", "Dependency=singleton"], "old") == {"name": "solo", "depend": 'ended("solo")'}
+    for word, message in (("NumTasks=x", "NumTasks=x: expected a whole number"), ("Nice=5", "not supported: Nice=5"),
+                          ("TimeLimit", "not supported: TimeLimit"), ("TimeLimit=1:75", "TimeLimit=1:75")):
+        with pytest.raises(InvalidRequest, match=message):
+            scontrol_changes([word])

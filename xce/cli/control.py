@@ -18,14 +18,11 @@ from typing import Any
 
 from xce.core.arrays import element_text
 from xce.core.jobspec.errors import DirectiveError
+from xce.core.jobspec.modify import bmod_changes
 from xce.core.jobspec.options import OptionSet
 
 # What each control command prints for a job, from the state the controller answered with.
 SAID = {"stop": "is being stopped", "resume": "is being resumed", "requeue": "is being requeued"}
-
-# bmod's options that change a pending job, and the ModifySpecRequest field each sets.
-MODIFY_FIELDS = {"-R": "resreq", "-n": "slots", "-q": "queue", "-J": "name", "-W": "run_limit",
-                 "-sp": "priority", "-w": "depend"}
 
 
 def job_ids(words: list[str]) -> list[int]:
@@ -84,24 +81,9 @@ def move(c: Any, to: str, word: str, json: bool) -> int:
 
 def modify_changes(opts: OptionSet, words: list[str]) -> tuple[dict[str, Any], int | None, bool, int]:
     """bmod's options and words -> (ModifySpecRequest fields, -M bytes or None, whether -M was given, job id)."""
-    from xce.core.jobspec.bsub import bsub_request
-
     if len(words) != 1:
         raise DirectiveError("modify: give one job id after the options (xce modify [options] ID)")
-    jid = job_ids(words)[0]
-    extra = sorted(set(opts.values) - set(MODIFY_FIELDS) - {"-M"})
-    if extra:
-        raise DirectiveError(f"modify: {extra[0]} cannot be changed (xce modify takes -M and, for a pending "
-                             f"job, {' '.join(MODIFY_FIELDS)})")
-    depend = opts.values.pop("-w", None)
-    req = bsub_request(opts)
-    changes: dict[str, Any] = {}
-    for option, field in MODIFY_FIELDS.items():
-        if option in opts.values:
-            changes[field] = getattr(req, field)
-    if depend is not None:
-        changes["depend"] = depend  # the controller parses it, once (an empty one drops it)
-    return changes, req.mem_limit, "-M" in opts.values, jid
+    return (*bmod_changes(opts), job_ids(words)[0])
 
 
 def modify(c: Any, opts: OptionSet, words: list[str], json: bool) -> int:

@@ -258,13 +258,25 @@ def _simple_opts(argv: list[str], valued: set[str], cmd: str) -> tuple[dict[str,
 
 
 def bmod(s: Session, argv: list[str]) -> int:
-    opts, words = _simple_opts(argv, {"-M"}, "bmod")
-    if "-M" not in opts or len(words) != 1 or not words[0].isdigit():
-        raise Refused("only the memory limit can be changed: bmod -M LIMIT JOBID")
-    from xce.core.jobspec.runlimit import parse_mem_limit
+    """bmod [options] ID: -M any time; -R -n -q -J -W -sp -w while the job pends, as `xce modify`
+    (the same grammar, xce/core/jobspec/modify.py, and the same two client calls)."""
+    from xce.core.jobspec.modify import bmod_changes
+    from xce.core.jobspec.options import parse_bsub_args
 
-    s.client.modify(int(words[0]), parse_mem_limit(opts["-M"], mapping.LSF_UNIT_FOR_LIMITS))
-    print(f"Parameters of job <{words[0]}> are being changed")
+    opts, words = parse_bsub_args(argv)
+    if len(words) != 1:
+        raise Refused("give the options, then one job id: bmod [-M LIMIT] [-R ..] [-n N] [-q Q] [-J NAME] "
+                      "[-W LIMIT] [-sp N] [-w DEP] JOBID")
+    ids = job_ids(words)
+    changes, mem, mem_given = bmod_changes(opts, mem_unit=mapping.LSF_UNIT_FOR_LIMITS)
+    if not changes and not mem_given:
+        raise Refused("no change given (bmod [options] JOBID)")
+    for jid in ids:
+        if mem_given:
+            s.client.modify(jid, mem)
+        if changes:
+            s.client.modify_spec(jid, **changes)
+        print(f"Parameters of job <{mapping.lsf_id(jid)}{_index(jid)}> are being changed")
     return 0
 
 

@@ -335,12 +335,33 @@ def scontrol(s: Session, argv: list[str]) -> int:
             return BAD
         print("\n\n".join(F.scontrol_job(v) for v in views))
         return 0
+    if argv[:1] == ["update"]:
+        return _update(s, argv[1:])
     control = {"hold": "stop", "release": "resume", "requeue": "requeue"}
     if argv[:1] and argv[0] in control and len(argv) > 1:  # silent on success, as Slurm's
         getattr(s.client, control[argv[0]])(_ids(",".join(argv[1:])))
         return 0
-    raise Refused(f"scontrol {' '.join(argv)}: only `show job [ID]`, `show hostnames`, `hold`, `release` "
-                  f"and `requeue` are served by this XCE (update {mapping.NOT_YET})")
+    raise Refused(f"scontrol {' '.join(argv)}: only `show job [ID]`, `show hostnames`, `update JobId=ID ...`, "
+                  "`hold`, `release` and `requeue` are served by this XCE")
+
+
+def _update(s: Session, words: list[str]) -> int:
+    """scontrol update JobId=ID[,ID] Key=value ...: what `xce modify` changes of a pending job, by the
+    same client call (xce/core/jobspec/modify.py maps the keys); silent on success, as Slurm's."""
+    from xce.core.jobspec.modify import scontrol_changes
+
+    given = [w for w in words if w.partition("=")[0].lower() in ("jobid", "job")]
+    if len(given) != 1:
+        raise Refused("update: name the job once: scontrol update JobId=ID Key=value ...")
+    ids = _ids(given[0].partition("=")[2])
+    rest = [w for w in words if w is not given[0]]
+    if not rest:
+        raise Refused("update: no change given (TimeLimit=, Partition=, JobName=, NumTasks=, Priority=, Dependency=)")
+    singleton = any(w.lower().startswith("dependency=") and "singleton" in w for w in rest)
+    for jid in ids:
+        changes = scontrol_changes(rest, s.client.job(jid).name if singleton else "")
+        s.client.modify_spec(jid, **changes)
+    return 0
 
 
 def sinfo(s: Session, argv: list[str]) -> int:
