@@ -464,3 +464,28 @@ def test_adopt_sweeps_job_cgroups_without_a_record(make_runner: Callable[..., Ru
     wait_for(lambda: gone(t.pid))
     wait_for(lambda: (b.poll(), not any((d / "1.0").exists()
                                         for d in measure.worker_cgroup_dirs(b.cgroup_name)))[1])
+
+
+def test_one_host_jobs_share_a_read_only_hostfile_and_make_no_private_directory(runner: Runner) -> None:
+    a = runner.hostfile(1, 0, "h\nh\n", one_host=True)
+    b = runner.hostfile(2, 0, "h\nh\n", one_host=True)
+    c = runner.hostfile(3, 0, "h\n", one_host=True)
+    assert a == b != c
+    assert Path(a).read_text() == "h\nh\n" and Path(c).read_text() == "h\n"
+    assert not os.access(a, os.W_OK) or os.geteuid() == 0  # root may write anything
+    assert Path(a).stat().st_mode & 0o777 == 0o444
+    assert not (runner.state_dir / "jobs").exists()
+    task = start(runner, 1, ["true"])
+    wait_exit(runner, task)
+    runner.forget(task)
+    assert Path(a).read_text() == "h\nh\n"  # a job's end leaves the shared file to the next
+
+
+def test_a_parallel_jobs_hostfile_is_its_own_and_goes_with_it(runner: Runner) -> None:
+    path = runner.hostfile(4, 0, "h\ng\n", one_host=False)
+    assert path == str(runner.state_dir / "jobs" / "4.0" / "hostfile")
+    assert Path(path).read_text() == "h\ng\n"
+    task = start(runner, 4, ["true"])
+    wait_exit(runner, task)
+    runner.forget(task)
+    assert not Path(path).parent.exists()

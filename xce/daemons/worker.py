@@ -128,6 +128,9 @@ class Worker:
         # A controller that dies drops the TCP connection: hearing that at once makes a
         # failover take one registration, not several missed heartbeats.
         self.monitor = self.sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self.poller = zmq.Poller()
+        for s in (self.sock, self.wake_r, self.monitor):
+            self.poller.register(s, zmq.POLLIN)
         self.registered = False
 
     def send(self, op: Op, body: Any, rid: int | None = None) -> int:
@@ -154,16 +157,12 @@ class Worker:
             now = time.time()
             if not self.registered and time.monotonic() >= self.next_register:
                 self.register()
-            poller = zmq.Poller()
-            assert self.sock is not None
-            poller.register(self.sock, zmq.POLLIN)
-            poller.register(self.wake_r, zmq.POLLIN)
-            poller.register(self.monitor, zmq.POLLIN)
             timeout = max(0.0, min(self.next_hb, self.next_sample) - now)
-            want_spare = time.monotonic() >= max(self.next_spare, self.last_start + SPARE_AFTER) \
-                and self.runner.wants_spare()
-            ready = dict(poller.poll(int((min(timeout, SPARE_IDLE) if want_spare else timeout) * 1000) + 1))
-            if not ready and want_spare:
+            spare_at = self.spare_at()
+            if spare_at is not None:  # wake for it: a timeout past it would leave the next job without one
+                timeout = min(timeout, max(0.0, spare_at - time.monotonic()) + SPARE_IDLE)
+            ready = dict(self.poller.poll(int(timeout * 1000) + 1))
+            if not ready and spare_at is not None and time.monotonic() >= spare_at:
                 self.prepare_spare()
             if self.wake_r in ready:
                 try:
@@ -194,6 +193,12 @@ class Worker:
                 self.last_reply = time.monotonic()
                 self.connect()
         self.close()
+
+    def spare_at(self) -> float | None:
+        """The monotonic time from which a spare may be started (after SPARE_IDLE of quiet); None: not wanted."""
+        if not self.runner.wants_spare():
+            return None
+        return max(self.next_spare, self.last_start + SPARE_AFTER)
 
     def prepare_spare(self) -> None:
         try:
@@ -383,20 +388,20 @@ class Worker:
 
     def env_of(self, body: S.RunJob) -> EnvOf:
         """The job's environment (xce/worker/jobenv.py), once the runner has resolved its paths;
-        writes LSB_DJOB_HOSTFILE into the job's private directory."""
+        writes LSB_DJOB_HOSTFILE (``Runner.hostfile``)."""
         hosts = body.hosts or [self.name]
         slots = body.slots if len(body.slots) == len(hosts) else \
             [body.alloc.slots if h == self.name else 1 for h in hosts]
         e = body.element
         element = jobenv.ArrayElement(e.array_id, e.index, e.step, e.end) if e is not None else \
             jobenv.ArrayElement(body.job_id, body.spec.index) if body.spec.index else None  # no array id yet
-        hostfile = self.runner.job_dir(body.job_id, body.attempt) / "hostfile"
-        hostfile.write_text(jobenv.hostfile_text(hosts, slots))
+        hostfile = self.runner.hostfile(body.job_id, body.attempt, jobenv.hostfile_text(hosts, slots),
+                                        len(hosts) == 1)
 
         def env(cwd: str, stdout: str | None) -> dict[str, str]:
             return jobenv.job_env(jobenv.JobFacts(
                 job_id=body.job_id, spec=body.spec, hosts=hosts, slots=slots, host=self.name, cwd=cwd,
-                hostfile=str(hostfile), stdout=stdout, element=element))
+                hostfile=hostfile, stdout=stdout, element=element))
         return env
 
     def finish_now(self, job_id: int, attempt: int, now: float, code: int | None, sig: int | None,

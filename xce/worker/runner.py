@@ -305,6 +305,8 @@ class Runner:
         self._closing: list[Meter] = []  # cgroups that still had stragglers when closed
         self._spare: spare.Spare | None = None  # a wrapper waiting for its job (prepare_spare)
         self._euid = os.geteuid()
+        self._hostfiles: dict[str, str] = {}  # hostfile text -> its shared file (``hostfile``)
+        self.jobs_dir = str(self.state_dir / "jobs")
 
     # ------------------------------------------------------------------ launching
 
@@ -346,7 +348,7 @@ class Runner:
         # file in our state_dir is opened here for a job running as another user, and
         # handed over as the wrapper's stderr ("sink").
         sink_path = default_out if pw is not None and default_out in (out, err) else os.devnull
-        for path in {out, err} - {sink_path}:
+        for path in {out, err} - {sink_path, default_out}:  # the default: our own directory, made at start
             if pw is None:
                 os.close(_open_append(path))  # a clear error now rather than exit 126 later
             else:
@@ -448,6 +450,29 @@ class Runner:
             spare.discard(sp)
             self._close_meter(sp.meter)
 
+    def hostfile(self, job_id: int, attempt: int, text: str, one_host: bool) -> str:
+        """The path of a file holding ``text``, the job's LSB_DJOB_HOSTFILE.
+
+        A one-host job's file depends on its slot count only, so such jobs share one file per
+        text under ``hostfiles/`` (written once, read-only): a file and a directory made and
+        removed per job were a fifth of the worker's CPU a job.  A parallel job's file is its own.
+        """
+        if not one_host:
+            path = self.job_dir(job_id, attempt) / "hostfile"
+            path.write_text(text)
+            return str(path)
+        shared = self._hostfiles.get(text)
+        if shared is None:
+            d = self.state_dir / "hostfiles"
+            d.mkdir(exist_ok=True)
+            final = d / hashlib.sha1(text.encode()).hexdigest()[:16]
+            tmp = final.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(text)
+            tmp.chmod(0o444)
+            os.replace(tmp, final)  # whole or absent: a job started meanwhile by another worker reads it all
+            shared = self._hostfiles[text] = str(final)
+        return shared
+
     def job_dir(self, job_id: int, attempt: int) -> Path:
         """The job's private directory on this host (LSB_DJOB_HOSTFILE is there); ``forget`` removes it."""
         d = self.state_dir / "jobs" / f"{job_id}.{attempt}"
@@ -531,7 +556,9 @@ class Runner:
         """The exit was reported and acknowledged: drop the task and its files."""
         self._tasks.pop(task.key, None)
         self._rec_path(task.key).unlink(missing_ok=True)
-        shutil.rmtree(self.state_dir / "jobs" / task.key, ignore_errors=True)
+        private = f"{self.jobs_dir}/{task.key}"
+        if os.path.lexists(private):  # most jobs have none (hostfile), and rmtree's miss costs more
+            shutil.rmtree(private, ignore_errors=True)
         if task._persisted:
             self._upd_path(task.key).unlink(missing_ok=True)
         self._close_meter(task.meter)
@@ -661,8 +688,9 @@ class Runner:
         sig: int | None
         code, sig, note = None, None, ""
         try:
-            text = self._read_record(task.key)[1]
-        except (OSError, ValueError):
+            with open(self._rec_path(task.key), "rb") as f:  # the status line only: no JSON to parse
+                text = f.read().decode(errors="replace").partition("\n")[2].strip()
+        except OSError:
             text = ""
         if text:
             first, _, note = text.partition("\n")[0].partition(" ")
