@@ -229,7 +229,7 @@ def test_preempt_suspends_then_stops_the_processes_and_resume_continues_them() -
     high = k.pend_job(slots=2, queue="high")
     out = k.call(Op.PLACE, S.PlaceRequest(placements=[], preempt=[S.Preempt(low.id, 1, "suspend", high.id)]))
     k.commit_all(out)
-    assert low.state == JobState.SSUSP
+    assert low.state == JobState.SSUSP and low.evictions == 1  # its queue's max_preempt counts it
     assert k.state.history[low.id][-1].detail == f"preempted by job {high.id} of queue high"
     assert [(o.host, o.body.signal) for o in k.applied().orders if o.op == Op.SIGNAL_JOB] == \
         [("node1", signal.SIGSTOP)]
@@ -258,5 +258,10 @@ def test_preempt_by_requeue_or_kill_kills_the_processes_first(action: str, then:
     high = k.pend_job(slots=2, queue="high")
     k.commit_all(k.call(Op.PLACE, S.PlaceRequest(placements=[], preempt=[S.Preempt(low.id, 1, action, high.id)])))
     assert low.kill_requested and low.reason.startswith(then), low.reason
-    assert low.requeue_requested == (action == "requeue")
+    assert low.requeue_requested == (action == "requeue") and low.evictions == 1
+    # A user's own requeue or kill is no eviction.
+    other = k.run_job("node1", slots=1, queue="low")
+    k.state.apply(Requeue(time=T0 + 5, job_ids=[other.id]) if action == "requeue" else
+                  Kill(time=T0 + 5, job_ids=[other.id]))
+    assert other.kill_requested and other.evictions == 0
     assert any(o.op == Op.KILL_JOB for o in k.applied().orders)

@@ -170,6 +170,8 @@ def test_an_owner_growing_back_requeues_the_reclaiming_job_and_never_touches_the
     k.commit_all(out)
     assert k.state.jobs[lent].kill_requested and k.state.jobs[lent].reason.startswith("requeue requested: RECLAIMED")
     assert not k.state.jobs[owner].kill_requested and k.state.jobs[owner].state == JobState.RUN
+    # It counts against its queue's preemption budget (max_preempt), as a preemption does.
+    assert (k.state.jobs[lent].evictions, k.state.jobs[owner].evictions) == (1, 0)
     # The next heartbeat counts the job on its way out as gone: nothing more is sent away.
     k.now += 0.5
     assert not beat(k, {owner: 4 * G, lent: 3 * G}, os_available=1 * G).commits
@@ -183,6 +185,8 @@ def test_under_the_floor_a_reclaiming_job_goes_even_with_room() -> None:
     out = beat(k, {owner: G, lent: 3 * G}, os_available=4 * G)
     ((cmd, _),) = out.commits
     assert isinstance(cmd, Kill) and cmd.job_ids == [lent] and "under the floor" in cmd.reason
+    k.commit_all(out)
+    assert k.state.jobs[lent].evictions == 1
 
 
 def test_suspend_policy_stops_the_job_and_resumes_it_once_the_room_is_back() -> None:
@@ -193,6 +197,7 @@ def test_suspend_policy_stops_the_job_and_resumes_it_once_the_room_is_back() -> 
     assert isinstance(cmd, SysSuspend) and cmd.job_ids == [lent]
     k.commit_all(out)
     assert k.state.jobs[lent].state == JobState.SSUSP and k.state.jobs[lent].suspend_reason.startswith("RECLAIMED")
+    assert k.state.jobs[lent].evictions == 1
     assert k.ctx.live.job_view(k.state.jobs[lent]).reason.startswith("RECLAIMED")
     ((host, op, body, _),) = [o for o in k.applied().orders if o.op == Op.SIGNAL_JOB]   # signals.py converges
     assert (host, body.job_id, body.signal) == ("node1", lent, signal.SIGSTOP)

@@ -89,3 +89,62 @@ def test_a_suspended_job_waits_while_its_preemptors_queue_has_pending_work() -> 
     credit_suspended(hosts, [ssusp])
     assert resumable([ssusp], hosts, RULES, waiting={"high"}) == []
     assert resumable([ssusp], hosts, RULES, waiting={"normal"}) == [1]
+
+
+# ---- job priority, the preemption budget, reservations ---------------------------------------
+
+def test_within_a_queue_the_lowest_job_priority_goes_first_then_the_youngest() -> None:
+    """-sp / btop / bbot rank a queue's jobs as victims too: the job the operator put last goes
+    first, however old; between equals, the youngest (the least work lost)."""
+    kept = running(1, "n1", started=NOW - 100, priority=50)
+    last = running(2, "n2", started=NOW - 3000, priority=-1)
+    hosts = caps(cap("n1", slots=1, slots_free=0, slack="1G"), cap("n2", slots=1, slots_free=0, slack="1G"))
+    assert orders([job(9, queue="high")], [kept, last], hosts) == [Preemption(2, 1, "suspend", 9)]
+
+
+def test_a_job_of_a_lower_job_priority_does_not_preempt_in_its_own_queue() -> None:
+    """Job priority orders; it never preempts: only a queue's `preempt` list does (a user's -sp
+    cannot evict another user's job)."""
+    low = running(1, slots=2, queue="high", priority=0)
+    rules = PreemptRules(preempts={"high": frozenset({"low"})}, priority={"high": 70, "low": 10})
+    assert orders([job(2, slots=2, queue="high", priority=99)], [low],
+                  caps(cap("n1", slots=2, slots_free=0, slack="1G")), rules) == []
+
+
+def test_a_queues_preemption_budget_counts_reclaimed_evictions_too() -> None:
+    """[queues.low] max_preempt = 2 (LSF MAX_JOB_PREEMPT): a job evicted twice already, by
+    preemption or by reclamation (Job.evictions), is not preempted again."""
+    rules = PreemptRules(preempts={"high": frozenset({"low"})}, priority={"high": 70, "low": 10},
+                         max_preempt={"low": 2})
+    hosts = caps(cap("n1", slots=1, slots_free=0, slack="1G"), cap("n2", slots=1, slots_free=0, slack="1G"))
+    twice, once = running(1, "n1", started=NOW - 100, evictions=2), running(2, "n2", started=NOW - 900, evictions=1)
+    assert orders([job(9, queue="high")], [twice, once], hosts, rules) == [Preemption(2, 1, "suspend", 9)]
+    assert orders([job(9, queue="high")], [twice], hosts, rules) == []
+
+
+def guard_of(reserved, *, run: float = 600.0):
+    """The round's reservations as the scheduler gives them: job 5 holds n1 from NOW + 300."""
+    from xce.core.sched.backfill import BackfillRules, Reservation
+    from xce.core.sched.preempt import reservation_guard
+
+    r = Reservation(5, NOW + 300, [alloc("n1", 1)], NOW)
+    ahead = {5: 0, 9: 1, 4: -1}
+    return reservation_guard([r], ahead.__getitem__, BackfillRules(default_run_limit=run), NOW)
+
+
+def test_preemption_never_starts_a_job_where_it_would_delay_a_higher_jobs_reservation() -> None:
+    """Job 5, ahead of the preemptor, is reserved n1 from NOW + 300: a preemptor that would run
+    past then is given the victim on n2 (not the youngest, on n1); with only n1's it waits."""
+    young1, old2 = running(1, "n1", started=NOW - 100), running(2, "n2", started=NOW - 900)
+    hosts = caps(cap("n1", slots=1, slots_free=0, slack="1G"), cap("n2", slots=1, slots_free=0, slack="1G"))
+    got = preempt([job(9, queue="high")], [young1, old2], hosts, RULES, NOW, fitter(NOW), guard=guard_of(True))
+    assert got == [Preemption(2, 1, "suspend", 9)]
+    assert preempt([job(9, queue="high")], [young1], hosts, RULES, NOW, fitter(NOW), guard=guard_of(True)) == []
+    # One that ends before the reservation starts may take n1 (backfill would allow it) ...
+    short = job(9, queue="high", run_limit=200.0)
+    assert preempt([short], [young1], hosts, RULES, NOW, fitter(NOW), guard=guard_of(True)) == \
+        [Preemption(1, 1, "suspend", 9)]
+    # ... and so may the reserved job itself, or one ahead of it.
+    for jid in (5, 4):
+        assert preempt([job(jid, queue="high")], [young1], hosts, RULES, NOW, fitter(NOW),
+                       guard=guard_of(True)) == [Preemption(1, 1, "suspend", jid)]

@@ -593,7 +593,7 @@ def full_state() -> ClusterState:
         Place(time=T0 + 4.95, job_id=1, attempt=2,
               allocs=[Alloc("n2", 1, G + G // 2, {"slots": 1, "gpu": 1}),
                       Alloc("n3", 1, G + G // 2, {"slots": 1, "gpu": 1})]),
-        Kill(time=T0 + 5, job_ids=[1], reason="over budget"),
+        Kill(time=T0 + 5, job_ids=[1], reason="over budget", evict=True),      # preempted by kill
         Finish(time=T0 + 6, job_id=1, attempt=3, host="n2", exit_code=137, signal=9, reason="killed",
                usage=HostUsage(host="n2", reserved=G, actual=G // 2, peak=G // 3 * 2, charged_peak=G,
                                cpu_time=12.5, slack_integral=3.0e9)),

@@ -211,6 +211,7 @@ class Job(msgspec.Struct, kw_only=True, gc=False):
     mem_tries: int = 0               # retries with more memory so far (xce/core/memretry.py)
     suspend_reason: str = ""         # why the system suspended it (SSUSP); "" once it runs again
     runs: list[PastRun] = []         # its runs before a requeue: every run's usage is charged (fairshare)
+    evictions: int = 0               # times preempted or RECLAIMED (a queue's max_preempt counts them)
 
     @property
     def hosts(self) -> list[str]:

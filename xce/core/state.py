@@ -154,6 +154,7 @@ class Finish(Cmd):
 class Kill(Keyed):
     job_ids: list[int]
     reason: str = "killed by user"
+    evict: bool = False  # preemption or reclamation sends it away: a running job's evictions count it
 
 
 class RegisterHost(Cmd):
@@ -205,6 +206,7 @@ class Requeue(Keyed):
 
     job_ids: list[int]
     reason: str = ""
+    evict: bool = False  # preemption or reclamation sends it away: a running job's evictions count it
 
 
 class Switch(Keyed):
@@ -656,6 +658,7 @@ class ClusterState:
             elif job.state in TERMINAL:
                 out[jid] = f"already {job.state.value}"
             else:
+                job.evictions += cmd.evict
                 job.kill_requested = True
                 job.requeue_requested = False  # a kill wins over a requeue in flight
                 job.reason = cmd.reason if job.reason.startswith("requeue requested") else job.reason or cmd.reason
@@ -745,6 +748,7 @@ class ClusterState:
                 self._back_to_pending(ch, job, why, cmd.time, cmd.by)
                 out[job.id] = "requeued"
             else:  # its processes are killed first; Finish of the last one makes it PEND
+                job.evictions += cmd.evict
                 job.kill_requested = job.requeue_requested = True
                 job.reason = f"requeue requested: {why}"
                 ch.jobs.add(job.id)
@@ -811,6 +815,7 @@ class ClusterState:
         for job in self._targets(ch, cmd.job_ids, "sys_suspend", frozenset({S.RUN})):
             self._set(ch, job, "sys_suspend", cmd.time, "controller", cmd.reason)
             job.suspend_reason = cmd.reason  # why it is SSUSP (bjobs' suspending reason): not its outcome
+            job.evictions += 1  # the system suspends a job only to preempt or reclaim
         return {jid: S.SSUSP.value for jid in cmd.job_ids}
 
     def sys_resume(self, cmd: SysResume, ch: Changes) -> dict[int, str]:

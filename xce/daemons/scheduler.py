@@ -15,6 +15,7 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import zmq
@@ -25,7 +26,7 @@ from xce.core.errors import XceError
 from xce.core.model import Alloc, Job, JobState, reclaim_suspended
 from xce.core.placement import HostCap, Plan, cluster_free, host_caps, queue_host_sets, schedule
 from xce.core.sched.limits import HELD
-from xce.core.sched.preempt import credit_suspended, fitter, preempt, resumable
+from xce.core.sched.preempt import credit_suspended, fitter, preempt, reservation_guard, resumable
 from xce.core.sched.site import PolicyState, SitePolicy
 from xce.daemons.heap import HeapUpkeep
 from xce.proto import schema as S
@@ -131,7 +132,7 @@ class Scheduler:
         plan = schedule(caps, pending, now, cfree, self.cluster_totals, backfill=self.policy.policy.backfill,
                         releases=got.releases, limits=got.limits, reclaim_queues=m.live.reclaim_queues,
                         queue_hosts=queue_host_sets(m.queues.values()))
-        preempts = self._preemptions(pending, plan, caps, cfree, now) if rules.on else []
+        preempts = self._preemptions(pending, plan, caps, cfree, now, got.ordering.key) if rules.on else []
         ms = (time.perf_counter() - t0) * 1000
         # The plan charged its placements to ``caps``: full now means full once they run.
         full = not any(h.schedulable is None and h.slots_free > 0 for h in caps.values())
@@ -164,14 +165,16 @@ class Scheduler:
             self.dirty = True
 
     def _preemptions(self, pending: list[Job], plan: Plan, caps: dict[str, HostCap], cfree: dict[str, int],
-                     now: float) -> list[S.Preempt]:
+                     now: float, rank: Callable[[Job], Any]) -> list[S.Preempt]:
         """The round's blocked jobs (not held by a limit: preempting would not help) that may
         preempt, and the orders that make room for them; each says so in its reason."""
         placed = {j for j, _ in plan.placements}
         blocked = [j for j in pending if j.id not in placed and not plan.reasons.get(j.id, "").startswith(HELD)]
         fits = fitter(now, cfree, self.cluster_totals, queue_host_sets(self.mirror.queues.values()))
+        jobs = self.mirror.jobs  # a preemptor may not take what a reservation ahead of it holds
+        guard = reservation_guard(plan.reservations, lambda jid: rank(jobs[jid]), self.policy.policy.backfill, now)
         orders = preempt(blocked, self.mirror.running.values(), caps, self.policy.policy.preemption, now, fits,
-                         self.mirror.live.ledger)
+                         self.mirror.live.ledger, guard)
         for o in orders:
             plan.reasons[o.for_job] = f"preemption: waiting for job {o.job_id} to be preempted ({o.action})"
         return [S.Preempt(o.job_id, o.attempt, o.action, o.for_job) for o in orders]

@@ -82,8 +82,8 @@ def send_away(ctx: Context, job: Job, why: str, now: float, out: Outbox) -> None
     ctx.book.reclaimed[(job.id, job.attempt)] = now
     log.warning("reclaim: job %d (%s): %s", job.id, policy, why)
     cmd: Cmd = (SysSuspend(time=now, job_ids=[job.id], reason=why) if policy == "suspend"
-                else Kill(time=now, job_ids=[job.id], reason=why, by="controller") if policy == "kill"
-                else Requeue(time=now, job_ids=[job.id], reason=why, by="controller"))
+                else Kill(time=now, job_ids=[job.id], reason=why, by="controller", evict=True) if policy == "kill"
+                else Requeue(time=now, job_ids=[job.id], reason=why, by="controller", evict=True))
     out.commit(cmd)
 
 

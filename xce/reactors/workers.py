@@ -86,9 +86,9 @@ def _preempt(ctx: Context, body: S.PlaceRequest, now: float, out: Outbox) -> Non
         if p.action == "suspend":
             out.commit(SysSuspend(time=now, job_ids=[job.id], reason=why))  # SIGSTOP: reactors/signals.py
         elif p.action == "requeue":
-            out.commit(Requeue(time=now, job_ids=[job.id], reason=why, by="scheduler"))
+            out.commit(Requeue(time=now, job_ids=[job.id], reason=why, by="scheduler", evict=True))
         elif p.action == "kill":
-            out.commit(Kill(time=now, job_ids=[job.id], reason=why, by="scheduler"))
+            out.commit(Kill(time=now, job_ids=[job.id], reason=why, by="scheduler", evict=True))
     back = [j for j in body.resume if (job := st.jobs.get(j)) is not None and job.state == JobState.SSUSP]
     if back:
         out.commit(SysResume(time=now, job_ids=back))  # SIGCONT: reactors/signals.py

@@ -104,6 +104,7 @@ class QueueConf(msgspec.Struct, forbid_unknown_fields=True):
     dep_never: str = "keep"                 # a job whose dependency can never be met: "keep" or "kill"
     preempt: list[str] = []          # lower-priority queues whose running jobs this queue's may preempt
     preempt_action: str = "suspend"  # how this queue's jobs are preempted: suspend (SSUSP) | requeue | kill
+    max_preempt: int = 0             # times one of its jobs may be evicted, RECLAIMED too (LSF MAX_JOB_PREEMPT); 0: any
     reclaimable: bool = False                # its jobs run on reclaimable memory (docs/accounting.md)
     reclaim_policy: str = "requeue"          # when an owner wants it back: requeue, suspend or kill
     mem_retries: int = 0             # tries more for a job killed for its memory (MEMLIMIT, MEMPRESSURE, RECLAIMED)
@@ -473,6 +474,8 @@ def _check_policy(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
 
 
 def _check_preempt(cfg: Config, name: str, q: QueueConf, bad: Callable[[str, str], ConfigError]) -> None:
+    if q.max_preempt < 0:
+        raise bad(f"queues.{name}.max_preempt", f"must be >= 0 (0: no cap), got {q.max_preempt}")
     if q.preempt_action not in ("suspend", "requeue", "kill"):
         raise bad(f"queues.{name}.preempt_action", f"must be 'suspend', 'requeue' or 'kill', got {q.preempt_action!r}")
     for low in q.preempt:

@@ -14,14 +14,23 @@ suspended are requeued instead, and a requeue or kill gives back what an end giv
 (backfill.job_releases: memory available for scheduling rises by the job's charge,
 max(reserved, actual)).
 
-The walk, for each blocked job of a preempting queue, in the round's order::
+The walk, for each blocked job of a preempting queue, in the round's order (queue priority,
+fairshare, job priority, submit: so ``-sp``, btop and bbot choose which blocked job preempts first)::
 
-    victims   = RUN jobs of queues it may preempt, run >= min_run_time, not taken yet,
-                lowest queue priority first, then the youngest (the least work lost)
+    victims   = RUN jobs of queues it may preempt, run >= min_run_time, evicted fewer times than
+                their queue's ``max_preempt`` (LSF MAX_JOB_PREEMPT; a RECLAIMED eviction counts:
+                Job.evictions), not taken yet; lowest queue priority first, then the lowest job
+                priority (the job an operator put last goes first), then the youngest (the least
+                work lost)
     credit    one victim at a time to a copy of the hosts (slots; memory too unless suspended)
               until ``fits`` places the job; suspend-victims upgraded to requeue if only
               memory would make it fit
+    guard     the placement found must not delay a reservation of a job ahead of it
+              (``reservation_guard``): a host where it would is left out and the job tried again
     keep      the victims on the hosts the job would land on; the rest are let go
+
+Job priority orders; it never preempts: only a queue's ``preempt`` list makes a job a victim,
+so a user's ``-sp`` cannot evict another user's job of the same queue.
 
 Preempted jobs come back first: ``resumable`` picks the SSUSP jobs whose hosts have room
 again, before a round places pending work.  Pure: no I/O, no clock.
@@ -29,14 +38,15 @@ again, before a round places pending work.  Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from xce.core.accounting import Ledger
 from xce.core.hostgroups import HostSet
 from xce.core.model import Alloc, Job, JobState
 from xce.core.placement import HostCap, schedule
-from xce.core.sched.backfill import BackfillRules, Release, give_back, job_releases
+from xce.core.sched.backfill import BackfillRules, Release, Reservation, give_back, job_releases
 
 ACTIONS = ("suspend", "requeue", "kill")
 MOST_VICTIMS = 64  # victims tried per blocked job: a round stays short on a big cluster
@@ -44,6 +54,8 @@ MOST_BLOCKED = 8   # blocked jobs that may preempt in one round
 GREEDY = BackfillRules(mode="off")
 
 Fits = Callable[[Job, dict[str, HostCap]], "list[Alloc] | None"]
+# Why a placement of a job (found on its victims' room) may not be made: (host, reason), or None.
+Guard = Callable[[Job, list[Alloc]], "tuple[str, str] | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +64,12 @@ class PreemptRules:
     action: Mapping[str, str] = field(default_factory=dict)               # queue -> how its jobs go
     priority: Mapping[str, int] = field(default_factory=dict)             # queue -> its priority
     min_run_time: float = 60.0
+    max_preempt: Mapping[str, int] = field(default_factory=dict)          # queue -> evictions a job may take (0: any)
+
+    def may_evict(self, v: Job) -> bool:
+        """Whether the job's queue's budget (LSF MAX_JOB_PREEMPT) allows one more eviction."""
+        cap = self.max_preempt.get(v.spec.queue, 0)
+        return not cap or v.evictions < cap
 
     @property
     def on(self) -> bool:
@@ -64,7 +82,8 @@ class PreemptRules:
         return cls(preempts={n: frozenset(q.preempt) for n, q in qs.items()},
                    action={n: q.preempt_action for n, q in qs.items()},
                    priority={n: q.priority for n, q in qs.items()},
-                   min_run_time=cfg.preemption.min_run_time)  # type: ignore[attr-defined]
+                   min_run_time=cfg.preemption.min_run_time,  # type: ignore[attr-defined]
+                   max_preempt={n: q.max_preempt for n, q in qs.items() if q.max_preempt})
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,13 +153,38 @@ def resumable(suspended: Iterable[Job], caps: Mapping[str, HostCap], rules: Pree
     return out
 
 
+def reservation_guard(reservations: Iterable[Reservation], rank: Callable[[int], Any], rules: BackfillRules,
+                      now: float) -> Guard | None:
+    """The round's reservations as preemption must keep them: a job placed on its victims' room
+    may not run past the start of a reservation, on its hosts, held by a job ranked ahead of it
+    (``rank``: job id -> the round's sort key; the reserved job itself and jobs ahead of it may
+    take it).  Host by host, as backfill's veto but without its point: a share that would fit
+    beside the reservation is refused too (errs towards the reservation).  None: no reservation."""
+    held: dict[str, list[Reservation]] = {}
+    for r in reservations:
+        for a in r.allocs:
+            held.setdefault(a.host, []).append(r)
+    if not held:
+        return None
+
+    def guard(job: Job, allocs: list[Alloc]) -> tuple[str, str] | None:
+        end = now + rules.runtime(job.spec)
+        mine = rank(job.id)
+        for a in allocs:
+            for r in held.get(a.host, ()):
+                if r.start < end and r.job_id != job.id and rank(r.job_id) < mine:
+                    return a.host, f"backfill: would delay job {r.job_id}, {r.says()}"
+        return None
+    return guard
+
+
 def preempt(blocked: Iterable[Job], running: Iterable[Job], caps: Mapping[str, HostCap], rules: PreemptRules,
-            now: float, fits: Fits, ledger: Ledger | None = None) -> list[Preemption]:
+            now: float, fits: Fits, ledger: Ledger | None = None, guard: Guard | None = None) -> list[Preemption]:
     """The preemption orders that make room for the round's blocked jobs (see the docstring)."""
     if not rules.on:
         return []
     running = [j for j in running if j.state == JobState.RUN and not j.kill_requested
-               and j.start_time is not None and now - j.start_time >= rules.min_run_time]
+               and j.start_time is not None and now - j.start_time >= rules.min_run_time and rules.may_evict(j)]
     taken: set[int] = set()
     out: list[Preemption] = []
     tried = 0
@@ -152,8 +196,9 @@ def preempt(blocked: Iterable[Job], running: Iterable[Job], caps: Mapping[str, H
         if tried > MOST_BLOCKED:
             break
         victims = sorted((v for v in running if v.spec.queue in may and v.id not in taken),
-                         key=lambda v: (rules.priority.get(v.spec.queue, 0), -(v.start_time or 0.0), -v.id))
-        got = _room_for(job, victims[:MOST_VICTIMS], caps, rules, fits, ledger)
+                         key=lambda v: (rules.priority.get(v.spec.queue, 0), v.spec.priority,
+                                        -(v.start_time or 0.0), -v.id))
+        got = _room_for(job, victims[:MOST_VICTIMS], caps, rules, fits, ledger, guard)
         for v, action in got:
             taken.add(v.id)
             out.append(Preemption(v.id, v.attempt, action, job.id))
@@ -161,14 +206,18 @@ def preempt(blocked: Iterable[Job], running: Iterable[Job], caps: Mapping[str, H
 
 
 def _room_for(job: Job, victims: list[Job], caps: Mapping[str, HostCap], rules: PreemptRules, fits: Fits,
-              ledger: Ledger | None) -> list[tuple[Job, str]]:
-    """The fewest victims (in the given order) whose preemption lets ``job`` fit, each with its action."""
+              ledger: Ledger | None, guard: Guard | None = None) -> list[tuple[Job, str]]:
+    """The fewest victims (in the given order) whose preemption lets ``job`` fit where ``guard``
+    allows, each with its action."""
     chosen: list[Job] = []
+    banned: set[str] = set()  # hosts where the job would delay a reservation ahead of it
     for v in victims:
         chosen.append(v)
+        if all(a.host in banned for a in v.allocs):
+            continue  # its room is on hosts the job may not take
         for honest in (True, False):  # suspend as configured; then, memory wanted, requeue instead
             actions = [(c, _action(c, rules, honest)) for c in chosen]
-            allocs = fits(job, _after(caps, actions, ledger))
+            allocs = _fit_guarded(job, _after(caps, actions, ledger, banned), fits, guard, banned)
             if allocs is not None:
                 on = {a.host for a in allocs}
                 return [(c, act) for c, act in actions if any(a.host in on for a in c.allocs)]
@@ -177,18 +226,32 @@ def _room_for(job: Job, victims: list[Job], caps: Mapping[str, HostCap], rules: 
     return []
 
 
+def _fit_guarded(job: Job, after: dict[str, HostCap], fits: Fits, guard: Guard | None,
+                 banned: set[str]) -> list[Alloc] | None:
+    """``fits`` on ``after``, leaving out (and adding to ``banned``) each host the guard refuses."""
+    while True:
+        allocs = fits(job, after)
+        no = guard(job, allocs) if allocs is not None and guard is not None else None
+        if no is None:
+            return allocs
+        banned.add(no[0])
+        after.pop(no[0], None)
+
+
 def _action(v: Job, rules: PreemptRules, honest: bool) -> str:
     act = rules.action.get(v.spec.queue, "suspend")
     return act if honest or act != "suspend" else "requeue"
 
 
-def _after(caps: Mapping[str, HostCap], actions: list[tuple[Job, str]], ledger: Ledger | None) -> dict[str, HostCap]:
-    """The hosts that could take the job once the victims are preempted: theirs, and those with free slots."""
-    out = {n: h.clone() for n, h in caps.items() if h.slots_free > 0}
+def _after(caps: Mapping[str, HostCap], actions: list[tuple[Job, str]], ledger: Ledger | None,
+           banned: Container[str] = ()) -> dict[str, HostCap]:
+    """The hosts that could take the job once the victims are preempted: theirs, and those with
+    free slots; none of ``banned``."""
+    out = {n: h.clone() for n, h in caps.items() if h.slots_free > 0 and n not in banned}
     for v, act in actions:
         for r in job_releases(v, 0.0, ledger):
             h = out.get(r.host)
-            if h is None and r.host in caps:
+            if h is None and r.host in caps and r.host not in banned:
                 h = out[r.host] = caps[r.host].clone()
             if h is not None:
                 give_back(h, r if act != "suspend" else Release(r.end, r.host, r.slots, 0, 0, leaves=False))
