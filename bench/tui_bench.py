@@ -30,6 +30,12 @@ so other load on the machine does not count; the frame's wall time is printed to
           synthetic seconds with a frame each, finished jobs forgotten past
           ``--keep-finished`` as the controller does: after ~500 s the histories are at
           their bound, and after ~340 s at 300 changes a second the finished jobs too);
+  array   with ``--array N``: the cluster also holds an array of N elements, of which the console
+          holds 200 (50 running, 150 pending: the controller's window), and each second one
+          element ends, one starts and one is materialised, in an event that carries the
+          array's summary (Event.arrays) where the console's schema has it (an older checkout,
+          given by PYTHONPATH, counts the elements it holds); ``array_row_us`` is the cost of
+          the array's row (its counts and summed figures), what a frame pays when it is on screen;
   latency from a heartbeat's arrival at the controller (HostLive.last_seen, ~1 ms
           after the worker's sample on one machine) to the end of the frame that
           shows it, on a real `xce up` cluster (2 hosts, heartbeat 0.5 s, 4 fps).
@@ -56,7 +62,7 @@ from xce.core.model import JobState  # noqa: E402
 from xce.reactors.after_apply import SOFT_PERIOD  # noqa: E402
 from xce.proto.codec import decode_envelope, encode  # noqa: E402
 from xce.proto.opcodes import Op  # noqa: E402
-from xce.proto.schema import Event  # noqa: E402
+from xce.proto.schema import Event, Snapshot  # noqa: E402
 from xce.replica.mirror import Mirror  # noqa: E402
 from xce.site.config import Config  # noqa: E402
 from xce.tui import synth  # noqa: E402
@@ -65,6 +71,44 @@ from xce.client.follow import CHUNK  # noqa: E402
 from xce.tui.model import ConsoleModel  # noqa: E402
 
 EVENT = msgspec.msgpack.Decoder(Event)
+ARRAY_ID = 2**31 - 1  # a plain id no synthetic job reaches; its elements are ARRAY_ID << 32 | INDEX
+SUMMARIES = "arrays" in Event.__struct_fields__  # False on a checkout from before arrays were on the stream
+
+
+def array_part(snap: Snapshot, n: int) -> Snapshot:
+    """``snap`` with an array of ``n`` elements: 50 running (on the first hosts), 150 pending."""
+    from xce.core.jobspec.arrays import parse_lsf_job_name
+
+    spec = parse_lsf_job_name(f"sweep[1-{n}]", max_size=n)[1]
+    running, held = min(50, n), min(200, n)
+    jobs = [array_element(snap, spec, i, JobState.RUN if i <= running else JobState.PEND) for i in range(1, held + 1)]
+    extra = {"arrays": [array_summary(n, {"RUN": running, "PEND": n - running})]} if SUMMARIES else {}
+    return msgspec.structs.replace(snap, jobs=[*snap.jobs, *jobs], **extra)
+
+
+def array_element(snap: Snapshot, spec: object, i: int, state: JobState, t: float = synth.T0) -> object:
+    host = ((snap.hosts[i % len(snap.hosts)].name, 1),) if state != JobState.PEND else ()
+    j = synth.job(ARRAY_ID << 32 | i, "sweep", "user1", "rusage[mem=1G]", state, host,
+                  t - 60 if host else None, end_time=t if state == JobState.DONE else None)
+    return msgspec.structs.replace(j, spec=msgspec.structs.replace(j.spec, array=spec, index=i))
+
+
+def array_summary(n: int, counts: dict[str, int]) -> object:
+    from xce.core.views import ArrayView
+
+    return ArrayView(id=ARRAY_ID, name="sweep", user="user1", queue="normal", indices=f"1-{n}", limit=None,
+                     elements=n, counts=counts)
+
+
+def array_second(snap: Snapshot, n: int, k: int, seq: int, t: float) -> Event:
+    """Second ``k``: element k ends DONE, element 50 + k starts, element 200 + k is materialised."""
+    from xce.core.jobspec.arrays import parse_lsf_job_name
+
+    spec = parse_lsf_job_name(f"sweep[1-{n}]", max_size=n)[1]
+    jobs = [array_element(snap, spec, k, JobState.DONE, t), array_element(snap, spec, 50 + k, JobState.RUN, t),
+            array_element(snap, spec, 200 + k, JobState.PEND, t)]
+    extra = {"arrays": [array_summary(n, {"RUN": 50, "PEND": n - 50 - k, "DONE": k})]} if SUMMARIES else {}
+    return Event(seq=seq, epoch=snap.epoch, time=t, jobs=jobs, **extra)
 
 
 def receive(sync: Sync, frames: list[bytes], now: float) -> None:
@@ -86,7 +130,7 @@ def rss_mb() -> float:
 
 
 async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, per_event: int,
-                keep_finished: int) -> dict[str, float]:
+                keep_finished: int, array: int = 0) -> dict[str, float]:
     tune_gc()  # as xce-top's main() does
     base = rss_mb()
     snap = synth.big_snapshot(hosts, jobs)
@@ -94,7 +138,7 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, pe
     sync = Sync(m, m.lock)
     t = time.perf_counter()
     sync.requested()
-    sync.on_snapshot(snap, synth.T0)
+    sync.on_snapshot(array_part(snap, array) if array else snap, synth.T0)
     out = {"snapshot_apply_s": time.perf_counter() - t}
     bare = Mirror()  # the shared Mirror/Ledger path alone, for comparison
     bare.apply_snapshot(snap)
@@ -102,6 +146,7 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, pe
     now = [synth.T0]
     app = XceTop(m, clock=lambda: now[0], view="jobs", deterministic=True, fps=0.001)
     applies, redraws, redraws_live, walls, totals, idles, nets, nets_live = [], [], [], [], [], [], [], []
+    rows: list[float] = []
     seq = 0
     ended: deque[int] = deque()  # finished jobs, oldest first: the controller forgets them too
     async with app.run_test(size=(160, 50)) as pilot:
@@ -112,6 +157,9 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, pe
             now[0] = synth.T0 + k
             evs = synth.one_second(snap, seq, now[0], changes, per_event)
             seq += len(evs)
+            if array:  # the bare Mirror does not hold the array: its event is the console's alone
+                seq += 1
+                arr_ev = array_second(snap, array, k, seq, now[0])
             t = time.process_time()
             for ev in evs:
                 bare.apply_event(ev)
@@ -122,11 +170,17 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, pe
                 synth.stamp(bare, ev)
             bare_applies.append(both - (time.process_time() - t))
             ended.extend(j.id for j in evs[-1].jobs if j.state == JobState.DONE)
-            frames = [encode(Op.EVENT, 0, ev, term=1) for ev in evs]  # as the controller publishes them
+            frames = [encode(Op.EVENT, 0, ev, term=1) for ev in [*evs, *([arr_ev] if array else [])]]
             t = time.process_time()
             receive(sync, frames, now[0])
             applies.append(time.process_time() - t)
             assert sync.state == "LIVE", "the synthetic second did not follow"
+            if array:
+                t = time.process_time()
+                with m.lock:
+                    row = m.row_view(ARRAY_ID)
+                rows.append(time.process_time() - t)
+                assert row is not None and (not SUMMARIES or str(array) in row.reason.replace(",", ""))
             t, w = time.process_time(), time.perf_counter()
             app.render_frame()
             await pilot.pause()
@@ -178,6 +232,8 @@ async def scale(hosts: int, jobs: int, seconds: int, changes: int, soak: int, pe
     out["apply_plus_redraw_ms"] = statistics.median(totals) * 1000
     out["redraw_sorted_by_actual_ms"] = statistics.median(nets_live) * 1000
     out["redraw_wall_ms"] = statistics.median(walls) * 1000
+    if array:
+        out["array_row_us"] = statistics.median(rows) * 1e6
     return out
 
 
@@ -227,14 +283,17 @@ def main() -> int:
     p.add_argument("--per-event", type=int, default=0,
                    help="hosts' heartbeats per event (default: what the controller's 50 ms soft period "
                         "gathers at one heartbeat a second, hosts / 20; 1 = an event per heartbeat)")
+    p.add_argument("--array", type=int, default=0, help="also an array of this many elements (200 held)")
     p.add_argument("--no-live", action="store_true", help="skip the real-cluster latency run")
     p.add_argument("--live-seconds", type=float, default=20.0)
     a = p.parse_args()
     per_event = a.per_event or max(1, round(a.hosts * SOFT_PERIOD))
     print(f"console at {a.hosts} hosts x {a.jobs} jobs, {a.changes} job changes/s, "
-          f"{per_event} heartbeats an event, "
+          f"{per_event} heartbeats an event, {f'an array of {a.array:,}, ' if a.array else ''}"
+          f"summaries on the stream: {SUMMARIES}, "
           f"python {sys.version.split()[0]}, {os.cpu_count()} cpus")
-    for k, v in asyncio.run(scale(a.hosts, a.jobs, a.seconds, a.changes, a.soak, per_event, a.keep_finished)).items():
+    for k, v in asyncio.run(scale(a.hosts, a.jobs, a.seconds, a.changes, a.soak, per_event, a.keep_finished,
+                                      a.array)).items():
         print(f"  {k:28} {v:10.1f}")
     if not a.no_live:
         for k, v in asyncio.run(latency(a.live_seconds)).items():

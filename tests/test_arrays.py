@@ -246,3 +246,22 @@ def test_a_range_target_becomes_element_ids() -> None:
     assert A.target_ids(parse_job_target("12_4")) == [A.element_id(12, 4)]
     with pytest.raises(InvalidRequest, match=r"job 12\[1-200000\]: 200,000 elements is more than 100,000"):
         A.target_ids(parse_job_target("12[1-200000]"))
+
+
+def test_modifying_an_arrays_id_changes_every_pending_element_and_those_to_come() -> None:
+    """bmod ID of an array: the old code changed only its first pending element, and raised
+    IndexError when none was materialised (a %1 array with its one element running)."""
+    from xce.core.state import ModifySpec, SpecPatch
+
+    st = cluster()
+    aid = submit_array(st, "m[1-5]%1")
+    first = pending(st, aid)[0]
+    place(st, first)
+    st.apply(ModifySpec(time=T0 + 2, job_id=aid, patch=SpecPatch(run_limit=120.0, priority=4)))
+    finish(st, first)
+    rest = pending(st, aid)
+    assert rest and all((st.jobs[j].spec.run_limit, st.jobs[j].spec.priority) == (120.0, 4) for j in rest)
+    assert st.jobs[first].spec.run_limit is None  # a running element is not pending: unchanged
+    assert [e.event for e in st.history[aid]][-1] == "modified"
+    with pytest.raises(IllegalTransition):
+        st.apply(ModifySpec(time=T0 + 3, job_id=first, patch=SpecPatch(priority=1)))

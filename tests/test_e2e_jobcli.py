@@ -99,3 +99,33 @@ def test_arrays_through_the_cli_ids_with_index_and_jobs_a(cluster: Cluster, tmp_
     views = cluster.client.wait([aid], timeout=30)
     assert cluster.client.arrays([aid])[0].counts == {"DONE": 4}
     assert sorted(v.id & 0xFFFFFFFF for v in views) == [1, 2, 3, 4] and {v.state for v in views} == {"DONE"}
+
+
+def test_every_command_takes_an_element_and_a_range_and_names_elements_as_given(cluster: Cluster,
+                                                                                tmp_path: Path) -> None:
+    """kill, kill -s, peek, wait, modify, hist on ID[INDEX] and ranges (issue 14 item 2), as LSF does."""
+    gate = tmp_path / "go"
+    aid = submit(cluster, "-J", "ctl[1-6]%1", "-o", "o.%J.%I", "--", "sh", "-c",
+                 f"echo started $LSB_JOBINDEX; while [ ! -e {gate} ]; do sleep 0.05; done",
+                 cwd=tmp_path)
+    wait_for(lambda: f"{aid}[1]" in cluster.xce("jobs", "-r").stdout, what="element 1 running")
+    # bmod of the whole array: every pending element, those not materialised yet too
+    r = cluster.xce("modify", "-W", "7", "-sp", "3", str(aid))
+    assert r.stdout == f"Parameters of job <{aid}> are being changed: priority, run_limit\n"
+    assert cluster.xce("modify", "-J", "renamed", f"{aid}[6]").stdout == \
+        f"Parameters of job <{aid}[6]> are being changed: name\n"
+    assert cluster.xce("kill", f"{aid}[4-5]").stdout == f"Job <{aid}[4]> is killed\nJob <{aid}[5]> is killed\n"
+    assert cluster.xce("kill", "-s", "CONT", f"{aid}[1]").stdout == f"Job <{aid}[1]>: signal 18 sent\n"
+    wait_for(lambda: "started 1" in cluster.xce("peek", f"{aid}[1]").stdout, what="peek of an element")
+    assert f"Job <{aid}[1]>:" in cluster.xce("hist", f"{aid}[1]").stdout
+    assert "submitted" in cluster.xce("hist", str(aid)).stdout  # the array's own history
+    gate.touch()
+    r = cluster.xce("wait", f"{aid}[1-3]", f"{aid}[6]", check=False, timeout=60)
+    assert r.returncode == 0, r.stderr
+    views = {v.id & 0xFFFFFFFF: v for v in cluster.client.jobs([aid], all=True)}
+    assert {i: (v.state, v.run_limit, v.priority) for i, v in views.items() if i != 1} == {
+        2: ("DONE", 420.0, 3), 3: ("DONE", 420.0, 3), 4: ("EXIT", 420.0, 3), 5: ("EXIT", 420.0, 3),
+        6: ("DONE", 420.0, 3)}
+    assert views[6].name == "renamed"
+    r = cluster.xce("wait", f"{aid}", check=False)
+    assert r.returncode == 1 and f"Job <{aid}[4]> ended EXIT" in r.stderr

@@ -63,7 +63,7 @@ def switch(c: Any, queue: str, words: list[str], json: bool) -> int:
         print_json({str(k): v for k, v in results.items()})
     else:
         for jid, q in results.items():
-            print(f"Job <{jid}> is switched to queue <{q}>")
+            print(f"Job <{element_text(jid)}> is switched to queue <{q}>")
     return 0
 
 
@@ -75,7 +75,7 @@ def move(c: Any, to: str, word: str, json: bool) -> int:
     if json:
         print_json({"id": jid, "to": to, "detail": detail})
     else:
-        print(f"Job <{jid}> has been moved to the {to} of its queue ({detail})")
+        print(f"Job <{element_text(jid)}> has been moved to the {to} of its queue ({detail})")
     return 0
 
 
@@ -97,9 +97,9 @@ def modify(c: Any, opts: OptionSet, words: list[str], json: bool) -> int:
     if json:
         print_json({"id": jid, "changed": sorted(changes) + (["mem_limit"] if mem_given or not changes else [])})
     elif changes:
-        print(f"Parameters of job <{jid}> are being changed: {', '.join(sorted(changes))}")
+        print(f"Parameters of job <{element_text(jid)}> are being changed: {', '.join(sorted(changes))}")
     if not json and (mem_given or not changes):
-        print(f"Job <{jid}>: memory limit set to {_mem_text(mem)}")
+        print(f"Job <{element_text(jid)}>: memory limit set to {_mem_text(mem)}")
     return 0
 
 
@@ -120,7 +120,7 @@ def hist(c: Any, words: list[str], json: bool) -> int:
         return 0
     blocks = []
     for jid, events in out.items():
-        lines = [f"Job <{jid}>:"]
+        lines = [f"Job <{element_text(jid)}>:"]
         for e in events:
             when = time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(e.time))
             by = f" by {e.by}" if e.by else ""

@@ -36,11 +36,18 @@ def _say_stale(c: Any) -> None:
               f"{s.lag_entries} Raft entries behind the leader; no live usage figures)", file=sys.stderr)
 
 
+def element_text(jid: int) -> str:
+    """``12`` or ``12[3]``: a job id as the user writes it (loaded when a command prints one)."""
+    from xce.core.jobids import element_text as text
+
+    return text(jid)
+
+
 def _ids(values: list[str]) -> list[int]:
-    try:
-        return [int(v) for v in values]
-    except ValueError:
-        raise _usage(f"job ids are whole numbers, got {' '.join(values)!r}") from None
+    """Job ids as given: ``12``, ``12[3]``, ``12[1-5,7]``, ``12_3`` (xce/cli/control.py's rule)."""
+    from xce.cli.control import job_ids
+
+    return job_ids(values)
 
 
 def _state_dir(a: argparse.Namespace) -> Path:
@@ -149,7 +156,7 @@ def cmd_jobs(a: argparse.Namespace) -> int:
     if ids and states:
         jobs = [j for j in jobs if j.state in states]
     for jid in missing:  # as bjobs: name each, still print the found ones, exit non-zero
-        print(f"Job <{jid}> is not found", file=sys.stderr)
+        print(f"Job <{element_text(jid)}> is not found", file=sys.stderr)
     if a.json:
         print_json(jobs)
     elif a.l and jobs:
@@ -287,12 +294,13 @@ def cmd_kill(a: argparse.Namespace) -> int:
         return 0
     rc = 0
     for jid, what in res.items():
+        name = element_text(jid)
         if what.startswith("signal "):
-            print(f"Job <{jid}>: {what}")
+            print(f"Job <{name}>: {what}")
         elif what in ("killed", "kill requested"):
-            print(f"Job <{jid}> is being terminated" if what == "kill requested" else f"Job <{jid}> is killed")
+            print(f"Job <{name}> is being terminated" if what == "kill requested" else f"Job <{name}> is killed")
         else:
-            print(f"Job <{jid}>: {what}", file=sys.stderr)
+            print(f"Job <{name}>: {what}", file=sys.stderr)
             rc = 1
     return rc
 
@@ -336,7 +344,7 @@ def cmd_wait(a: argparse.Namespace) -> int:
         sys.stderr.write("\n")
     bad = [v for v in views if v.state != "DONE"]
     for v in bad:
-        print(f"Job <{v.id}> ended {v.state}" + (f": {v.reason}" if v.reason else "")
+        print(f"Job <{element_text(v.id)}> ended {v.state}" + (f": {v.reason}" if v.reason else "")
               + (f" (exit code {v.exit_code})" if v.exit_code else ""), file=sys.stderr)
     return 0 if not bad else 1
 

@@ -786,17 +786,37 @@ class ClusterState:
         return prio
 
     def modify_spec(self, cmd: ModifySpec, ch: Changes) -> str:
-        job = self._targets(ch, [cmd.job_id], "modify", PENDING)[0]
+        """bmod of a pending job or element; of an array's id, of the array: every pending element,
+        those not materialised yet too (they take the array's spec when they are)."""
+        arr = self.arrays.get(cmd.job_id) if cmd.job_id not in self.jobs else None
         changes = {f: getattr(cmd.patch, f) for f in cmd.patch.fields()}
         if not changes:
-            raise InvalidRequest(f"job {job.id}: modify names nothing to change")
+            raise InvalidRequest(f"job {A.element_text(cmd.job_id)}: modify names nothing to change")
         if "resreq" in changes and cmd.req is None:
-            raise InvalidRequest(f"job {job.id}: a new resource requirement comes with its parsed form")
-        spec = msgspec.structs.replace(job.spec, **changes)
+            raise InvalidRequest(f"job {A.element_text(cmd.job_id)}: a new resource requirement comes with its "
+                                 "parsed form")
+        if arr is None:
+            job = self._targets(ch, [cmd.job_id], "modify", PENDING)[0]
+            self._respec(ch, job, self._modified(job.spec, changes), cmd)
+            return "ok"
+        arr.spec = self._modified(arr.spec, changes)
+        if cmd.req is not None:
+            arr.req = cmd.req
+        ch.arrays.add(arr.id)
+        self._hist(arr.id, cmd.time, "modified", cmd.by, ", ".join(sorted(changes)))
+        for job in [j for j in self._elements(arr) if j.state in PENDING]:
+            self._respec(ch, job, self._modified(job.spec, changes), cmd)
+        return "ok"
+
+    def _modified(self, spec: JobSpec, changes: dict[str, Any]) -> JobSpec:
+        """``spec`` with ``changes``, checked and admitted as a submit is."""
+        spec = msgspec.structs.replace(spec, **changes)
         check_spec(spec)
         if "run_limit" not in changes and "queue" in changes:
             spec = msgspec.structs.replace(spec, run_limit=None)  # the new queue's default applies
-        spec = self._admit(spec)
+        return self._admit(spec)
+
+    def _respec(self, ch: Changes, job: Job, spec: JobSpec, cmd: ModifySpec) -> None:
         if job.spec.depend is not None:
             self._undepend(job)
         job.spec = spec
@@ -808,8 +828,7 @@ class ClusterState:
             job.reason = ""
         ch.jobs.add(job.id)
         ch.settle.append(job.id)  # its name may be what another job waits on
-        self._hist(job.id, cmd.time, "modified", cmd.by, ", ".join(sorted(changes)))
-        return "ok"
+        self._hist(job.id, cmd.time, "modified", cmd.by, ", ".join(sorted(cmd.patch.fields())))
 
     def sys_suspend(self, cmd: SysSuspend, ch: Changes) -> dict[int, str]:
         for job in self._targets(ch, cmd.job_ids, "sys_suspend", frozenset({S.RUN})):

@@ -92,6 +92,6 @@ def _check_capacity(ctx: Context, job_id: int, slots: int | None, req: ResReq | 
 
 
 def on_hist(ctx: Context, req: Request, body: S.HistRequest, out: Outbox) -> None:
-    if body.id not in ctx.state.jobs:
-        raise NotFound(f"job {body.id} is not known")
+    if body.id not in ctx.state.jobs and body.id not in ctx.state.arrays:  # an array's own: submitted, killed, ...
+        raise NotFound(f"job {element_text(body.id)} is not known")
     out.reply(req, S.HistReply(id=body.id, events=list(ctx.state.history.get(body.id, ()))))
