@@ -31,8 +31,10 @@ def test_a_short_job_backfills_beside_a_blocked_wide_job_and_a_long_one_does_not
     assert c.job(short).hosts == [other]
     w = wait_for(lambda: (v := c.job(wide)).reason and v, 10, "the wide job's reason")
     assert "reserved to start at" in w.reason and w.reason.endswith(f"on {other}"), w.reason
-    lv = wait_for(lambda: (v := c.job(long_)).reason and v, 10, "the long job's reason")
-    assert lv.state == "PEND" and lv.reason.startswith(f"backfill: would delay job {wide}"), lv.reason
+    # (While the short job runs no slot is free, and the long one is told so; once it ends, the veto again.)
+    lv = wait_for(lambda: ((v := c.job(long_)).reason or "").startswith(f"backfill: would delay job {wide}") and v, 10,
+                  "the long job's reason")
+    assert lv.state == "PEND", lv
     # The doors show the round's figures: the long job's place in the order (behind the wide
     # one, submitted with it), and the user's usage in the share tree.
     long_view = xce(cluster2.state_dir, "jobs", "-l", str(long_)).stdout

@@ -177,3 +177,17 @@ def test_a_full_cluster_still_gives_every_new_job_its_reason_and_runs_the_queue(
     for jid in (first, later):
         assert c.wait([jid], timeout=30)[0].state == "DONE"
     c.kill(blockers[1:])
+
+
+def test_a_job_told_one_reason_gets_the_full_clusters_once_the_walk_stops_before_it(cluster2: Cluster) -> None:
+    """A full round reads the queue only up to its first job (xce/daemons/scheduler.py): a job an
+    earlier round walked, and told why, is told again when the cluster fills up ahead of it."""
+    c = cluster2.client
+    blockers = [c.submit(["sleep", "60"], resreq="rusage[mem=10]") for _ in range(3)]  # 2 hosts x 2 slots
+    wait_for(lambda: all(c.job(j).state == "RUN" for j in blockers), 20, "three slots taken")
+    wide = c.submit(["true"], slots=2, resreq="rusage[mem=10]")
+    wait_for(lambda: c.job(wide).reason == "slots: needs 2; the cluster has 1 free", 10, "the walk's reason")
+    last = c.submit(["sleep", "60"], resreq="rusage[mem=10]")
+    wait_for(lambda: c.job(last).state == "RUN", 20, "the last slot taken")
+    wait_for(lambda: c.job(wide).reason == "slots: needs 2; the cluster has 0 free", 10, "the full cluster's reason")
+    c.kill([*blockers, last, wide])

@@ -89,12 +89,12 @@ def test_placements_in_flight_hold_their_share_of_a_limit() -> None:
     so the next round does not place past it; once it shows running it counts once."""
     st = PolicyState(SitePolicy.from_config(from_dict({"limits": [{"name": "u", "per": "user", "jobs": 1}]})))
     placed, nxt = job(1, user="ann"), job(2, user="ann")
-    got = st.round_inputs([placed, nxt], [placed, nxt], [], None, {"normal": 30}, T0, {1: [alloc("n1")]})
+    got = st.round_inputs([placed, nxt], [placed, nxt], [], None, {"normal": 30}, T0, [(placed, [alloc("n1")])])
     assert got.limits.job_reason(nxt, 1, 0) == "limit u: ann uses 1 of 1 running jobs"
     without = st.round_inputs([placed, nxt], [placed, nxt], [], None, {"normal": 30}, T0)
     assert without.limits.job_reason(nxt, 1, 0) is None
     ran = job(1, user="ann", state=JobState.RUN, start_time=T0, allocs=[alloc("n1")])
-    got = st.round_inputs([ran, nxt], [nxt], [ran], None, {"normal": 30}, T0, {1: [alloc("n1")]})
+    got = st.round_inputs([ran, nxt], [nxt], [ran], None, {"normal": 30}, T0, [(ran, [alloc("n1")])])
     assert got.limits.used[("user", "ann")][0] == 1
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import chain
 
 from xce.core import accounting
 from xce.core.accounting import Ledger
@@ -400,6 +401,14 @@ class Plan:
     placements: list[tuple[int, list[Alloc]]] = field(default_factory=list)
     reasons: dict[int, str] = field(default_factory=dict)
     reservations: list[Reservation] = field(default_factory=list)
+    # schedule(stop_when_full=True) stopped with no slot left: each job it did not reach is
+    # held for ``room_reason(its slots, 0)``, which the walk would have given it.
+    stopped: bool = False
+
+
+def room_reason(slots: int, free: int) -> str:
+    """Why a job of ``slots`` waits when the round has only ``free`` slots left anywhere."""
+    return f"slots: needs {slots}; the cluster has {free} free"
 
 
 @dataclass(slots=True)
@@ -469,12 +478,12 @@ def pending_order(jobs: Iterable[Job], queue_priority: Mapping[str, int],
     return Ordering(queue_priority, fairshare).order(jobs)
 
 
-def schedule(caps: Mapping[str, HostCap], pending: list[Job], now: float,
+def schedule(caps: Mapping[str, HostCap], pending: Iterable[Job], now: float,
              cluster_free: Mapping[str, int] | None = None,
              cluster_names: Iterable[str] = (), *, backfill: BackfillRules = EASY,
              releases: Iterable[Release] = (), limits: LimitBook | None = None,
              explain: bool = True, reclaim_queues: Container[str] = frozenset(),
-             queue_hosts: Mapping[str, HostSet] | None = None) -> Plan:
+             queue_hosts: Mapping[str, HostSet] | None = None, stop_when_full: bool = False) -> Plan:
     """Place ``pending`` (already in priority order) onto ``caps`` (mutated as an overlay).
 
     ``backfill`` gives blocked jobs reservations that lower jobs may not delay (``releases``
@@ -484,15 +493,22 @@ def schedule(caps: Mapping[str, HostCap], pending: list[Job], now: float,
     words, walks whose only product is words, and jobs it could only hold.  A job of
     ``reclaim_queues``, or one that asks (``model.reclaiming``), runs on reclaimable memory.
     ``queue_hosts`` (``queue_host_sets``) keeps a queue's jobs on its host list.
+    ``stop_when_full``: read ``pending`` no further once no slot is left and no reservation
+    can be made (``Plan.stopped``): every later job would only be held, for its slots.
     """
     plan = Plan()
     rnd = _Round(caps, now, cluster_free, cluster_names, backfill, releases, limits, explain, reclaim_queues,
                  queue_hosts or {})
-    if not explain and not rnd.sweeps:
-        rnd.place_quietly(pending, plan)
-    else:
-        for job in pending:
-            rnd.place(job, plan)
+    jobs = iter(pending)
+    for job in jobs:
+        # Once holding a job can no longer give it a reservation, holding it only gives its reason.
+        if not explain and not rnd.may_reserve():
+            rnd.place_quietly(chain((job,), jobs), plan)
+            break
+        if stop_when_full and rnd.free_slots <= 0 and not rnd.may_reserve():
+            plan.stopped = True
+            break
+        rnd.place(job, plan)
     plan.reservations = rnd.bf.reservations
     return plan
 
@@ -524,6 +540,12 @@ class _Round:
         self.bf = Backfill(backfill, now, fit_reason, _place_fresh, releases, fits, explain)
         self.limits = limits
         self.sweeps = 16 if self.bf.most else 0  # reservation sweeps a round may try (each sorts the releases)
+
+    def may_reserve(self) -> bool:
+        """Whether holding a job may still give it a reservation: sweeps left, reservations
+        wanted, and a known future to find a start in (releases or reservations; with no slot
+        left no placement adds one)."""
+        return self.sweeps > 0 and self.bf.wants and (self.free_slots > 0 or bool(self.bf.timeline or self.bf.points))
 
     def demand(self, job: Job) -> list:
         """[demand, class or None, its ``_Beaten.key``] of the job: ``job_class`` fills the class in."""
@@ -560,7 +582,7 @@ class _Round:
                 cls.reservable = False
         return cls
 
-    def place_quietly(self, pending: list[Job], plan: Plan) -> None:
+    def place_quietly(self, pending: Iterable[Job], plan: Plan) -> None:
         """``place`` each job where holding one does nothing (no reason to give, no reservation
         to sweep for), passing over the jobs ``place`` could only hold.
 
@@ -590,8 +612,7 @@ class _Round:
         if self.free_slots < slots:
             why = self.no_room.get((slots, self.free_slots)) if self.explain else UNEXPLAINED
             if why is None:
-                why = f"slots: needs {slots}; the cluster has {self.free_slots} free"
-                self.no_room[(slots, self.free_slots)] = why
+                why = self.no_room[(slots, self.free_slots)] = room_reason(slots, self.free_slots)
             self.hold(job, None, why, plan)
             return False
         dc = self.demand(job)

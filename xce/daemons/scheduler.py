@@ -23,11 +23,12 @@ import zmq
 from xce.client import Connection, endpoints_of
 from xce.client.follow import EventFollower, Sync
 from xce.core.errors import XceError
-from xce.core.model import Alloc, Job, JobState, reclaim_suspended
-from xce.core.placement import HostCap, Plan, cluster_free, host_caps, queue_host_sets, schedule
+from xce.core.model import TERMINAL, Alloc, Job, JobState, reclaim_suspended
+from xce.core.placement import HostCap, Plan, cluster_free, host_caps, queue_host_sets, room_reason, schedule
 from xce.core.sched.limits import HELD
+from xce.core.sched.order import PendingIndex
 from xce.core.sched.preempt import credit_suspended, fitter, preempt, reservation_guard, resumable
-from xce.core.sched.site import PolicyState, SitePolicy
+from xce.core.sched.site import PolicyState, RoundInputs, SitePolicy
 from xce.daemons.heap import HeapUpkeep
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
@@ -57,7 +58,7 @@ class Scheduler:
         self.keys = daemon_keys(cfg, SCHEDULER_KEY)
         self.conn = Connection(endpoints_of(cfg), token=daemon_token(cfg.state_dir), timeout=5.0, ctx=self.ctx,
                                curve=self.keys)
-        self.mirror = Mirror()
+        self.mirror = Mirror(index=True)
         self.mirror.live.rules = cfg.reclaim_rules()
         self.follower = EventFollower(self.conn, cfg.controller.pub_address, self.mirror,
                                       silence=max(3.0, 3 * cfg.worker.heartbeat), on_link=self._link)
@@ -68,7 +69,13 @@ class Scheduler:
         self.in_flight: dict[int, int] = {}  # job -> attempt it was placed at
         self.in_flight_allocs: dict[int, list[Alloc]] = {}  # and where: counted against limits until the mirror runs it
         self.sent_reasons: dict[int, str] = {}
-        self.waiting_when_full: set[int] = set()  # pending jobs a round saw with every slot taken
+        # Pending jobs whose sent reason may not be the one a full round gives them
+        # (``room_reason(slots, 0)``): new or changed since, or read by the last round's walk.
+        # A round that stops when full settles these and passes over the rest.
+        self.unsettled: set[int] = set()
+        self.ended: dict[int, Job] = {}  # jobs ended since the last round: its fairshare fold
+        self.folded: set[int] = set()    # ended jobs folded (a later event of one is no new end)
+        self.full_and_told = False       # the last round left no slot, every pending job told so
         self.cluster_totals = cfg.cluster_totals()
         self.policy = PolicyState(SitePolicy.from_config(cfg))
 
@@ -80,12 +87,38 @@ class Scheduler:
             if ev.jobs or ev.hosts or ev.forget:
                 self.dirty = True
         if sync.snapshots != snaps:
-            self.sent_reasons = dict(self.mirror.live.reasons)
-            self.policy.reseed(self.mirror.usage_past, self.mirror.usage_as_of)  # the forgotten jobs' usage
-            self.waiting_when_full = set()
+            m = self.mirror
+            self.sent_reasons = dict(m.live.reasons)
+            self.policy.reseed(m.usage_past, m.usage_as_of)  # the forgotten jobs' usage
+            self.unsettled = set(m.pending)
+            self.ended = {j.id: j for j in m.jobs.values() if j.state in TERMINAL}
+            self.folded = set()
+            self.full_and_told = False
             self.dirty = True
-            log.info("mirror synced at seq %d (%d jobs, %d hosts)", self.mirror.seq, len(self.mirror.jobs),
-                     len(self.mirror.hosts))
+            log.info("mirror synced at seq %d (%d jobs, %d hosts)", m.seq, len(m.jobs), len(m.hosts))
+        self._take_changes()
+
+    def _take_changes(self) -> None:
+        """What the jobs changed since the last look: new ends to fold, pending jobs to tell."""
+        m = self.mirror
+        touched = m.touched
+        if not touched:
+            return
+        for jid in touched:
+            j = m.jobs.get(jid)
+            if j is None:  # forgotten
+                self.folded.discard(jid)
+                self.sent_reasons.pop(jid, None)
+                continue
+            if j.state in TERMINAL:
+                if jid not in self.folded:
+                    self.ended[jid] = j
+            else:
+                self.folded.discard(jid)
+                if jid in m.pending:
+                    self.unsettled.add(jid)
+                    self.full_and_told = False
+        touched.clear()
 
     def _link(self, state: str, problem: str) -> None:
         if state != "live":
@@ -110,34 +143,36 @@ class Scheduler:
         caps = round_caps(m, now)
         credit_suspended(caps, suspended)
         full = not any(h.schedulable is None and h.slots_free > 0 for h in caps.values())
-        if full and self.waiting_when_full.issuperset(m.pending) and not (
-                rules.on and any(rules.preempts.get(j.spec.queue) for j in m.pending.values())):
+        preempting = rules.on and any(rules.preempts.get(q) for _, _, _, q in self._order().groups)
+        if full and self.full_and_told and not preempting:
             # Every slot is taken and every pending job already got its reason in a full
             # round: this round would place nothing and say nothing new.  A busy cluster
             # with a deep queue skips most rounds this way (each job's RUN event asks for one).
             # Not while a job may preempt: its victims may have run long enough since.
             return
-        prio = {q.name: q.priority for q in m.queues.values()}
-        flying = {j: al for j, al in self.in_flight_allocs.items() if j in self.in_flight}
-        got = self.policy.round_inputs(m.jobs.values(), m.pending.values(), m.running.values(), m.live.ledger,
-                                       prio, now, flying)
-        pending = [j for j in got.ordering.order(m.pending.values()) if self.in_flight.get(j.id) != j.attempt]
+        got = self._inputs(now)
+        flying = self.in_flight
+        ids = self._order().ids(got.ordering)
+        pending = (j for i in ids if flying.get(i) != (j := m.pending[i]).attempt)
+        if rules.on:  # the preemption walk looks at every blocked job, resumption at their queues
+            pending = list(pending)  # type: ignore[assignment]
         # Preempted jobs resume first, unless work of a queue that preempts theirs still waits.
         # (A job the controller's reclaim suspended is its own to resume: docs/accounting.md.)
         preempted = [j for j in suspended if not reclaim_suspended(j)]
-        resume = resumable(preempted, caps, rules, {j.spec.queue for j in pending}) if preempted else []
-        if not pending and not resume:
-            return
+        resume = resumable(preempted, caps, rules, {j.spec.queue for j in pending}) if preempted else []  # type: ignore[union-attr]
         cfree = cluster_free(self.mirror.running.values(), self.cluster_totals)
         plan = schedule(caps, pending, now, cfree, self.cluster_totals, backfill=self.policy.policy.backfill,
                         releases=got.releases, limits=got.limits, reclaim_queues=m.live.reclaim_queues,
-                        queue_hosts=queue_host_sets(m.queues.values()))
-        preempts = self._preemptions(pending, plan, caps, cfree, now, got.ordering.key) if rules.on else []
+                        queue_hosts=queue_host_sets(m.queues.values()), stop_when_full=not rules.on)
+        preempts = self._preemptions(pending, plan, caps, cfree, now,  # type: ignore[arg-type]
+                                     got.ordering.key) if rules.on else []
         ms = (time.perf_counter() - t0) * 1000
         # The plan charged its placements to ``caps``: full now means full once they run.
         full = not any(h.schedulable is None and h.slots_free > 0 for h in caps.values())
-        self.waiting_when_full = set(m.pending) if full else set()
-        changed = {j: r for j, r in plan.reasons.items() if self.sent_reasons.get(j) != r}
+        changed = self._changed_reasons(plan)
+        # Told only once no job keeps a reason from before the slots ran out: a job walked while
+        # a slot was free is told the full cluster's reason by the next round.
+        self.full_and_told = full and not self.unsettled
         if not plan.placements and not changed and not preempts and not resume:
             return
         req = S.PlaceRequest(
@@ -164,6 +199,44 @@ class Scheduler:
         if reply.rejected:
             self.dirty = True
 
+    def _order(self) -> PendingIndex:
+        assert self.mirror.order is not None
+        return self.mirror.order
+
+    def _inputs(self, now: float) -> RoundInputs:
+        """The round's order, releases and limits: the fold takes only the jobs ended since the
+        last round, the fairshare and limits one job of each fairshare key with its count."""
+        m = self.mirror
+        groups = self._order().groups
+        reps = [m.pending[g[0][2]] for g in groups.values()]
+        counts = {k: len(g) for k, g in groups.items()}
+        flying = [(m.pending[j], al) for j, al in self.in_flight_allocs.items()
+                  if j in self.in_flight and j in m.pending]
+        got = self.policy.round_inputs(self.ended.values(), reps, m.running.values(), m.live.ledger,
+                                       {q.name: q.priority for q in m.queues.values()}, now, flying, counts=counts)
+        self.folded.update(self.ended)
+        self.ended = {}
+        return got
+
+    def _changed_reasons(self, plan: Plan) -> dict[int, str]:
+        """The reasons the controller does not have yet: the walked jobs' that changed, and,
+        where the walk stopped with no slot left, the unsettled jobs it did not reach."""
+        m, sent = self.mirror, self.sent_reasons
+        changed = {j: r for j, r in plan.reasons.items() if sent.get(j) != r}
+        walked = plan.reasons.keys() | {j for j, _ in plan.placements}
+        keep: set[int] = set()
+        for jid in self.unsettled:
+            job = m.pending.get(jid)
+            if job is None:
+                continue
+            if jid in walked or self.in_flight.get(jid) == job.attempt or not plan.stopped:
+                keep.add(jid)
+                continue
+            why = room_reason(job.spec.slots, 0)
+            if sent.get(jid) != why:
+                changed[jid] = why
+        self.unsettled = keep | walked
+        return changed
     def _preemptions(self, pending: list[Job], plan: Plan, caps: dict[str, HostCap], cfree: dict[str, int],
                      now: float, rank: Callable[[Job], Any]) -> list[S.Preempt]:
         """The round's blocked jobs (not held by a limit: preempting would not help) that may

@@ -11,6 +11,7 @@ from typing import Any
 
 from xce.core.model import ACTIVE, Alloc, Host, Job, JobState, Queue, reclaim_queues
 from xce.core.resreq import ResReq
+from xce.core.sched.order import PendingIndex
 from xce.core.views import ArrayView
 from xce.proto.schema import Event, Snapshot, past_usage_book
 from xce.replica.live import Live, event_samples
@@ -53,7 +54,9 @@ class SharedParts:
 
 
 class Mirror:
-    def __init__(self) -> None:
+    def __init__(self, index: bool = False) -> None:
+        """``index``: also keep the pending jobs in round order (``order``) and the ids of the
+        jobs changed or forgotten since the owner last emptied ``touched`` (the scheduler)."""
         self.jobs: dict[int, Job] = {}
         # Kept with every change, so a round never scans the finished jobs a cluster keeps.
         # ``pending``: the placeable ones only (not PSUSP, not held by a dependency).
@@ -72,6 +75,8 @@ class Mirror:
         self.time = 0.0
         self.usage_past: dict[tuple[str, str, str, str], list[float]] = {}  # forgotten jobs' fairshare usage
         self.usage_as_of = 0.0
+        self.order: PendingIndex | None = PendingIndex() if index else None
+        self.touched: set[int] | None = set() if index else None
 
     @property
     def synced(self) -> bool:
@@ -84,6 +89,10 @@ class Mirror:
         self.jobs = {j.id: j for j in snap.jobs}
         self.pending = {j.id: j for j in snap.jobs if placeable(j)}
         self.running = {j.id: j for j in snap.jobs if j.state in ACTIVE}
+        if self.order is not None:
+            self.order = PendingIndex()
+            for j in self.pending.values():
+                self.order.put(j)
         self.hosts = {h.name: h for h in snap.hosts}
         self.queues = {q.name: q for q in snap.queues}
         self.arrays = {a.id: a for a in snap.arrays}
@@ -129,6 +138,10 @@ class Mirror:
             self.pending.pop(jid, None)
             self.running.pop(jid, None)
             self.live.forget_job(jid)
+            if self.order is not None:
+                self.order.drop(jid)
+            if self.touched is not None:
+                self.touched.add(jid)
         for hl in ev.live:
             self.live.apply_live(hl)
         if samples:
@@ -148,3 +161,10 @@ class Mirror:
             self.pending[j.id] = j
         elif j.state in ACTIVE:
             self.running[j.id] = j
+        if self.order is not None:
+            if placeable(j):
+                self.order.put(j)
+            else:
+                self.order.drop(j.id)
+        if self.touched is not None:
+            self.touched.add(j.id)

@@ -12,13 +12,15 @@ below bob's 0.71").  Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import heapq
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import msgspec
 
 from xce.core.model import Job, JobState
-from xce.core.sched.fairshare import SPEC_KEY, Fairshare
+from xce.core.sched.fairshare import SPEC_KEY, Fairshare, Key
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,13 +50,18 @@ class Ordering:
                  fairshare: Mapping[str | None, Fairshare] | None = None) -> None:
         self.queue_priority = queue_priority
         self.fairshare = fairshare or {}
-        self.key = self._key_function()
+        self.key, self.group_key = self._key_functions()
 
-    def _key_function(self) -> Callable[[Job], tuple]:
+    def _key_functions(self) -> tuple[Callable[[Job], tuple], Callable[[Key], tuple[int, float]]]:
+        """``key``, and ``group_key``: its first two figures (queue, fairshare) for a job of
+        fairshare key ``k``, what a ``PendingIndex`` group shares.  ``key`` spells the stages
+        out inline because the simulator sorts by it every round (a call per job for the group
+        part costs it seconds); tests/test_sched_order.py holds the two to one another."""
         qp = self.queue_priority
         trees = self.fairshare
         if not trees:
-            return lambda j: (-qp.get(j.spec.queue, 0), -1.0, -j.spec.priority, j.submit_time, j.id)
+            return (lambda j: (-qp.get(j.spec.queue, 0), -1.0, -j.spec.priority, j.submit_time, j.id),
+                    lambda k: (-qp.get(k[3], 0), -1.0))
         cluster = trees.get(None)
 
         class Shares(dict):
@@ -64,7 +71,8 @@ class Ordering:
                 return got
 
         share = Shares()
-        return lambda j: (-qp.get(j.spec.queue, 0), -share[SPEC_KEY(j.spec)], -j.spec.priority, j.submit_time, j.id)
+        return (lambda j: (-qp.get(j.spec.queue, 0), -share[SPEC_KEY(j.spec)], -j.spec.priority, j.submit_time, j.id),
+                lambda k: (-qp.get(k[3], 0), -share[k]))
 
     def figures(self, j: Job) -> dict[str, float]:
         """Each stage's figure for one job (what `xce jobs -l` shows)."""
@@ -97,6 +105,71 @@ class Ordering:
             out[j.id] = OrderView(figures=self.figures(j), position=i + 1, pending=len(ordered),
                                   ahead=ahead.id if ahead else None, why=self.explain(ahead, j) if ahead else "")
         return out
+
+
+def within_group(j: Job) -> tuple[int, float, int]:
+    """A job's figures after its group's (``Ordering.key`` past ``group_key``): job priority, submit, id."""
+    return (-j.spec.priority, j.submit_time, j.id)
+
+
+class PendingIndex:
+    """The placeable pending jobs by fairshare key (user, group, project, queue), each group
+    kept sorted by ``within_group`` as jobs come and go.
+
+    Within a group the order never changes from round to round; only the groups' own figures
+    (queue priority, fairshare) move.  So a round sorts the groups, not the jobs, and merges
+    them lazily (``ids``): it pays for the jobs it reads, not for the whole queue.
+    """
+
+    def __init__(self) -> None:
+        self.groups: dict[Key, list[tuple[int, float, int]]] = {}
+        self.at: dict[int, tuple[Key, tuple[int, float, int]]] = {}
+
+    def __len__(self) -> int:
+        return len(self.at)
+
+    def put(self, job: Job) -> None:
+        """Add a pending job, or move one whose figures changed."""
+        k, e = SPEC_KEY(job.spec), within_group(job)
+        old = self.at.get(job.id)
+        if old is not None:
+            if old == (k, e):
+                return
+            self.drop(job.id)
+        g = self.groups.get(k)
+        if g is None:
+            g = self.groups[k] = []
+        if not g or g[-1] < e:
+            g.append(e)  # the usual case: submitted after everything of its group
+        else:
+            insort(g, e)
+        self.at[job.id] = (k, e)
+
+    def drop(self, job_id: int) -> None:
+        old = self.at.pop(job_id, None)
+        if old is None:
+            return
+        k, e = old
+        g = self.groups[k]
+        del g[bisect_left(g, e)]
+        if not g:
+            del self.groups[k]
+
+    def counts(self) -> dict[Key, int]:
+        """How many pending jobs each fairshare key has."""
+        return {k: len(g) for k, g in self.groups.items()}
+
+    def ids(self, ordering: Ordering) -> Iterator[int]:
+        """The pending jobs' ids in ``ordering``'s order, read lazily (do not change the index meanwhile)."""
+        if len(self.groups) == 1:
+            return (e[2] for g in self.groups.values() for e in g)
+        streams = [_stream(ordering.group_key(k), g) for k, g in self.groups.items()]
+        return (t[-1] for t in heapq.merge(*streams))
+
+
+def _stream(head: tuple, g: list[tuple[int, float, int]]) -> Iterator[tuple]:
+    for e in g:
+        yield head + e
 
 
 class OrderView(msgspec.Struct, kw_only=True):

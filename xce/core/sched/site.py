@@ -23,6 +23,7 @@ from xce.core.sched.fairshare import (
     UsageBook,
     Weights,
     fairshare_of,
+    key_of,
     tree_of,
 )
 from xce.core.sched.limits import Limit, LimitBook, limits_of
@@ -80,10 +81,13 @@ class PolicyState:
 
     def round_inputs(self, jobs: Iterable[Job], pending: Iterable[Job], running: Iterable[Job],
                      ledger: Ledger | None, queue_priority: Mapping[str, int], now: float,
-                     in_flight: Mapping[int, list[Alloc]] | None = None) -> RoundInputs:
-        """``jobs``: every job the cluster keeps (the ended ones are folded once each).
-        ``in_flight``: placements proposed earlier that the cluster does not show running yet:
-        they hold their share of every limit already."""
+                     in_flight: Iterable[tuple[Job, list[Alloc]]] = (), *,
+                     counts: Mapping[Key, int] | None = None) -> RoundInputs:
+        """``jobs``: the ended jobs to fold (each once; those folded by the previous call are
+        passed over).  ``pending``: the pending jobs, or, with ``counts``, one job of each
+        fairshare key, which stands for ``counts[key]`` of them.  ``in_flight``: placements
+        proposed earlier, with their jobs: those the cluster does not show running yet hold
+        their share of every limit already."""
         p = self.policy
         running = list(running)
         pending = list(pending)
@@ -93,9 +97,13 @@ class PolicyState:
             usage = self.book.with_running(running, now, ledger)
             fs = fairshare_of(p.trees, usage, pending, p.weights)
         rel = releases(running, p.backfill, now, ledger) if p.backfill.reservations else []
-        book = LimitBook.build(p.limits, running, pending, ledger) if p.limits else None
-        if book is not None and in_flight:
-            for j in pending:
-                if j.id in in_flight:
-                    book.charge(j, in_flight[j.id])
+        book = None
+        if p.limits:
+            book = LimitBook.build(p.limits, running, () if counts is not None else pending, ledger)
+            for j in pending if counts is not None else ():
+                book.add_pending(j.spec, counts[key_of(j)])
+            ran = {j.id for j in running}
+            for j, allocs in in_flight:
+                if j.id not in ran:  # it counts as running already
+                    book.charge(j, allocs)
         return RoundInputs(Ordering(queue_priority, fs), rel, book)
