@@ -61,7 +61,7 @@ BODIES = {"submit_job": {"command": ["true"]}, "modify_job": {"mem_limit": 1 << 
 
 
 def _path(template: str) -> str:
-    return template.replace("{job_id:int(min=1, max=9007199254740991)}", "1").replace("{name}", "node1")
+    return template.replace("{job_id:jobid}", "1").replace("{name}", "node1")
 
 
 @pytest.mark.parametrize("role", ["admin", "operator", "user", "viewer", "daemon", "anonymous", None])
@@ -345,3 +345,17 @@ def test_a_submit_refused_for_its_dependency_or_its_key_answers_a_documented_sta
     assert r.status_code == status and r.json["detail"] == str(err)
     doc = h.req("GET", "/v1/openapi.json", as_=None).json
     assert str(status) in doc["paths"]["/v1/jobs"]["post"]["responses"]
+
+
+def test_an_array_element_is_addressed_as_id_index(h: Harness) -> None:
+    """/v1/jobs/12[3] (and 12_3, as Slurm writes it) is element 3 of array 12, in every job route."""
+    el = 12 << 32 | 3
+    h.fake.jobs[el] = jobview(el, state="PEND")
+    for path in ("/v1/jobs/12[3]", "/v1/jobs/12%5B3%5D", "/v1/jobs/12_3"):
+        r = h.req("GET", path)
+        assert r.status_code == 200 and r.json["id"] == el, (path, r.text)
+    assert h.req("POST", "/v1/jobs/12[3]/stop").json == {"results": {str(el): "PSUSP"}}
+    assert h.req("GET", "/v1/jobs/12[3]/history").status_code == 200
+    for bad in ("/v1/jobs/12[0]", "/v1/jobs/12[1-3]", "/v1/jobs/12[", "/v1/jobs/0[1]", "/v1/jobs/12[4294967296]"):
+        assert h.req("GET", bad).status_code == 404, bad
+    assert h.req("GET", "/v1/jobs/12[4]").status_code == 404

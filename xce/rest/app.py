@@ -25,6 +25,7 @@ from xce.rest.auditlog import Audit, AuditLog
 from xce.rest.backend import Backend, ControllerBackend, Services
 from xce.rest.config import RestConf
 from xce.rest.middleware import CORS, JWT, RBAC, RateLimit, WhitelistIP, WhitelistURL
+from xce.rest.resources import JobIdConverter
 from xce.rest.routes import ENDPOINTS, Endpoint, decode_body, decode_query, render
 from xce.rest.users import Authenticator, UserStore
 from xce.security.auth import TokenService, ensure_keyring
@@ -99,6 +100,7 @@ def create_app(svc: Services, bench_principal: Principal | None = None) -> falco
         p = bench_principal or Principal("bench", ("admin",))
         middleware = [FixedPrincipal(p, svc.tokens.issue(p))]
     app = falcon.asgi.App(middleware=middleware)
+    app.router_options.converters["jobid"] = JobIdConverter  # /v1/jobs/12[3]: before any route uses it
     problems.install(app)
     for path, resource in _resources(svc).items():
         app.add_route(path, resource)

@@ -18,6 +18,7 @@ import msgspec
 
 from xce import __version__
 from xce.rest.problems import PROBLEM_JSON, Problem
+from xce.rest.resources import JOB_ID_PATTERN
 from xce.rest.routes import FORM, JSON, PUBLIC, Endpoint
 
 REF = "#/components/schemas/{name}"
@@ -35,6 +36,8 @@ def _path_params(ep: Endpoint) -> list[dict[str, Any]]:
     for name, conv, args in _PARAM.findall(ep.path):
         schema: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 255,
                                   "pattern": "^[A-Za-z0-9_][A-Za-z0-9_.-]*$"}
+        if conv == "jobid":  # xce/rest/resources.py JobIdConverter
+            schema = {"type": "string", "maxLength": 40, "pattern": JOB_ID_PATTERN}
         if conv == "int":
             schema = {"type": "integer"}
             for arg in filter(None, (a.strip() for a in args.split(","))):

@@ -13,11 +13,15 @@ fresh one, reused on each of the backend's own retries.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import urlencode
 
+from falcon.routing import BaseConverter
+
 from xce.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
 from xce.core.jobspec.arrays import ARRAY_SIZE_CAP, ArraySpec, parse_lsf_job_name
+from xce.core.jobids import MASK, element_id, element_text
 from xce.core.jobspec.build import STDIN_NAME
 from xce.core.jobspec.depend import parse_depend
 from xce.core.model import MEM_LIMIT_FLOOR, JobSpec, check_mem_limit
@@ -39,7 +43,26 @@ from xce.rest.schema import (
 )
 from xce.security.policy import denied
 
-JOB = "/v1/jobs/{job_id:int(min=1, max=9007199254740991)}"
+JOB = "/v1/jobs/{job_id:jobid}"
+MAX_ID = 9007199254740991  # JSON's largest exact integer
+_JOB_ID = re.compile(r"([0-9]{1,16})(?:\[([0-9]{1,10})\]|_([0-9]{1,10}))?")
+JOB_ID_PATTERN = r"^[0-9]+(\[[0-9]+\]|_[0-9]+)?$"  # the OpenAPI pattern of {job_id}
+
+
+class JobIdConverter(BaseConverter):
+    """``{job_id:jobid}``: ``12``, or an array element as the CLI writes it, ``12[3]`` (or ``12_3``,
+    Slurm's), as its int id (xce/core/jobids.py).  Anything else is no route: a 404."""
+
+    def convert(self, value: str) -> int | None:
+        m = _JOB_ID.fullmatch(value)
+        if m is None:
+            return None
+        jid, index = int(m[1]), m[2] or m[3]
+        if index is None:
+            return jid if 1 <= jid <= MAX_ID else None
+        if not (1 <= jid <= MASK and 1 <= int(index) <= MASK):
+            return None
+        return element_id(jid, int(index))
 
 
 def _own_filter(svc: Services, req: Any, perm: str, user: str | None) -> str | None:
@@ -64,10 +87,11 @@ async def owned_job(svc: Services, req: Any, job_id: int, perm: str, order: bool
         r = await svc.call(req, Op.JOBS, S.JobsRequest(ids=[job_id], order=order))
     except PermissionDenied:
         if svc.policy.scope(p, perm) == "own":  # the controller hid another user's job from us
-            raise denied(p, perm, f"is granted only for own jobs; job {job_id} is not {p.user}'s") from None
+            raise denied(p, perm, f"is granted only for own jobs; job {element_text(job_id)} is not {p.user}'s") \
+                from None
         raise
     if not r.jobs:
-        raise NotFound(f"job {job_id} is not known")
+        raise NotFound(f"job {element_text(job_id)} is not known")
     svc.policy.check(p, perm, owner=r.jobs[0].user)
     return r.jobs[0]
 
@@ -143,7 +167,7 @@ async def kill_job(svc: Services, req: Any, job_id: int) -> Reply:
     what = r.results.get(job_id, "not found")
     req.context.audit_result = f"job {job_id}: {what}"
     if what == "not found":
-        raise NotFound(f"job {job_id} is not known")
+        raise NotFound(f"job {element_text(job_id)} is not known")
     if what.startswith("already"):
         raise Conflict(f"job {job_id} has {what.replace('already', 'already ended:')}")
     return Reply(r, 202 if what == "kill requested" else 200)
