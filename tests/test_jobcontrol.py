@@ -514,3 +514,18 @@ def test_queue_job_model_keys_are_checked(tmp_path, table, message) -> None:
     path.write_text(f"[queues.q]\ndefault = true\n{table}\n")
     with pytest.raises(XceError, match=re.escape(message)):
         load(path)
+
+
+def test_a_limit_the_old_queue_gave_follows_the_job_into_its_new_queue() -> None:
+    """bswitch of a job without -W (or -M): the old queue's default is not the job's, so the new
+    queue's applies; the old code kept 600 s and refused the switch into a queue of at most 60 s."""
+    G = 1 << 30
+    st = cluster(queue(run_limit_default=600.0, run_limit_max=3600.0, mem_limit_default=2 * G),
+                 queue("short", run_limit_max=60.0, mem_limit_max=G))
+    submit(st, spec(), spec(run_limit=120.0), spec())
+    assert st.apply(Switch(time=T0 + 1, job_ids=[1], queue="short")) == {1: "short"}
+    assert (st.jobs[1].spec.run_limit, st.jobs[1].spec.mem_limit) == (60.0, G)
+    with pytest.raises(InvalidRequest, match="run limit 120 s is above queue short's maximum run limit 60 s"):
+        st.apply(Switch(time=T0 + 1, job_ids=[2], queue="short"))  # its own -W: kept, and too long there
+    st.apply(ModifySpec(time=T0 + 2, job_id=3, patch=SpecPatch(queue="short")))
+    assert (st.jobs[3].spec.run_limit, st.jobs[3].spec.mem_limit) == (60.0, G)

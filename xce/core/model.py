@@ -117,6 +117,18 @@ def apply_queue_limits(spec: JobSpec, queue: Queue) -> JobSpec:
     return msgspec.structs.replace(spec, run_limit=run, mem_limit=mem)
 
 
+def into_queue(spec: JobSpec, old: Queue | None, new: Queue) -> JobSpec:
+    """``spec`` moved from queue ``old`` into ``new`` (bswitch, bmod -q): a limit equal to what
+    ``old`` gives a job without one came from that queue, not from the job, so ``new``'s applies
+    (a -W or -M of exactly that figure is taken as the queue's: the spec does not keep which)."""
+    if old is not None:
+        if spec.run_limit is not None and spec.run_limit == (old.run_limit_default or old.run_limit_max):
+            spec = msgspec.structs.replace(spec, run_limit=None)
+        if spec.mem_limit is not None and spec.mem_limit == (old.mem_limit_default or old.mem_limit_max):
+            spec = msgspec.structs.replace(spec, mem_limit=None)
+    return apply_queue_limits(msgspec.structs.replace(spec, queue=new.name), new)
+
+
 def _under(queue: str, what: str, given: L | None, default: L | None, top: L | None,
            say: Callable[[L], str]) -> L | None:
     if given is None:

@@ -67,6 +67,7 @@ from xce.core.model import (
     Queue,
     apply_queue_limits,
     check_spec,
+    into_queue,
 )
 from xce.core.memretry import grown
 from xce.core.resreq import ResReq
@@ -761,7 +762,7 @@ class ClusterState:
         if queue is None:
             raise InvalidRequest(f"queue {cmd.queue!r} does not exist (queues: {', '.join(sorted(self.queues))})")
         jobs = self._targets(ch, cmd.job_ids, "switch", PENDING | ACTIVE)
-        specs = [apply_queue_limits(msgspec.structs.replace(j.spec, queue=cmd.queue), queue) for j in jobs]
+        specs = [into_queue(j.spec, self.queues.get(j.spec.queue), queue) for j in jobs]
         out = {}
         for job, new in zip(jobs, specs, strict=True):
             old, job.spec = job.spec.queue, new
@@ -810,11 +811,13 @@ class ClusterState:
 
     def _modified(self, spec: JobSpec, changes: dict[str, Any]) -> JobSpec:
         """``spec`` with ``changes``, checked and admitted as a submit is."""
-        spec = msgspec.structs.replace(spec, **changes)
-        check_spec(spec)
-        if "run_limit" not in changes and "queue" in changes:
-            spec = msgspec.structs.replace(spec, run_limit=None)  # the new queue's default applies
-        return self._admit(spec)
+        new = msgspec.structs.replace(spec, **changes)
+        check_spec(new)
+        if "queue" in changes and new.queue in self.queues:  # limits the old queue gave: the new one's apply
+            moved = into_queue(msgspec.structs.replace(spec, **{k: v for k, v in changes.items() if k != "queue"}),
+                               self.queues.get(spec.queue), self.queues[new.queue])
+            new = msgspec.structs.replace(moved, **{k: v for k, v in changes.items() if k in ("run_limit",)})
+        return self._admit(new)
 
     def _respec(self, ch: Changes, job: Job, spec: JobSpec, cmd: ModifySpec) -> None:
         if job.spec.depend is not None:
