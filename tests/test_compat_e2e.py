@@ -283,3 +283,21 @@ def test_scontrol_update_and_bmod_change_a_pending_job(cluster: Cluster, tmp_pat
     r = _run(slurm, "scontrol", "update", f"JobId={sleeper}", "JobName=late")  # XCE changes pending jobs only
     assert r.returncode == 1 and r.stderr.startswith("scontrol: "), r.stderr
     assert _run(lsf, "bkill", sleeper).returncode == 0
+
+
+def test_squeue_and_sacct_fold_an_arrays_pending_elements(cluster: Cluster, tmp_path: Path) -> None:
+    env = _env(cluster, "slurm")
+    r = _run(env, "sbatch", "--parsable", "--array=1-6%2", "-J", "sweep", stdin="#!/bin/sh\nsleep 60\n", cwd=tmp_path)
+    a = r.stdout.strip()
+    assert a.isdigit(), (r.stdout, r.stderr)
+    want = [f"{a}_1 R", f"{a}_2 R", f"{a}_[3-6%2] PD"]
+    wait_for(lambda: _run(env, "squeue", "-h", "-o", "%i %t", "-j", a).stdout.splitlines() == want, 30,
+             "squeue to fold the pending elements into one row")
+    r = _run(env, "squeue", "-h", "-r", "-o", "%i %t %j", "-j", a)
+    assert r.stdout.splitlines() == [f"{a}_{i} {'R' if i < 3 else 'PD'} sweep" for i in range(1, 7)], r.stdout
+    r = _run(env, "squeue", "-h", "-o", "%i %t %R", "-j", f"{a}_5")  # an element not yet materialised
+    assert r.stdout == f"{a}_5 PD (JobArrayTaskLimit)\n", (r.stdout, r.stderr)  # held back by %2
+    r = _run(env, "sacct", "-X", "-n", "-P", "-o", "JobID,JobName,State", "-j", a)
+    assert sorted(r.stdout.splitlines()) == [f"{a}_1|sweep|RUNNING", f"{a}_2|sweep|RUNNING",
+                                             f"{a}_[3-6%2]|sweep|PENDING"], r.stdout
+    assert _run(env, "scancel", a).returncode == 0

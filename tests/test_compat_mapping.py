@@ -435,3 +435,28 @@ def test_scontrol_update_keys_map_onto_what_xce_modify_changes() -> None:
                           ("TimeLimit", "not supported: TimeLimit"), ("TimeLimit=1:75", "TimeLimit=1:75")):
         with pytest.raises(InvalidRequest, match=message):
             scontrol_changes([word])
+
+
+def test_squeue_folds_an_arrays_pending_elements_into_one_row_and_r_lists_each() -> None:
+    from xce.core.jobids import element_id
+    from xce.core.views import ArrayView
+
+    a = 40
+    elems = [view(id=element_id(a, 1), name="sw"), view(id=element_id(a, 2), name="sw"),
+             view(id=element_id(a, 3), name="sw", state="PEND", hosts=[], reason="no slots")]
+    summary = ArrayView(id=a, name="sw", user="alice", queue="normal", indices="1-10", limit=2, elements=10,
+                        counts={"RUN": 2, "PEND": 8}, unstarted="4-10")
+    jobs = [view(id=7), *elems, view(id=50, state="PEND", hosts=[])]
+    folded = slurm_fmt.fold_arrays(jobs, [summary], each=False)
+    assert slurm_fmt.squeue_format(folded, "%i %j %t %R %C", header=False).splitlines() == [
+        "7 job R node1 1", "40_1 sw R node1 1", "40_2 sw R node1 1", "40_[3-10%2] sw PD (JobArrayTaskLimit) 1",
+        "50 job PD (Priority) 1"]
+    each = slurm_fmt.fold_arrays(jobs, [summary], each=True)
+    assert [line.split()[:2] for line in slurm_fmt.squeue_format(each, "%i %t", header=False).splitlines()] == [
+        ["7", "R"], ["40_1", "R"], ["40_2", "R"], *[[f"40_{i}", "PD"] for i in range(3, 11)], ["50", "PD"]]
+    asked = slurm_fmt.fold_arrays([], [summary], each=False, only={element_id(a, 9)})  # -j 40_9: unstarted
+    assert slurm_fmt.squeue_format(asked, "%i %j %t %u %P", header=False) == "40_9 sw PD alice normal\n"
+    stepped = ArrayView(id=a, name="sw", user="alice", queue="normal", indices="0-8:2", limit=None, elements=5,
+                        counts={"PEND": 5}, unstarted="0-8:2")
+    assert slurm_fmt.squeue_format(slurm_fmt.fold_arrays([], [stepped], each=False), "%i", header=False) == \
+        "40_[0,2,4,6,8]\n"

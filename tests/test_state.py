@@ -659,7 +659,7 @@ def test_msgpack_snapshot_round_trip_keeps_everything() -> None:
                     reasons={7: "mem: needs 4.0G"}, leader="127.0.0.1:7001", term=3,
                     usage_past=past_usage(st.usage_past), usage_as_of=st.usage_as_of,
                     arrays=[ArrayView(id=9, name="a", user="u", queue="normal", indices="1-9:2", limit=2, elements=5,
-                                      counts={"PEND": 4, "RUN": 1}, held=True)])
+                                      counts={"PEND": 4, "RUN": 1}, held=True, unstarted="3-9:2")])
     # n2 and n3 are open and up on purpose; n1 carries every Host field.
     assert [f for f in unset_fields(snap)
             if not f.startswith(("$.hosts[1]", "$.hosts[2]")) and not f.endswith(WHILE_ALIVE)] == []

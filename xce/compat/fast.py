@@ -105,6 +105,20 @@ def jobs(ids: list[int], user: str | None, all_: bool, fields: list[str], timeou
     return [Row(fields, r) for r in rows]
 
 
+def arrays(ids: list[int], user: str | None, timeout: float = 60.0) -> list[Row] | None:
+    """Each array's summary (ArrayView's fields) through the door; None: the full path must serve."""
+    door = _door()
+    if door is None:
+        return None
+    from xce.transport.door import JOBS
+
+    body = _answer(door, JOBS, {"ids": ids, "user": user, "limit": 1, "arrays": True}, timeout)
+    found = body.get("arrays") if isinstance(body, dict) else None
+    if not isinstance(found, list) or not all(isinstance(a, dict) for a in found):
+        return None
+    return [Row(list(a), list(a.values())) for a in found]
+
+
 def _submitted(body: object) -> tuple[int, str] | None:
     if not isinstance(body, dict):
         return None

@@ -107,11 +107,14 @@ _SLURM_END_REASONS = {FAILED: "NonZeroExitCode", TIMEOUT: "TimeLimit", OUT_OF_ME
                       NODE_FAIL: "NodeDown"}
 
 
+ARRAY_LIMIT = "the array's running limit is reached"  # an element held back by %N (no Job yet to say it)
+
+
 def slurm_reason(state: str, reason: str) -> str:
-    """squeue's Reason: why a job waits (``Resources`` when XCE gave a reason, else ``Priority``),
-    why it failed, or ``None``."""
+    """squeue's Reason: why a job waits (``JobArrayTaskLimit`` for an element held back by its
+    array's %N, ``Resources`` when XCE gave a reason, else ``Priority``), why it failed, or ``None``."""
     if state == "PEND":
-        return "Resources" if reason else "Priority"
+        return "JobArrayTaskLimit" if reason == ARRAY_LIMIT else "Resources" if reason else "Priority"
     return _SLURM_END_REASONS.get(slurm_state(state, reason), "None")
 
 

@@ -239,12 +239,13 @@ def squeue(s: Session, argv: list[str]) -> int:
     reads = F.squeue_reads(values.get("--format"), values.get("--Format")) | {"state"}
     reads |= {"queue"} if "--partition" in values else set()
     reads |= {"name"} if "--name" in values else set()
-    views = s.jobs(ids=ids, user=user, finished=finished, reads=reads)
+    views = [v for v in s.jobs(ids=ids, user=user, finished=finished, reads=reads) if v.state in states]
+    if "PEND" in states:  # pending elements fold into one row per array (-r: a row each), as Slurm's
+        views = F.fold_arrays(views, s.arrays(ids, user), each="--array" in flags, only=set(ids) if ids else None)
     if ids and not views:
         print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
         return BAD
-    views = [v for v in views if v.state in states
-             and ("--partition" not in values or v.queue in values["--partition"].split(","))
+    views = [v for v in views if ("--partition" not in values or v.queue in values["--partition"].split(","))
              and ("--name" not in values or v.name in values["--name"].split(","))]
     header = "--noheader" not in flags
     if "--Format" in values:
@@ -273,13 +274,14 @@ def sacct(s: Session, argv: list[str]) -> int:
                "E": "--endtime", "s": "--state", "b": "--brief", "L": "--allclusters"},
         {"--format", "--jobs", "--user", "--starttime", "--endtime", "--state"},
         {"--allocations", "--noheader", "--parsable2", "--parsable", "--allusers", "--brief",
-         "--allclusters"}, "sacct")
+         "--allclusters", "--array"}, "sacct")
     ids = _ids(values["--jobs"]) if "--jobs" in values else []
     user = None if "--allusers" in flags or ids else values.get("--user") or unix_user()
     views = s.jobs(ids=ids, user=user)
-    if "--state" in values:
-        wanted = _states(values["--state"])
-        views = [v for v in views if v.state in wanted]
+    wanted = _states(values.get("--state") or "all")
+    views = [v for v in views if v.state in wanted]
+    if "PEND" in wanted:  # an array's pending elements on one line, as Slurm's (--array: one each)
+        views = F.fold_arrays(views, s.arrays(ids, user), each="--array" in flags, only=set(ids) if ids else None)
     fmt = "JobID,State,ExitCode" if "--brief" in flags else values.get("--format") or F.SACCT_DEFAULT
     sep = "|" if {"--parsable2", "--parsable"} & flags else None
     print(F.sacct_rows(views, fmt, "--noheader" not in flags, sep, trailing="--parsable" in flags), end="")

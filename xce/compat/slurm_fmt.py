@@ -12,6 +12,7 @@ import time
 
 from xce.compat import mapping
 from xce.compat.session import Refused
+from xce.core.jobids import element_id, split_id
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the commands start in ms
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def _sacct_limit(v: Any) -> str:
 # Each field: its header, how it reads a JobView, and the JobView fields it reads (a listing
 # asks the controller for these only; tests/test_compat_mapping.py checks them).
 _COMMON: dict[str, tuple[str, Getter, tuple[str, ...]]] = {
-    "jobid": ("JOBID", lambda v: mapping.slurm_id(v.id), ("id",)),
+    "jobid": ("JOBID", lambda v: getattr(v, "folded", None) or mapping.slurm_id(v.id), ("id",)),
     "name": ("NAME", lambda v: v.name, ("name",)),
     "user": ("USER", lambda v: v.user, ("user",)),
     "partition": ("PARTITION", lambda v: mapping.partition_of(v.queue), ("queue",)),
@@ -150,6 +151,82 @@ def _cell(text: str, width: int | None, right: bool) -> str:
         return text
     text = text[:width]
     return text.rjust(width) if right else text.ljust(width)
+
+
+# ---- job arrays: pending elements folded into one row, as Slurm lists them -------------------
+
+class Pending:
+    """A pending element (or, with ``folded``, all of an array's) read through another element's
+    fields: elements share their spec, and one without a Job yet has no view of its own."""
+
+    def __init__(self, like: Any, job_id: int, folded: str = "", reason: str = "") -> None:
+        self._like = like
+        self.id = job_id
+        self.folded = folded
+        self.state, self.hosts = "PEND", []
+        self.reason = reason or (getattr(like, "reason", "") if like.state == "PEND" else "")
+        self.start_time = self.end_time = self.exit_code = self.signal = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._like, name)
+
+
+class _Summary:
+    """An array with no element in the listing: what its summary says, the rest left empty."""
+
+    def __init__(self, a: Any) -> None:
+        self.id, self.name, self.user, self.queue, self.state, self.reason = a.id, a.name, a.user, a.queue, "PEND", ""
+        self.slots, self.run_limit, self.mem_reserved, self.submit_time, self.hosts = 1, None, 0, None, []
+
+
+def fold_arrays(views: Sequence[Any], arrays: Sequence[Any], *, each: bool, only: set[int] | None = None) -> list[Any]:
+    """The listing with each array's pending elements, materialised (PEND views) or not (its
+    summary's ``unstarted``), as one row ``A_[4-10%2]`` (``each``: a row per element, squeue -r);
+    ``only``: the element ids asked for (squeue -j A_I), each shown alone."""
+    from xce.core.jobspec.arrays import ARRAY_SIZE_CAP, parse_index_list  # msgspec: only with unstarted elements
+
+    by_array = {a.id: a for a in arrays}
+    rows: list[Any] = []
+    pending: dict[int, list[int]] = {}
+    like: dict[int, Any] = {}
+    for v in views:
+        array, index = split_id(v.id)
+        if index is None or array not in by_array:
+            rows.append(v)
+            continue
+        like.setdefault(array, v)
+        if v.state == "PEND":
+            like[array] = v
+            pending.setdefault(array, []).append(index)
+        else:
+            rows.append(v)
+    for a in by_array.values():
+        unstarted = parse_index_list(a.unstarted, where="unstarted", min_index=0, max_size=ARRAY_SIZE_CAP) \
+            if a.unstarted else ()
+        indices = sorted({*pending.get(a.id, ()), *unstarted})
+        if only is not None:
+            indices = [i for i in indices if element_id(a.id, i) in only or a.id in only]
+        if not indices:
+            continue
+        template = like.get(a.id) or _Summary(a)
+        active = sum(n for state, n in a.counts.items() if state not in ("PEND", "PSUSP", "DONE", "EXIT"))
+        held = mapping.ARRAY_LIMIT if a.limit and active >= a.limit else ""
+        if each or only is not None and a.id not in only:
+            rows += [Pending(template, element_id(a.id, i), reason=held) for i in indices]
+            continue
+        text = _index_text(indices) + (f"%{a.limit}" if a.limit else "")
+        rows.append(Pending(template, element_id(a.id, indices[0]), f"{a.id}_[{text}]", held))
+    return sorted(rows, key=lambda v: split_id(v.id)[0] << 32 | (split_id(v.id)[1] or 0))
+
+
+def _index_text(indices: list[int]) -> str:
+    """Sorted indices -> ``1-3,7,9-10``, as Slurm writes an array's task list."""
+    parts, start = [], indices[0]
+    for a, b in zip(indices, indices[1:] + [None]):
+        if b != a + 1:
+            parts.append(str(start) if start == a else f"{start}-{a}")
+            start = b
+    return ",".join(parts)
 
 
 def _format_parts(fmt: str) -> tuple[list[tuple[str, str, int | None, bool]], str]:
@@ -209,7 +286,7 @@ def squeue_fields(views: Sequence[Any], spec: str, header: bool) -> str:
 
 
 SACCT: dict[str, tuple[int, Getter]] = {
-    "jobid": (12, lambda v: mapping.slurm_id(v.id)), "jobidraw": (12, lambda v: str(v.id)),
+    "jobid": (12, lambda v: getattr(v, "folded", None) or mapping.slurm_id(v.id)), "jobidraw": (12, lambda v: str(v.id)),
     "jobname": (10, lambda v: v.name), "partition": (10, lambda v: mapping.partition_of(v.queue)),
     "account": (10, lambda v: ""), "user": (9, lambda v: v.user),
     "alloccpus": (10, lambda v: str(v.slots if v.hosts else 0)), "ncpus": (10, lambda v: str(v.slots)),

@@ -50,6 +50,11 @@ def unmaterialised(arr: ArrayJob) -> int:
     return indices(arr).count - arr.cursor - len(arr.ahead)
 
 
+def unstarted(arr: ArrayJob) -> ArraySpec:
+    """The indices of the pending elements that have no Job: from the cursor on, but those ahead."""
+    return indices(arr).tail(arr.cursor, arr.ahead)
+
+
 def active(arr: ArrayJob) -> int:
     return sum(arr.counts.get(s.value, 0) for s in ACTIVE)
 

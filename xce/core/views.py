@@ -15,7 +15,7 @@ import msgspec
 
 from xce.core import accounting
 from xce.core.accounting import Account, HostTotals, Ledger
-from xce.core.arrays import unmaterialised
+from xce.core.arrays import unmaterialised, unstarted
 from xce.core.jobspec.depend import format_expr
 from xce.core.model import ACTIVE, ArrayJob, Host, HostState, Job, JobState
 from xce.core.placement import job_demand, total_mem
@@ -46,6 +46,7 @@ class ArrayView(msgspec.Struct, kw_only=True):
     elements: int
     counts: dict[str, int]
     held: bool = False  # stopped as a whole
+    unstarted: str = ""  # index list of the pending elements without a Job yet (squeue/sacct fold them)
 
 
 def array_view(arr: ArrayJob) -> ArrayView:
@@ -56,7 +57,8 @@ def array_view(arr: ArrayJob) -> ArrayView:
     if unmaterialised(arr):
         counts["PEND"] = counts.get("PEND", 0) + unmaterialised(arr)
     return ArrayView(id=arr.id, name=arr.spec.name, user=arr.spec.user, queue=arr.spec.queue, indices=spec.text(),
-                     limit=spec.limit, elements=spec.count, counts=counts, held=arr.held)
+                     limit=spec.limit, elements=spec.count, counts=counts, held=arr.held,
+                     unstarted=unstarted(arr).text() if unmaterialised(arr) else "")
 
 
 

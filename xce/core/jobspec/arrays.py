@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import msgspec
 
@@ -104,6 +104,33 @@ class ArraySpec(msgspec.Struct, frozen=True, gc=False):
     def text(self) -> str:
         """Canonical index list, re-parseable: ``1-9:2,12``."""
         return ",".join(_range_text(r) for r in self.ranges)
+
+    def tail(self, position: int, without: Iterable[int] = ()) -> ArraySpec:
+        """The indices from 0-based ``position`` on, but ``without``'s, as ranges (no limit)."""
+        ranges: list[Range] = []
+        for first, last, step in self.ranges:
+            n = (last - first) // step + 1
+            if position >= n:
+                position -= n
+                continue
+            ranges.append((first + position * step, last, step))
+            position = 0
+        for index in sorted(set(without)):
+            ranges = [part for r in ranges for part in _cut(r, index)]
+        return ArraySpec(tuple(_canonical(r) for r in ranges))
+
+
+def _cut(r: Range, index: int) -> list[Range]:
+    """Range ``r`` less ``index``: itself, or the one or two parts around it."""
+    first, last, step = r
+    if not (first <= index <= last and (index - first) % step == 0):
+        return [r]
+    return [p for p in ((first, index - step, step), (index + step, last, step)) if p[0] <= p[1]]
+
+
+def _canonical(r: Range) -> Range:
+    first, last, step = r
+    return (first, first, 1) if first == last else r
 
 
 def _range_text(r: Range) -> str:
