@@ -148,3 +148,13 @@ def test_preemption_never_starts_a_job_where_it_would_delay_a_higher_jobs_reserv
     for jid in (5, 4):
         assert preempt([job(jid, queue="high")], [young1], hosts, RULES, NOW, fitter(NOW),
                        guard=guard_of(True)) == [Preemption(1, 1, "suspend", jid)]
+
+
+def test_the_blocked_preemptors_are_the_rounds_unplaced_jobs_of_preempting_queues_not_held_by_a_limit() -> None:
+    from xce.core.sched.preempt import blocked_preemptors
+
+    pend = [job(1, queue="high"), job(2, queue="normal"), job(3, queue="high"), job(4, queue="high"),
+            job(5, queue="high")]
+    reasons = {4: "limit u: alice uses 2 of 2 running jobs", 3: "slots: needs 1; the cluster has 0 free"}
+    got = blocked_preemptors(pend, {1}, reasons, RULES, "limit ")
+    assert next(got).id == 3 and [j.id for j in got] == [5]

@@ -27,7 +27,14 @@ from xce.core.model import TERMINAL, Alloc, Job, JobState, reclaim_suspended
 from xce.core.placement import HostCap, Plan, cluster_free, host_caps, queue_host_sets, room_reason, schedule
 from xce.core.sched.limits import HELD
 from xce.core.sched.order import PendingIndex
-from xce.core.sched.preempt import credit_suspended, fitter, preempt, reservation_guard, resumable
+from xce.core.sched.preempt import (
+    blocked_preemptors,
+    credit_suspended,
+    fitter,
+    preempt,
+    reservation_guard,
+    resumable,
+)
 from xce.core.sched.site import PolicyState, RoundInputs, SitePolicy
 from xce.daemons.heap import HeapUpkeep
 from xce.proto import schema as S
@@ -242,7 +249,7 @@ class Scheduler:
         """The round's blocked jobs (not held by a limit: preempting would not help) that may
         preempt, and the orders that make room for them; each says so in its reason."""
         placed = {j for j, _ in plan.placements}
-        blocked = [j for j in pending if j.id not in placed and not plan.reasons.get(j.id, "").startswith(HELD)]
+        blocked = blocked_preemptors(pending, placed, plan.reasons, self.policy.policy.preemption, HELD)
         fits = fitter(now, cfree, self.cluster_totals, queue_host_sets(self.mirror.queues.values()))
         jobs = self.mirror.jobs  # a preemptor may not take what a reservation ahead of it holds
         guard = reservation_guard(plan.reservations, lambda jid: rank(jobs[jid]), self.policy.policy.backfill, now)

@@ -38,7 +38,7 @@ again, before a round places pending work.  Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,13 +178,29 @@ def reservation_guard(reservations: Iterable[Reservation], rank: Callable[[int],
     return guard
 
 
+def blocked_preemptors(pending: Iterable[Job], placed: Container[int], reasons: Mapping[int, str],
+                       rules: PreemptRules, held: str) -> Iterator[Job]:
+    """The round's jobs that may preempt, in its order: of a preempting queue, not placed, and
+    not held by a limit (``held``: how a limit's reason starts; preempting would not help).
+    Lazy: ``preempt`` takes the first few, so a round of 100,000 pending jobs looks at few."""
+    preempts = rules.preempts
+    for j in pending:
+        if preempts.get(j.spec.queue) and j.id not in placed and not reasons.get(j.id, "").startswith(held):
+            yield j
+
+
 def preempt(blocked: Iterable[Job], running: Iterable[Job], caps: Mapping[str, HostCap], rules: PreemptRules,
             now: float, fits: Fits, ledger: Ledger | None = None, guard: Guard | None = None) -> list[Preemption]:
     """The preemption orders that make room for the round's blocked jobs (see the docstring)."""
     if not rules.on:
         return []
-    running = [j for j in running if j.state == JobState.RUN and not j.kill_requested
-               and j.start_time is not None and now - j.start_time >= rules.min_run_time and rules.may_evict(j)]
+    prey = {low for lows in rules.preempts.values() for low in lows}
+    # Every candidate, in victim order once (the order does not depend on the preemptor).
+    running = sorted((j for j in running if j.state == JobState.RUN and j.spec.queue in prey and not j.kill_requested
+                      and j.start_time is not None and now - j.start_time >= rules.min_run_time
+                      and rules.may_evict(j)),
+                     key=lambda v: (rules.priority.get(v.spec.queue, 0), v.spec.priority,
+                                    -(v.start_time or 0.0), -v.id))
     taken: set[int] = set()
     out: list[Preemption] = []
     tried = 0
@@ -195,10 +211,8 @@ def preempt(blocked: Iterable[Job], running: Iterable[Job], caps: Mapping[str, H
         tried += 1
         if tried > MOST_BLOCKED:
             break
-        victims = sorted((v for v in running if v.spec.queue in may and v.id not in taken),
-                         key=lambda v: (rules.priority.get(v.spec.queue, 0), v.spec.priority,
-                                        -(v.start_time or 0.0), -v.id))
-        got = _room_for(job, victims[:MOST_VICTIMS], caps, rules, fits, ledger, guard)
+        victims = [v for v in running if v.spec.queue in may and v.id not in taken][:MOST_VICTIMS]
+        got = _room_for(job, victims, caps, rules, fits, ledger, guard)
         for v, action in got:
             taken.add(v.id)
             out.append(Preemption(v.id, v.attempt, action, job.id))
