@@ -305,6 +305,16 @@ def cmd_kill(a: argparse.Namespace) -> int:
     return rc
 
 
+def cmd_launch(a: argparse.Namespace) -> int:
+    """blaunch: run a task of this job on one of its hosts (or several, -z), relaying its output;
+    the exit code is the task's (the highest of several)."""
+    from xce.client.launch import TaskRun, exit_status, parse_blaunch, run_tasks, with_sigterm
+
+    hosts, command = parse_blaunch(getattr(a, "rest", a.words))
+    with _client(a) as c:
+        return with_sigterm(lambda: exit_status(run_tasks(c, [TaskRun(h, command) for h in hosts])))
+
+
 def cmd_peek(a: argparse.Namespace) -> int:
     """bpeek: the tail of a running job's stdout (and stderr, when it has a file of its own)."""
     from xce.cli.fmt import print_json
@@ -698,6 +708,11 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("ids", nargs="+")
     s.set_defaults(func=cmd_kill)
 
+    s = sub.add_parser("launch", help="inside a job: run a task on one of its hosts (blaunch [-n] [-z \"H ...\"] "
+                                      "HOST CMD...)")
+    s.add_argument("words", nargs=argparse.REMAINDER, metavar="[-z \"HOST ...\"] HOST CMD")
+    s.set_defaults(func=cmd_launch)
+
     s = sub.add_parser("peek", help="the tail of a running job's output (bpeek)")
     s.add_argument("--json", action="store_true")
     s.add_argument("--bytes", type=int, default=10 * 1024, help="how much of each file (default 10 KB)")
@@ -859,7 +874,7 @@ def _run(args: list[str]) -> int:
         return 130
 
 
-RAW_COMMANDS = ("submit", "modify")  # their words are read by xce/cli/submit.py and xce/cli/control.py
+RAW_COMMANDS = ("submit", "modify", "launch")  # their words are read by xce/cli/submit.py, control.py, launch
 
 
 def _raw_at(args: list[str]) -> int | None:

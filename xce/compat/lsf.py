@@ -501,13 +501,21 @@ def _not_yet(what: str) -> Callable[[Session, list[str]], int]:
     return refuse
 
 
+def blaunch(s: Session, argv: list[str]) -> int:
+    """blaunch [-n] [-z "host ..."] [-u hostfile] host command: `xce launch` (xce/client/launch.py)."""
+    from xce.client.launch import TaskRun, exit_status, parse_blaunch, run_tasks, with_sigterm
+
+    hosts, command = parse_blaunch(argv)
+    return with_sigterm(lambda: exit_status(run_tasks(s.client, [TaskRun(h, command) for h in hosts])))
+
+
 COMMANDS: dict[str, Callable[[Session, list[str]], int]] = {
     "bsub": bsub, "bjobs": bjobs, "bkill": bkill, "bmod": bmod, "bqueues": bqueues, "bhosts": bhosts,
     "lshosts": lshosts, "lsload": lsload, "lsid": lsid, "lsclusters": lsclusters, "bparams": bparams,
     "badmin": badmin, "lsadmin": lsadmin,
     "bhist": bhist, "bacct": _not_yet("accounting reports (bacct)"), "bpeek": bpeek,
     "bstop": _control("stopped"), "bresume": _control("resumed"), "brequeue": _control("requeued"),
-    "bswitch": bswitch, "btop": _move("top"), "bbot": _move("bottom"),
+    "bswitch": bswitch, "btop": _move("top"), "bbot": _move("bottom"), "blaunch": blaunch,
 }
 
 

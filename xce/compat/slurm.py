@@ -376,9 +376,14 @@ def sinfo(s: Session, argv: list[str]) -> int:
 
 
 def srun(s: Session, argv: list[str]) -> int:
-    """Outside a job: submit the command as a batch job, wait, relay its output and exit code."""
+    """Outside a job: submit the command as a batch job, wait, relay its output and exit code.
+    Inside one: a step of tasks on the job's hosts (xce/compat/steps.py)."""
+    if os.environ.get("XCE_LAUNCH_TOKEN"):
+        from xce.compat.steps import srun_step
+
+        return srun_step(s, argv)
     if os.environ.get("SLURM_JOB_ID") or os.environ.get("LSB_JOBID"):
-        raise Refused(f"job steps inside a job {mapping.NOT_YET}; run the command directly")
+        raise Refused("srun inside a job needs XCE_LAUNCH_TOKEN, which XCE sets in every job it runs")
     from xce.core.jobspec.slurm import parse_sbatch_args
 
     cli, command = parse_sbatch_args(argv)

@@ -30,7 +30,7 @@ from typing import Any
 import zmq
 
 from xce import __version__
-from xce.core.errors import NotLeader, ProtocolError, XceError
+from xce.core.errors import NoShare, NotFound, NotLeader, ProtocolError, XceError
 from xce.core.model import HostUsage
 from xce.core.units import parse_mem
 from xce.proto import schema as S
@@ -49,7 +49,7 @@ from xce.security.auth import daemon_token
 from xce.security.curve import daemon_keys
 from xce.site.config import Config, endpoints_of, load
 from xce.transport.sockets import dealer
-from xce.worker import jobenv, measure
+from xce.worker import jobenv, measure, tasks
 from xce.worker.runner import EnvOf, Runner, Task, share_outcome
 
 log = logging.getLogger("xce.worker")
@@ -271,6 +271,10 @@ class Worker:
                     self.signal_job(body)
                 elif op == Op.PEEK_JOB:
                     self.peek_job(body)
+                elif op == Op.LAUNCH_TASK:
+                    self.launch_task(body)
+                elif op == Op.POLL_TASK:
+                    self.poll_task(body)
                 else:
                     raise ProtocolError(f"{op.name} is not served by a worker")
             except XceError as e:
@@ -401,7 +405,7 @@ class Worker:
         def env(cwd: str, stdout: str | None) -> dict[str, str]:
             return jobenv.job_env(jobenv.JobFacts(
                 job_id=body.job_id, spec=body.spec, hosts=hosts, slots=slots, host=self.name, cwd=cwd,
-                hostfile=hostfile, stdout=stdout, element=element))
+                hostfile=hostfile, stdout=stdout, element=element, launch_token=body.launch_token))
         return env
 
     def finish_now(self, job_id: int, attempt: int, now: float, code: int | None, sig: int | None,
@@ -442,6 +446,42 @@ class Worker:
         self.send(Op.JOB_OUTPUT, S.JobOutput(
             host=self.name, ticket=body.ticket, job_id=body.job_id, stdout_path=task.stdout, stderr_path=err,
             stdout=tail(task.stdout, body.max_bytes), stderr=tail(err, body.max_bytes) if err else ""))
+
+    def launch_task(self, body: S.LaunchTask) -> None:
+        """Start a task of the job inside its share here (xce launch), answered as TASK_STATE."""
+        share = self.runner.find(body.job_id, body.attempt)
+        try:
+            if share is None or share.ended is not None:
+                raise NoShare(f"job {body.job_id} has no running share on {self.name}")
+            env = {**self.env_of(body.run)(body.cwd or body.run.spec.cwd, None), **body.env}
+            task = tasks.start_task(self.runner, share, body.key, body.command, body.cwd or body.run.spec.cwd,
+                                    env, body.run.spec.user)
+        except XceError as e:
+            self.send(Op.TASK_STATE, S.TaskState(host=self.name, ticket=body.ticket, job_id=body.job_id,
+                                                 error=e.message, code=e.code))
+            return
+        self.send(Op.TASK_STATE, S.TaskState(host=self.name, ticket=body.ticket, job_id=body.job_id, task=task.n))
+
+    def poll_task(self, body: S.PollTask) -> None:
+        """A launched task's output past the caller's offsets, and its exit once it ended (TASK_STATE)."""
+        share = self.runner.find(body.job_id, body.attempt)
+        task = tasks.find(share, body.task) if share is not None else None
+        if task is None:
+            why = f"job {body.job_id} has no task {body.task} on {self.name}" if share is not None else \
+                f"job {body.job_id} has no share on {self.name} any more"
+            self.send(Op.TASK_STATE, S.TaskState(host=self.name, ticket=body.ticket, job_id=body.job_id,
+                                                 task=body.task, error=why, code=NotFound.code))
+            return
+        if body.signal and not task.ended:
+            try:
+                os.killpg(task.pid, body.signal)
+            except (ProcessLookupError, PermissionError):
+                pass
+        tasks.reap([task])
+        out, err, done = tasks.read_output(task, body.stdout_offset, body.stderr_offset, body.max_bytes)
+        self.send(Op.TASK_STATE, S.TaskState(
+            host=self.name, ticket=body.ticket, job_id=body.job_id, task=task.n, stdout=out, stderr=err,
+            ended=done, exit_code=task.exit_code if done else None, signal=task.signal if done else None))
 
     def reap(self, now: float) -> None:
         for ex in self.runner.poll():

@@ -598,6 +598,7 @@ class LaunchTask(msgspec.Struct, kw_only=True):
     ticket: int
     key: str
     command: list[str]
+    run: RunJob                        # the share's own order: the job environment the task runs in
     cwd: str = ""
     env: dict[str, str] = {}
 

@@ -24,7 +24,8 @@ from xce.proto import schema as S
 from xce.proto.opcodes import Op
 from xce.reactors.context import Context, Peek
 from xce.reactors.outbox import Outbox, Request
-from xce.security.launch import verify_token
+from xce.reactors.orders import array_element
+from xce.security.launch import make_token, verify_token
 
 LAUNCH_WAIT = 10.0         # seconds a client waits for the worker's answer
 POLL_MAX = 1 << 20         # bytes of each stream a poll may ask for
@@ -60,7 +61,7 @@ def on_launch(ctx: Context, req: Request, body: S.LaunchRequest, out: Outbox) ->
     ticket = _wait(ctx, req, job)
     out.order(body.host, Op.LAUNCH_TASK, S.LaunchTask(job_id=job.id, attempt=job.attempt, ticket=ticket,
                                                       key=body.key, command=body.command, cwd=body.cwd,
-                                                      env=body.env))
+                                                      env=body.env, run=share_order(ctx, job, body.host)))
 
 
 def on_launch_poll(ctx: Context, req: Request, body: S.LaunchPoll, out: Outbox) -> None:
@@ -76,6 +77,14 @@ def on_launch_poll(ctx: Context, req: Request, body: S.LaunchPoll, out: Outbox) 
     out.order(body.host, Op.POLL_TASK, S.PollTask(
         job_id=job.id, attempt=job.attempt, ticket=ticket, task=body.task, stdout_offset=body.stdout_offset,
         stderr_offset=body.stderr_offset, max_bytes=body.max_bytes, signal=body.signal))
+
+
+def share_order(ctx: Context, job: Job, host: str) -> S.RunJob:
+    """The facts of the job's share on ``host`` that its environment is made of (as its RUN_JOB's)."""
+    alloc = next(a for a in job.allocs if a.host == host)
+    return S.RunJob(job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
+                    slots=[a.slots for a in job.allocs], element=array_element(job),
+                    launch_token=make_token(ctx.launch_key, job.id, job.attempt))
 
 
 def _wait(ctx: Context, req: Request, job: Job) -> int:

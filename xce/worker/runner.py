@@ -108,6 +108,7 @@ from xce.core.arrays import split_id
 from xce.core.jobspec.filenames import lsf_filename
 from xce.core.model import JobSpec
 from xce.worker import spare
+from xce.worker.tasks import Launched, reap, share_sample, signal_tasks
 from xce.worker.measure import (
     Meter,
     ProcMeter,
@@ -163,6 +164,7 @@ class Task:
     suspended_at: float | None = None  # when a stop signal was sent, while it holds
     suspended_total: float = 0.0       # seconds suspended before suspended_at
     cgroup: str = ""                   # its job cgroup's name: the key, or the spare's it ran in
+    launched: list[Launched] = field(default_factory=list)  # what `xce launch` started in it (tasks.py)
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
     _last_t: float | None = field(default=None, repr=False)
     _last_slack: int = field(default=0, repr=False)
@@ -307,6 +309,7 @@ class Runner:
         self._euid = os.geteuid()
         self._hostfiles: dict[str, str] = {}  # hostfile text -> its shared file (``hostfile``)
         self.jobs_dir = str(self.state_dir / "jobs")
+        self._stray: list[Launched] = []  # launched tasks of forgotten shares, killed, not yet reaped
 
     # ------------------------------------------------------------------ launching
 
@@ -555,6 +558,9 @@ class Runner:
     def forget(self, task: Task) -> None:
         """The exit was reported and acknowledged: drop the task and its files."""
         self._tasks.pop(task.key, None)
+        if task.launched:
+            signal_tasks(task, signal.SIGKILL)
+            self._stray += [t for t in task.launched if not t.ended]
         self._rec_path(task.key).unlink(missing_ok=True)
         private = f"{self.jobs_dir}/{task.key}"
         if os.path.lexists(private):  # most jobs have none (hostfile), and rmtree's miss costs more
@@ -631,7 +637,12 @@ class Runner:
         """Report tasks that ended since the last call (each once); escalate overdue kills."""
         now = self.clock()
         exits: list[Exit] = []
+        if self._stray:
+            reap(self._stray)
+            self._stray = [t for t in self._stray if not t.ended]
         for task in list(self._tasks.values()):
+            if task.launched:
+                reap(task.launched)
             if task.ended is not None:
                 continue
             ex = self._own_exit(task) if not task.adopted else self._adopted_exit(task)
@@ -700,7 +711,7 @@ class Runner:
                 note = ""
         if status is not None:
             code, sig = _decode_wait(status)
-        final = None if task.holder else getattr(task.meter, "final", lambda: None)()
+        final = None if task.holder and not task.launched else getattr(task.meter, "final", lambda: None)()
         cpu = task.last.cpu_time if task.last else 0.0
         if final is not None:
             task.peak = max(task.peak, final.peak)
@@ -739,7 +750,7 @@ class Runner:
             if over_run_limit(task, now):
                 self.kill(task, "TERM_RUNLIMIT")
             # A holder's own process is no use of the host: its share reports 0 until a task runs there.
-            s = Sample(0, 0, 0.0, task.meter.method) if task.holder else task.meter.sample()
+            s = share_sample(task)
             if s is None:
                 continue
             task.peak = max(task.peak, s.peak)
@@ -827,6 +838,7 @@ class Runner:
             except (ProcessLookupError, PermissionError):
                 pass
         self._signal_cgroup(task, sig)
+        signal_tasks(task, sig)
 
     @staticmethod
     def _signal_cgroup(task: Task, sig: int) -> None:

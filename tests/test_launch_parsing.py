@@ -1,0 +1,107 @@
+"""blaunch's words, srun's step plan and output names, the launch token: the pure parts of xce launch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from xce.client.launch import exit_status, launch_token, parse_blaunch
+from xce.compat.session import Refused
+from xce.compat.steps import Placed, job_hosts, output_name, plan_step, step_env
+from xce.core.errors import InvalidRequest, LaunchDenied
+from xce.security.launch import derive_key, make_token, parse_token, verify_token
+
+
+@pytest.mark.parametrize("words,hosts,command", [
+    (["b", "hostname"], ["b"], ["hostname"]),
+    (["-n", "b", "echo", "-n", "x"], ["b"], ["echo", "-n", "x"]),
+    (["-z", "a b", "env"], ["a", "b"], ["env"]),
+    (["-n", "-z", "a", "--", "-x"], ["a"], ["-x"]),
+    (["-no-shell", "a", "true"], ["a"], ["true"]),
+])
+def test_blaunch_words(words: list[str], hosts: list[str], command: list[str]) -> None:
+    assert parse_blaunch(words) == (hosts, command)
+
+
+def test_blaunch_host_file(tmp_path: Path) -> None:
+    (tmp_path / "hf").write_text("a\na\nb extra\n\n")
+    assert parse_blaunch(["-u", str(tmp_path / "hf"), "true"]) == (["a", "a", "b"], ["true"])
+
+
+@pytest.mark.parametrize("words,why", [
+    ([], "no host given"), (["a"], "no command given"), (["-z"], "-z needs a value"),
+    (["-q", "a", "b"], "unknown option -q"), (["-u", "/nonexistent", "x"], "cannot read host file /nonexistent"),
+])
+def test_blaunch_refusals(words: list[str], why: str) -> None:
+    with pytest.raises(InvalidRequest, match=why):
+        parse_blaunch(words)
+
+
+def test_outside_a_job_there_is_no_token() -> None:
+    with pytest.raises(InvalidRequest, match="not inside an XCE job: XCE_LAUNCH_TOKEN is not set"):
+        launch_token({})
+    assert launch_token({"XCE_LAUNCH_TOKEN": "1.1.ab"}) == "1.1.ab"
+
+
+def test_the_exit_status_is_the_highest_and_a_lost_end_is_1() -> None:
+    assert exit_status([0, 7, 3]) == 7 and exit_status([0, None]) == 1 and exit_status([]) == 0
+
+
+def test_tokens_verify_under_their_key_only() -> None:
+    key = derive_key("raft-password")
+    assert key == derive_key(b"raft-password") and len(key) == 32
+    token = make_token(key, 12, 3)
+    assert verify_token(key, token) == (12, 3) and parse_token(token)[:2] == (12, 3)
+    with pytest.raises(LaunchDenied, match="not valid for job 12"):
+        verify_token(derive_key("other"), token)
+    with pytest.raises(LaunchDenied):
+        verify_token(key, token.replace("12.3.", "12.4."))
+    assert derive_key("") != derive_key("")  # no shared secret: a key of this process only
+
+
+H, S = ["a", "b", "c"], [2, 2, 1]
+
+
+def ranks(plan: list[Placed]) -> list[tuple[str, int, int, int]]:
+    return [tuple(p) for p in plan]  # type: ignore[misc]
+
+
+def test_a_step_without_options_runs_a_task_per_slot() -> None:
+    assert ranks(plan_step(H, S, None, None, None)) == [
+        ("a", 0, 0, 0), ("a", 0, 1, 1), ("b", 1, 2, 0), ("b", 1, 3, 1), ("c", 2, 4, 0)]
+
+
+def test_n_spreads_over_as_many_hosts_as_it_can() -> None:
+    assert ranks(plan_step(H, S, 2, None, None)) == [("a", 0, 0, 0), ("b", 1, 1, 0)]
+    assert ranks(plan_step(H, S, 4, None, None)) == [("a", 0, 0, 0), ("a", 0, 1, 1), ("b", 1, 2, 0), ("c", 2, 3, 0)]
+    assert ranks(plan_step(H, S, 3, 1, None)) == [("a", 0, 0, 0), ("a", 0, 1, 1), ("a", 0, 2, 2)]
+
+
+def test_ntasks_per_node_and_nodes() -> None:
+    assert ranks(plan_step(H, S, None, 2, 1)) == [("a", 0, 0, 0), ("b", 1, 1, 0)]
+    assert ranks(plan_step(H, S, None, None, 1)) == [("a", 0, 0, 0), ("b", 1, 1, 0), ("c", 2, 2, 0)]
+    assert ranks(plan_step(H, S, 2, None, 3)) == [("a", 0, 0, 0), ("b", 1, 1, 0)]
+    assert ranks(plan_step(H, S, None, 1, None)) == [("a", 0, 0, 0), ("a", 0, 1, 1)]
+
+
+@pytest.mark.parametrize("args,why", [((None, 4, None), "-N 4: the job has 3 node"),
+                                      ((0, None, None), "-n must be at least 1"),
+                                      ((None, None, 0), "--ntasks-per-node must be at least 1")])
+def test_a_step_the_job_cannot_hold_is_refused(args: tuple[int | None, ...], why: str) -> None:
+    with pytest.raises(Refused, match=why):
+        plan_step(H, S, *args)
+
+
+def test_step_environment_and_output_names() -> None:
+    plan = plan_step(H, S, 2, None, None)
+    env = step_env(plan[1], plan)
+    assert (env["SLURM_PROCID"], env["SLURM_LOCALID"], env["SLURM_NODEID"], env["SLURM_NTASKS"]) == ("1", "0", "1", "2")
+    assert env["SLURM_STEP_NODELIST"] == "a,b" and env["SLURM_STEP_NUM_NODES"] == "2"
+    assert output_name("o.%j.%t.%N.%n.%s.%%.%x", "12", plan[1], 1) == "o.12.1.b.1.0.%.%x"
+
+
+def test_the_jobs_hosts_come_from_its_environment() -> None:
+    assert job_hosts({"LSB_MCPU_HOSTS": "a 2 b 1"}) == (["a", "b"], [2, 1])
+    with pytest.raises(Refused, match="not inside an XCE job"):
+        job_hosts({})

@@ -1,0 +1,87 @@
+"""Tasks started inside a share (xce launch) against real processes, with a cgroup and with /proc:
+measured as the share's, their output and exit code kept, ended with the share."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import wait_for
+from test_runner import gone, make_runner, method, runner, spec, wait_exit  # noqa: F401 - fixtures
+
+from xce.core.errors import InvalidRequest, NoShare
+from xce.worker import tasks
+from xce.worker.runner import Runner
+
+HOG = [sys.executable, "-m", "xce.jobs.memhog"]
+
+
+def until_ended(r: Runner, t: tasks.Launched) -> None:
+    def done() -> bool:
+        r.poll()
+        return t.ended
+    wait_for(done, 10, f"task {t.n} to end")
+
+
+def test_a_task_in_a_holder_is_measured_as_the_share(runner: Runner, method: str, tmp_path: Path) -> None:
+    share = runner.start(1, 0, spec(["true"]), 0, None, False, {}, holder=True)
+    (s0,) = [s for t, s in runner.sample_all(time.time()) if t is share]
+    assert s0.rss == 0
+    t = tasks.start_task(runner, share, "k1", [*HOG, f"200:@{tmp_path / 'never'}"], str(tmp_path), {}, "")
+    assert t.in_cgroup == (method != "proc")
+
+    def share_rss() -> int:
+        return next(s.rss for tk, s in runner.sample_all(time.time()) if tk is share)
+    wait_for(lambda: share_rss() >= 190 << 20, 20, "the task's 200 MB in its share's sample")
+    runner.kill(share, "the job's command ended on a")
+    ex = wait_exit(runner, share)
+    assert ex.task.peak >= 190 << 20
+    until_ended(runner, t)
+    assert gone(t.pid) and t.exit_code in (128 + signal.SIGTERM, 128 + signal.SIGKILL)
+
+
+def test_a_tasks_output_and_exit_code_are_kept(runner: Runner, tmp_path: Path) -> None:
+    share = runner.start(1, 0, spec(["true"]), 0, None, False, {}, holder=True)
+    t = tasks.start_task(runner, share, "k1", ["sh", "-c", "echo out; echo err >&2; exit 3"], str(tmp_path),
+                         {"A": "1"}, "")
+    until_ended(runner, t)
+    assert t.exit_code == 3 and t.signal is None
+    out, err, done = tasks.read_output(t, 0, 0, 1024)
+    assert (out, err, done) == (b"out\n", b"err\n", True)
+    assert tasks.read_output(t, 2, 4, 1) == (b"t", b"", False)  # more to come: not done yet
+    again = tasks.start_task(runner, share, "k1", ["false"], str(tmp_path), {}, "")
+    assert again is t  # the same key: nothing started twice
+    second = tasks.start_task(runner, share, "k2", ["sh", "-c", "echo $A"], str(tmp_path), {"A": "2"}, "")
+    assert second.n == 2
+    until_ended(runner, second)
+    assert tasks.read_output(second, 0, 0, 1024)[0] == b"2\n"
+    runner.kill(share, "done")
+    wait_exit(runner, share)
+    runner.forget(share)
+    assert not Path(t.stdout).exists()  # the task files go with the share
+
+
+def test_a_task_is_refused_clearly(runner: Runner, tmp_path: Path) -> None:
+    share = runner.start(1, 0, spec(["true"]), 0, None, False, {}, holder=True)
+    with pytest.raises(InvalidRequest, match="command not found: no-such-command"):
+        tasks.start_task(runner, share, "k1", ["no-such-command"], str(tmp_path), {}, "")
+    with pytest.raises(InvalidRequest, match="working directory /nonexistent does not exist"):
+        tasks.start_task(runner, share, "k2", ["true"], "/nonexistent", {}, "")
+    runner.kill(share, "done")
+    wait_exit(runner, share)
+    with pytest.raises(NoShare, match="share on .* is ending"):
+        tasks.start_task(runner, share, "k3", ["true"], str(tmp_path), {}, "")
+
+
+def test_a_task_in_the_first_hosts_share_ends_when_its_command_ends(runner: Runner, method: str,
+                                                                     tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    share = runner.start(1, 0, spec(["sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done"]), 0, None, False, {})
+    t = tasks.start_task(runner, share, "k1", ["sleep", "60"], str(tmp_path), {}, "")
+    go.touch()
+    wait_exit(runner, share)
+    until_ended(runner, t)
+    assert gone(t.pid) and t.exit_code == 128 + signal.SIGKILL

@@ -1,0 +1,239 @@
+"""Tasks that `xce launch` (blaunch, srun inside a job) starts inside a job's share on this host.
+
+A task belongs to its share (``runner.Task.launched``): it runs as the job's user with the
+job's environment on this host (xce/worker/jobenv.py, plus what the launch adds, such as
+SLURM_PROCID), and its usage is the share's, so it lands on this host's account:
+
+- with a job cgroup, the task's session leader is moved into the *share's* cgroup before
+  it runs anything (the same go pipe as a job's wrapper holds it until then), and the
+  share's cgroup sample holds the task and everything it forks;
+- with the /proc walk, the share's sample adds each task's own tree (``share_sample``);
+  a holder share (a parallel job's host other than the first) reports 0 of its own, so
+  there the tasks are the whole of it.
+
+A task ends with its share: every signal the runner sends the share (kill, stop, the
+SIGKILL of leftovers when the share's process exits) also reaches each task's process
+group (``signal_tasks``).  Its stdout and stderr go to two files in the job's private
+directory (``<job_dir>/tasks/<n>.out|.err``), read from offsets by the worker for the
+caller (``read_output``) and removed with the share (``Runner.forget``); its exit code is
+the wrapper's status line, as a job's.
+
+Not kept across a worker restart: a restarted worker re-attaches to shares, not to their
+tasks.  With a cgroup they still run and are measured in the share's cgroup and end with
+it; with the /proc walk they are neither measured nor ended with the share.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from xce.core.errors import InvalidRequest, NoShare
+from xce.worker.measure import CgroupMeter, ProcMeter, Sample, proc_stat
+
+if TYPE_CHECKING:
+    from xce.worker.runner import Runner, Task
+
+
+@dataclass(eq=False)
+class Launched:
+    """One task started in a share; ``n`` numbers it within the share from 1."""
+
+    n: int
+    key: str                 # the caller's idempotency key: a retried start returns this task
+    pid: int                 # its wrapper: session leader and process group
+    stdout: str
+    stderr: str
+    record: str              # the wrapper writes the exit status here
+    meter: ProcMeter
+    in_cgroup: bool          # moved into the share's cgroup (measured there)
+    cpu_ended: float = 0.0   # its CPU seconds once it ended (its /proc tree is gone then)
+    ended: bool = False
+    exit_code: int | None = None
+    signal: int | None = None
+    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+
+def find(share: Task, n: int) -> Launched | None:
+    return next((t for t in share.launched if t.n == n), None)
+
+
+def start_task(runner: Runner, share: Task, key: str, command: list[str], cwd: str,
+               env: dict[str, str], user: str) -> Launched:
+    """Start ``command`` in ``share``; the same ``key`` again returns the task it started."""
+    # here, not at the top: the runner imports this module (a task runs the runner's own wrapper)
+    from xce.worker.runner import DEFAULT_PATH, GO, _script
+
+    for t in share.launched:
+        if t.key == key:
+            return t
+    if share.ended is not None or share.kill_reason is not None:
+        raise NoShare(f"job {share.job_id}'s share on {runner.worker_name} is ending")
+    pw = runner._job_user(user)
+    cwd = cwd or (pw.pw_dir if pw is not None else os.path.expanduser("~")) or "/"
+    if not os.path.isdir(cwd):
+        raise InvalidRequest(f"working directory {cwd} does not exist on host {runner.worker_name}")
+    env.setdefault("PATH", DEFAULT_PATH)
+    if pw is not None:
+        env.setdefault("HOME", pw.pw_dir)
+        env.setdefault("USER", pw.pw_name)
+        env.setdefault("LOGNAME", pw.pw_name)
+    runner._check_command(command[0], cwd, env["PATH"])
+    n = len(share.launched) + 1
+    d = task_dir(runner, share, pw)
+    out, err, rec = (str(d / f"{n}.{x}") for x in ("out", "err", "rec"))
+    launched = _spawn(["/bin/sh", "-c", GO + _script(out, err, os.devnull),
+                       f"xce-task[{share.key}.{n}]", out, err, *command], cwd, env, rec, pw)
+    proc, go_w = launched
+    in_cgroup = join_cgroup(share, proc.pid)
+    st = proc_stat(proc.pid)
+    task = Launched(n=n, key=key, pid=proc.pid, stdout=out, stderr=err, record=rec,
+                    meter=ProcMeter(proc.pid, st.start if st else None), in_cgroup=in_cgroup, _proc=proc)
+    try:
+        os.write(go_w, b"\n")  # the command may run now
+    finally:
+        os.close(go_w)
+    share.launched.append(task)
+    return task
+
+
+def task_dir(runner: Runner, share: Task, pw: object) -> Path:
+    d = runner.job_dir(share.job_id, share.attempt) / "tasks"
+    if not d.is_dir():
+        d.mkdir()
+        if pw is not None:  # the wrapper opens the output files as the job's user
+            os.chown(d, pw.pw_uid, pw.pw_gid)  # type: ignore[attr-defined]
+    return d
+
+
+def _spawn(argv: list[str], cwd: str, env: dict[str, str], rec: str,
+           pw: object) -> tuple[subprocess.Popen[bytes], int]:
+    """The task's wrapper, in a session of its own, held on its go pipe; (process, the pipe's write end)."""
+    extra: dict[str, object] = {}
+    if pw is not None:
+        extra = {"user": pw.pw_uid, "group": pw.pw_gid,  # type: ignore[attr-defined]
+                 "extra_groups": os.getgrouplist(pw.pw_name, pw.pw_gid)}  # type: ignore[attr-defined]
+    rec_fd = os.open(rec, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    go_r, go_w = os.pipe()
+    try:
+        proc = subprocess.Popen(argv, stdin=go_r, stdout=rec_fd, stderr=subprocess.DEVNULL, cwd=cwd, env=env,
+                                start_new_session=True, **extra)  # type: ignore[call-overload]
+    except OSError as e:
+        os.close(go_w)
+        raise InvalidRequest(f"cannot start the task: {e}") from None
+    finally:
+        os.close(go_r)
+        os.close(rec_fd)
+    return proc, go_w
+
+
+def join_cgroup(share: Task, pid: int) -> bool:
+    """Move the held task into the share's cgroup; False when the share has none (or the move failed)."""
+    m = share.meter
+    if not isinstance(m, CgroupMeter):
+        return False
+    try:
+        for d in (m.mem, m.cpu):
+            if d is not None:
+                fd = os.open(d / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    os.write(fd, str(pid).encode())
+                finally:
+                    os.close(fd)
+    except OSError:
+        return False
+    return True
+
+
+def signal_tasks(share: Task, sig: int) -> None:
+    """Send ``sig`` to every running task's process group (the share's signals reach its tasks)."""
+    for t in share.launched:
+        if not t.ended:
+            try:
+                os.killpg(t.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def reap(launched: list[Launched]) -> None:
+    """Collect the tasks that ended: their exit status; what they left is killed."""
+    for t in launched:
+        if t.ended:
+            continue
+        try:
+            info = os.waitid(os.P_PID, t.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            info = None
+            status = None
+        else:
+            if info is None:
+                continue
+            try:  # the zombie holds its pid, so the group id is still the task's
+                os.killpg(t.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            _, status = os.waitpid(t.pid, 0)
+        if t._proc is not None and status is not None:
+            t._proc.returncode = status  # reaped here: Popen must never wait on the pid
+        _finish(t, status)
+
+
+def _finish(t: Launched, status: int | None) -> None:
+    t.ended = True
+    t.cpu_ended = t.meter.cpu_time
+    try:
+        text = Path(t.record).read_text().strip()
+        code = int(text.split()[0]) if text else None
+    except (OSError, ValueError):
+        code = None
+    if code is None and status is not None:
+        code = os.waitstatus_to_exitcode(status)
+        code = 128 - code if code < 0 else code
+    t.exit_code = code
+    t.signal = code - 128 if code is not None and 128 < code < 128 + signal.NSIG else None
+
+
+def share_sample(share: Task) -> Sample | None:
+    """The share's usage with its tasks': its cgroup holds them, or their /proc trees are added."""
+    method = share.meter.method
+    if not share.launched:
+        return Sample(0, 0, 0.0, method) if share.holder else share.meter.sample()
+    cgroup = isinstance(share.meter, CgroupMeter)
+    base = share.meter.sample() if cgroup or not share.holder else Sample(0, 0, 0.0, method)
+    if base is None:
+        return None
+    rss, cpu = base.rss, base.cpu_time
+    for t in share.launched:
+        if t.in_cgroup:
+            continue
+        if t.ended:
+            cpu += t.cpu_ended
+            continue
+        s = t.meter.sample()
+        if s is not None:
+            rss += s.rss
+            cpu += s.cpu_time
+    return Sample(rss, max(base.peak, rss, share.peak), cpu, method)
+
+
+def read_output(t: Launched, out_at: int, err_at: int, max_bytes: int) -> tuple[bytes, bytes, bool]:
+    """(stdout past ``out_at``, stderr past ``err_at``, and whether the task ended and both reads
+    reached the end of their files: the caller then has everything)."""
+    ended = t.ended  # read first: output written before the end is in the files when they are read
+    out, out_all = _read_from(t.stdout, out_at, max_bytes)
+    err, err_all = _read_from(t.stderr, err_at, max_bytes)
+    return out, err, ended and out_all and err_all
+
+
+def _read_from(path: str, offset: int, max_bytes: int) -> tuple[bytes, bool]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(max_bytes)
+            return data, not f.read(1)
+    except OSError:
+        return b"", True
