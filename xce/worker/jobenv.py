@@ -16,6 +16,10 @@ What each variable holds (docs/jobs.md lists them for users):
   host's position in the allocation; ``SLURM_PROCID``/``SLURM_LOCALID``: 0 (the batch
   script is the first task); ``SLURM_JOB_NODELIST``: the hosts, comma-separated (a form
   ``scontrol show hostnames`` expands).
+- ``XCE_LAUNCH_TOKEN``: the leader's credential for this attempt (RUN_JOB's ``launch_token``,
+  xce/security/launch.py), which `xce launch`, blaunch and srun show to start tasks of the job
+  on its hosts; a launched task gets the same environment as its host's share, plus what its
+  launcher adds (an srun step's SLURM_PROCID, SLURM_LOCALID, ...).
 
 The job's own environment (``spec.env``) comes first; these override it, since a stale
 LSB_JOBID carried from the submitting shell must never name another job.
