@@ -173,6 +173,27 @@ def test_jobs_order_names_the_stage_that_puts_the_job_ahead_first() -> None:
     assert all(v.order is None for v in plain)  # only when asked: it folds every job
 
 
+def test_a_job_behind_one_that_waits_for_room_too_is_held_by_the_order_stage() -> None:
+    """Issue 16 item 1: the reason says which stage holds the job.  Both wait for a slot; bob's
+    job goes first, so alice's is held by fairshare (Slurm's Priority), bob's by the slots
+    (Slurm's Resources).  A job ahead held by its own limit holds nobody."""
+    k = kit(host("node1"))
+    k.now = T0 + 7200
+    ran(k, "alice")
+    a, b = k.pend_job(user="alice"), k.pend_job(user="bob")
+    full = "slots: needs 1; the cluster has 0 free"
+    k.ctx.live.reasons.update({a.id: full, b.id: full})
+    views = {v.id: v for v in only_reply(k.call(Op.JOBS, S.JobsRequest(order=True))).jobs}
+    assert views[b.id].reason == full
+    why = views[a.id].order.why
+    assert why.startswith("fairshare: alice's priority 0.") and views[a.id].reason == \
+        f"{why} (job {b.id} goes first); {full}", views[a.id].reason
+    assert only_reply(k.call(Op.JOBS, S.JobsRequest(ids=[a.id]))).jobs[0].reason == full  # without the order
+    k.ctx.live.reasons[b.id] = "limit u: bob uses 2 of 2 running jobs"
+    views = {v.id: v for v in only_reply(k.call(Op.JOBS, S.JobsRequest(order=True))).jobs}
+    assert views[a.id].reason == full
+
+
 def test_a_job_that_left_the_queue_has_no_order() -> None:
     k = kit(host("node1"))
     a = k.pend_job(user="alice")

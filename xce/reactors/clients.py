@@ -7,6 +7,7 @@ XceError raised here; ``serve`` turns it into ``out.error``.
 
 from __future__ import annotations
 
+from collections import ChainMap
 from typing import Any
 
 import msgspec
@@ -21,6 +22,7 @@ from xce.core.placement import demand_of, host_caps, never_fits
 from xce.core.recommend import history_key
 from xce.core.resreq import ResReq
 from xce.core.result import Ok, Result
+from xce.core.sched.holds import stage_reasons
 from xce.core.sched.limits import LimitBook
 from xce.core.sched.site import PolicyState, RoundInputs
 from xce.core.state import PENDING, Kill, Modify, RemoveHosts, SetHostAdmin, Submit
@@ -194,9 +196,14 @@ def on_jobs(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -> Non
     found = [ctx.live.job_view(job) for job in _matching(ctx, body)]
     more = body.limit and len(found) >= body.limit
     if body.order and any(v.state == "PEND" for v in found):
-        places = policy_now(ctx, req.now).ordering.places(j for j in st.jobs.values() if placeable(j))
+        ordering = policy_now(ctx, req.now).ordering
+        ordered = ordering.order(j for j in st.jobs.values() if placeable(j))
+        places = ordering.places(ordered)
+        shown = {v.id: v.reason for v in found if v.state == "PEND"}
+        held = stage_reasons(ordering, ordered, ChainMap(shown, ctx.live.reasons), shown)
         for v in found:
             v.order = places.get(v.id)
+            v.reason = held.get(v.id, v.reason)  # the order stage, where it is what holds the job
     summaries = [array_view(a) for a in st.arrays.values()
                  if (not body.ids or a.id in body.ids) and (not body.user or a.spec.user == body.user)
                  and (not body.queue or a.spec.queue == body.queue)] if body.arrays else []
