@@ -133,3 +133,17 @@ def test_the_snapshot_carries_the_arrays_a_follower_can_show() -> None:
     snap = k.call(Op.SNAPSHOT, S.Empty()).replies[0][1]
     assert [(a.id, a.counts) for a in snap.arrays] == [(live, {"PEND": 3000})]  # the ended, forgotten one: not
     assert sum(1 for j in snap.jobs if j.id >> A.SHIFT == live) == A.WINDOW
+
+
+def test_jobs_lists_every_element_of_an_array_also_those_not_materialised() -> None:
+    """bjobs ID lists every element, bjobs ID[7] one still pending without a record: the old code
+    listed the materialised ones only, and said element 7 was not known."""
+    k = kit()
+    aid = submit_array(k, "a[1-10]%2")
+    body = k.call(Op.JOBS, S.JobsRequest(ids=[aid])).replies[0][1]
+    assert [(v.id & 0xFFFFFFFF, v.state) for v in body.jobs] == [(i, "PEND") for i in range(1, 11)]
+    assert sum(1 for j in k.state.jobs if j >> A.SHIFT == aid) == 2  # nothing materialised by asking
+    (v,) = k.call(Op.JOBS, S.JobsRequest(ids=[A.element_id(aid, 7)])).replies[0][1].jobs
+    assert (v.id, v.state, v.name) == (A.element_id(aid, 7), "PEND", "a")
+    ((_, e),) = k.call(Op.JOBS, S.JobsRequest(ids=[A.element_id(aid, 11)])).errors
+    assert "11" in str(e)

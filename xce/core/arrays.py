@@ -104,6 +104,16 @@ def is_unmaterialised(arr: ArrayJob, index: int) -> bool:
     return index in spec and spec.position(index) >= arr.cursor and index not in arr.ahead
 
 
+def pending_tail(arr: ArrayJob, limit: int = TARGET_MAX) -> Iterator[Job]:
+    """Up to ``limit`` of the elements that are pending without a Job, as the PEND Jobs they will
+    be (bjobs ID lists them); nothing is materialised."""
+    spec, ahead = indices(arr), set(arr.ahead)
+    for pos in range(arr.cursor, min(spec.count, arr.cursor + limit + len(ahead))):
+        index = spec.index_at(pos)
+        if index not in ahead:
+            yield element(arr, index)
+
+
 def element(arr: ArrayJob, index: int) -> Job:
     spec = msgspec.structs.replace(arr.spec, index=index)
     return Job(id=element_id(arr.id, index), spec=spec, req=arr.req, submit_time=arr.submit_time)

@@ -12,7 +12,8 @@ from typing import Any
 
 import msgspec
 
-from xce.core.arrays import SHIFT, followed, unmaterialised
+from xce.core.arrays import (SHIFT, element, element_text, followed, is_unmaterialised, pending_tail, split_id,
+                              unmaterialised)
 from xce.core.autosize import sized, wants_sizing
 from xce.core.jobspec.arrays import size_error
 from xce.core.errors import Infeasible, InvalidRequest, LimitReached, NotFound, XceError
@@ -160,12 +161,24 @@ def _history(ctx: Context) -> Any:
 def _selected(jobs: dict[int, Job], arrays: dict[int, Any], body: S.JobsRequest) -> Any:
     if not body.ids:
         return (j for j in jobs.values() if j.id > body.after)
-    missing = [i for i in body.ids if i not in jobs and i not in arrays]
+    selected = [_named(jobs, arrays, i) for i in body.ids]
+    missing = [i for i, got in zip(body.ids, selected, strict=True) if got is None]
     if missing and len(body.ids) == 1:
-        raise NotFound(f"job {missing[0]} is not known")
-    return [j for i in body.ids for j in ([jobs[i]] if i in jobs else
-                                          [e for e in jobs.values() if e.id >> SHIFT == i]
-                                          if i in arrays else [])]  # an array: its elements
+        raise NotFound(f"job {element_text(missing[0])} is not known")
+    return [j for got in selected if got for j in got]
+
+
+def _named(jobs: dict[int, Job], arrays: dict[int, Any], jid: int) -> list[Job] | None:
+    """What JOBS lists for one id: the job; an array's every element (those not materialised as the
+    PEND Jobs they will be, up to arrays.TARGET_MAX); an element not materialised yet; None: unknown."""
+    if jid in jobs:
+        return [jobs[jid]]
+    if jid in arrays:
+        arr = arrays[jid]
+        return sorted([*(e for e in jobs.values() if e.id >> SHIFT == jid), *pending_tail(arr)], key=lambda j: j.id)
+    array_id, index = split_id(jid)
+    arr = arrays.get(array_id) if index is not None else None
+    return [element(arr, index)] if arr is not None and is_unmaterialised(arr, index) else None
 
 
 def _matching(ctx: Context, body: S.JobsRequest) -> Any:
