@@ -218,3 +218,18 @@ def test_ack_reply() -> None:
     env = codec.decode_envelope(codec.encode(Op.OK, 1, Ack()))
     assert codec.decode_reply(env, Op.MODIFY) == Ack(ok=True, detail="")
     assert isinstance(codec.decode_envelope(codec.encode(Op.PING, 1, {})), Envelope)
+
+
+def test_a_jobspec_is_written_without_its_defaults_and_read_back_from_either_form() -> None:
+    """JobSpec omits fields at their defaults (docs/protocol.md); a sender that writes every field
+    (an older peer, another language's client) is read the same."""
+    from xce.core.model import JobSpec
+
+    s = JobSpec(command=["true"], queue="q", slots=2)
+    assert msgspec.msgpack.decode(msgspec.msgpack.encode(s)) == {"command": ["true"], "queue": "q", "slots": 2}
+    every_field = {f: getattr(s, f) for f in JobSpec.__struct_fields__}
+    assert len(every_field) > 20
+    body = codec.encode(Op.SUBMIT, 1, {"jobs": [every_field], "dry_run": False, "key": "k"})
+    op, req = codec.decode_request(codec.decode_envelope(body))
+    assert op == Op.SUBMIT and req.jobs == [s]
+    assert codec.decode_request(codec.decode_envelope(codec.encode(Op.SUBMIT, 1, req)))[1].jobs == [s]

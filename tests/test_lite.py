@@ -105,7 +105,7 @@ job_specs = st.builds(
 @given(job_specs, st.text(min_size=1, max_size=30), ints, st.text(max_size=300))
 def test_submit_envelope_is_byte_identical_to_codec(s: JobSpec, key: str, rid: int, token: str) -> None:
     full = codec.encode(Op.SUBMIT, rid, SubmitRequest(jobs=[s], key=key), token=token)
-    mine = lite.encode(quick.SUBMIT, rid, quick.submit_body(as_dict(s), key), token)
+    mine = lite.encode(quick.SUBMIT, rid, quick.submit_body(quick.wire_spec(as_dict(s)), key), token)
     assert mine == full
     op, got_rid, body, term = lite.decode(full)
     assert (op, got_rid, term) == (Op.SUBMIT, rid, 0) and body["key"] == key

@@ -26,7 +26,8 @@ from xce.core.jobspec.options import BSUB_OPTIONS, LONG_SPELLINGS
 
 SUBMIT, OK, ERROR = 10, 1, 2  # xce/proto/opcodes.py; tests/test_quick_submit.py checks them
 # The Structs' field order (xce/proto/schema.py SubmitRequest, xce/core/model.py JobSpec): msgspec
-# writes every field in this order, and the door's bytes must equal the full path's.
+# writes the fields in this order, a JobSpec's only where they differ from these defaults
+# (omit_defaults), and the door's bytes must equal the full path's (``spec_of`` drops them too).
 SPEC_DEFAULTS: dict[str, object] = {
     "command": [], "name": "", "user": "", "queue": "", "slots": 1, "resreq": "", "mem_limit": None,
     "cwd": "", "env": {}, "stdout": None, "stderr": None, "rerunnable": None,
@@ -144,7 +145,16 @@ def spec_of(a: Args) -> dict[str, object] | None:
         spec["cwd"] = os.path.abspath(a.fields["cwd"])
     if a.rerunnable:
         spec["rerunnable"] = True
-    return spec
+    return wire_spec(spec)
+
+
+def wire_spec(spec: dict[str, object]) -> dict[str, object]:
+    """A JobSpec's fields (in SPEC_DEFAULTS' order) as msgspec writes them: a 16-bit map of the
+    fields not at their defaults (0 is no False: the default's type counts too)."""
+    from xce.proto.lite import Wide
+
+    return Wide((k, v) for k, v in spec.items()
+                if k == "command" or v != SPEC_DEFAULTS[k] or type(v) is not type(SPEC_DEFAULTS[k]))
 
 
 def submit(argv: list[str]) -> int | Fallback:

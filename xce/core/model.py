@@ -54,8 +54,13 @@ class HostState(StrEnum):
     FULL = "full"
 
 
-class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False):
-    """What the user asked for; never changes after submission (but for mem_limit)."""
+class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults=True):
+    """What the user asked for; never changes after submission (but for mem_limit).
+
+    Encoded without the fields at their defaults (``omit_defaults``): a typical spec is 67 bytes
+    instead of 268, which every copy of it pays (the SUBMIT, the Raft entry and journal, events,
+    RUN_JOB).  A missing field decodes as its default, so the full form decodes the same.
+    """
 
     command: list[str]
     name: str = ""
@@ -142,8 +147,8 @@ _ENCODER = msgspec.msgpack.Encoder()
 
 
 def spec_bytes(spec: JobSpec) -> bytes:
-    """The spec as MessagePack, every field written (no field is omitted at its default), so two
-    specs with equal bytes are equal: a door checks each distinct spec of a batch once."""
+    """The spec as MessagePack (its defaults omitted, one canonical form), so two specs with equal
+    bytes are equal: a door checks each distinct spec of a batch once."""
     return _ENCODER.encode(spec)
 
 

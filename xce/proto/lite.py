@@ -50,6 +50,11 @@ def _head(n: int, fix: int, fixmax: int, c8: int | None, c16: int, c32: int) -> 
     return _B.pack(c32) + _I.pack(n)
 
 
+class Wide(dict):  # type: ignore[type-arg]
+    """A map written with a 16-bit count whatever its size, as msgspec writes a Struct with
+    ``omit_defaults`` (it reserves the count before it knows how many fields it writes)."""
+
+
 def packb(obj: Any) -> bytes:
     """MessagePack in msgspec's choices: smallest int and length forms, float64, str not bin."""
     out: list[bytes] = []
@@ -79,7 +84,7 @@ def _pack(o: Any, out: list[bytes]) -> None:  # noqa: C901 - one branch per Mess
         for x in o:
             _pack(x, out)
     elif isinstance(o, dict):
-        out.append(_head(len(o), 0x80, 16, None, 0xDE, 0xDF))
+        out.append(b"\xde" + _H.pack(len(o)) if type(o) is Wide else _head(len(o), 0x80, 16, None, 0xDE, 0xDF))
         for k, v in o.items():
             _pack(k, out)
             _pack(v, out)
