@@ -85,3 +85,17 @@ def test_a_task_in_the_first_hosts_share_ends_when_its_command_ends(runner: Runn
     wait_exit(runner, share)
     until_ended(runner, t)
     assert gone(t.pid) and t.exit_code == 128 + signal.SIGKILL
+
+
+def test_a_killed_shares_tasks_get_the_grace_to_clean_up(make_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    r = make_runner(kill_grace=5.0)
+    share = r.start(1, 0, spec(["true"]), 0, None, False, {}, holder=True)
+    done, ready = tmp_path / "cleaned", tmp_path / "ready"
+    t = tasks.start_task(r, share, "k1", ["sh", "-c", f"trap 'sleep 0.3; touch {done}; exit 0' TERM; "
+                                                   f"touch {ready}; while :; do sleep 0.05; done"],
+                         str(tmp_path), {}, "")
+    wait_for(ready.exists, 10, "the task to set its trap")
+    r.kill(share, "killed by user")
+    wait_exit(r, share)
+    until_ended(r, t)
+    assert done.exists() and t.exit_code == 0  # it cleaned up before the share ended

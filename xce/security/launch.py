@@ -33,7 +33,8 @@ def derive_key(secret: bytes | str) -> bytes:
 
 
 def _mac(key: bytes, job_id: int, attempt: int) -> str:
-    return hmac.new(key, f"{job_id}.{attempt}".encode(), hashlib.sha256).hexdigest()[:32]
+    # hmac.digest: OpenSSL's one-shot path, a few times cheaper than hmac.new (once per dispatch)
+    return hmac.digest(key, f"{job_id}.{attempt}".encode(), "sha256").hex()[:32]
 
 
 def make_token(key: bytes, job_id: int, attempt: int) -> str:

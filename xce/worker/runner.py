@@ -108,7 +108,7 @@ from xce.core.arrays import split_id
 from xce.core.jobspec.filenames import lsf_filename
 from xce.core.model import JobSpec
 from xce.worker import spare
-from xce.worker.tasks import Launched, reap, share_sample, signal_tasks
+from xce.worker.tasks import Launched, reap, share_sample, signal_tasks, tasks_in_grace
 from xce.worker.measure import (
     Meter,
     ProcMeter,
@@ -643,6 +643,8 @@ class Runner:
         for task in list(self._tasks.values()):
             if task.launched:
                 reap(task.launched)
+                if tasks_in_grace(task, now):
+                    continue  # killed: its tasks get the grace too, though a holder's sleep died at once
             if task.ended is not None:
                 continue
             ex = self._own_exit(task) if not task.adopted else self._adopted_exit(task)

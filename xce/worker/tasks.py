@@ -13,7 +13,9 @@ SLURM_PROCID), and its usage is the share's, so it lands on this host's account:
 
 A task ends with its share: every signal the runner sends the share (kill, stop, the
 SIGKILL of leftovers when the share's process exits) also reaches each task's process
-group (``signal_tasks``).  Its stdout and stderr go to two files in the job's private
+group (``signal_tasks``).  A killed share's end waits for its tasks within the kill's grace
+(``tasks_in_grace``), so a task that takes its SIGTERM to clean up has the time a job has,
+even on a holder host, whose own ``sleep`` dies at once.  Its stdout and stderr go to two files in the job's private
 directory (``<job_dir>/tasks/<n>.out|.err``), read from offsets by the worker for the
 caller (``read_output``) and removed with the share (``Runner.forget``); its exit code is
 the wrapper's status line, as a job's.
@@ -195,6 +197,13 @@ def _finish(t: Launched, status: int | None) -> None:
         code = 128 - code if code < 0 else code
     t.exit_code = code
     t.signal = code - 128 if code is not None and 128 < code < 128 + signal.NSIG else None
+
+
+def tasks_in_grace(share: Task, now: float) -> bool:
+    """Whether the share is being killed and some task still runs within the kill's grace: its end
+    (and the SIGKILL of what is left, tasks included) waits until they ended or the grace ran out."""
+    return share.ended is None and share.kill_deadline is not None and now < share.kill_deadline \
+        and not share.hard_killed and any(not t.ended for t in share.launched)
 
 
 def share_sample(share: Task) -> Sample | None:
