@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from test_rest_fakes import Harness, jobview
 
@@ -359,3 +360,21 @@ def test_an_array_element_is_addressed_as_id_index(h: Harness) -> None:
     for bad in ("/v1/jobs/12[0]", "/v1/jobs/12[1-3]", "/v1/jobs/12[", "/v1/jobs/0[1]", "/v1/jobs/12[4294967296]"):
         assert h.req("GET", bad).status_code == 404, bad
     assert h.req("GET", "/v1/jobs/12[4]").status_code == 404
+
+
+def test_patch_modifies_a_pending_jobs_spec_as_bmod(h: Harness) -> None:
+    """PATCH takes bmod's fields (-R -n -q -J -W -sp -w) beside mem_limit: it took mem_limit only."""
+    h.fake.jobs[5] = jobview(5, state="PEND")
+    r = h.req("PATCH", "/v1/jobs/5", json={"run_limit": 120, "priority": 3, "name": "renamed", "slots": 2})
+    assert r.status_code == 200, r.text
+    assert (r.json["run_limit"], r.json["priority"], r.json["name"], r.json["slots"]) == (120.0, 3, "renamed", 2)
+    (_, _, sent), = [c for c in h.fake.calls if c[1] == Op.MODIFY_SPEC]
+    assert (sent.id, sent.run_limit, sent.depend) == (5, 120.0, msgspec.UNSET)
+    assert not [c for c in h.fake.calls if c[1] == Op.MODIFY]  # no mem_limit given: the limit is left alone
+    h.req("PATCH", "/v1/jobs/5", json={"mem_limit": "1G", "depend": "done(3)"})
+    assert [c[1] for c in h.fake.calls][-3:-1] == [Op.MODIFY, Op.MODIFY_SPEC]
+    r = h.req("PATCH", "/v1/jobs/5", json={})
+    assert r.status_code == 400 and "nothing to change" in r.json["detail"]
+    assert h.req("PATCH", "/v1/jobs/5", json={"slots": 0}).status_code == 400
+    h.fake.jobs[6] = jobview(6, state="RUN")
+    assert h.req("PATCH", "/v1/jobs/6", json={"name": "x"}).status_code == 409

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import falcon.testing
+import msgspec
 from argon2 import PasswordHasher
 
 from xce.core.errors import Conflict, NotFound, XceError
@@ -120,6 +121,15 @@ class FakeController:
         if j.state in ("DONE", "EXIT"):
             raise Conflict(f"job {r.id} has already ended ({j.state})")
         self.jobs[r.id] = jobview(r.id, j.user, j.state, mem_limit=r.mem_limit)
+        return S.Ack()
+
+    def op_modify_spec(self, r: S.ModifySpecRequest) -> S.Ack:
+        j = self.jobs[r.id]
+        if j.state != "PEND":
+            raise Conflict(f"job {r.id}: cannot modify a job in state {j.state}")
+        fields = {f: getattr(r, f) for f in ("name", "queue", "slots", "resreq", "run_limit", "priority")
+                  if getattr(r, f) is not msgspec.UNSET}
+        self.jobs[r.id] = msgspec.structs.replace(j, **fields)
         return S.Ack()
 
     def _control(self, ids: list[int], to: str) -> S.ControlReply:

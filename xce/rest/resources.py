@@ -17,6 +17,7 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
+import msgspec
 from falcon.routing import BaseConverter
 
 from xce.core.errors import Conflict, InvalidRequest, NotFound, PermissionDenied
@@ -173,14 +174,33 @@ async def kill_job(svc: Services, req: Any, job_id: int) -> Reply:
     return Reply(r, 202 if what == "kill requested" else 200)
 
 
-@route("PATCH", JOB, "jobs.modify", summary="Change the memory limit of a job (null removes it)",
-       tag="jobs", body=ModifyBody, reply=JobView, errors=(404, 409))
+@route("PATCH", JOB, "jobs.modify", summary="Change a job (bmod): its memory limit (null removes it); of a "
+       "pending job also -R -n -q -J -W -sp -w", tag="jobs", body=ModifyBody, reply=JobView, errors=(404, 409))
 async def modify_job(svc: Services, req: Any, job_id: int, body: ModifyBody) -> JobView:
+    changes = {f: getattr(body, f) for f in body.__struct_fields__
+               if f != "mem_limit" and getattr(body, f) is not msgspec.UNSET}
+    if body.mem_limit is msgspec.UNSET and not changes:
+        raise InvalidRequest("modify: the body names nothing to change (mem_limit, resreq, slots, queue, name, "
+                             "run_limit, priority, depend)")
     await owned_job(svc, req, job_id, "jobs.modify")
-    limit = _bytes(body.mem_limit)
-    await svc.call(req, Op.MODIFY, writes.modify(job_id, limit, key=idempotency_key(req)))
-    req.context.audit_result = f"job {job_id}: mem_limit set to {limit}"
+    key = idempotency_key(req)
+    said = []
+    if body.mem_limit is not msgspec.UNSET:
+        limit = _bytes(body.mem_limit)
+        await svc.call(req, Op.MODIFY, writes.modify(job_id, limit, key=key))
+        said.append(f"mem_limit set to {limit}")
+        key = _second_key(key)
+    if changes:
+        await svc.call(req, Op.MODIFY_SPEC, writes.modify_spec(job_id, key=key, **changes))
+        said.append(f"changed {', '.join(sorted(changes))}")
+    req.context.audit_result = f"job {element_text(job_id)}: {'; '.join(said)}"
     return (await svc.call(req, Op.JOBS, S.JobsRequest(ids=[job_id]))).jobs[0]
+
+
+def _second_key(key: str) -> str:
+    """The idempotency key of a PATCH's second write (the spec after the memory limit): derived, so a
+    retried PATCH repeats neither."""
+    return key[:120] + "/spec"
 
 
 @route("GET", "/v1/accounting", "accounting.read", summary="Finished-job records (DONE and EXIT)",

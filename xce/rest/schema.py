@@ -113,8 +113,20 @@ class SubmitResult(msgspec.Struct):
     queue: str
 
 
-class ModifyBody(msgspec.Struct, forbid_unknown_fields=True):
-    mem_limit: Mem | None
+class ModifyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """bmod: ``mem_limit`` (-M; null removes it) of any job; the others (-R -n -q -J -W -sp -w) of a
+    pending one.  An absent field stays as it is."""
+
+    mem_limit: Mem | None | msgspec.UnsetType = msgspec.UNSET
+    resreq: Annotated[str, Meta(min_length=1, max_length=4096, pattern=NO_NUL)] | msgspec.UnsetType = msgspec.UNSET
+    slots: Annotated[int, Meta(ge=1, le=1_000_000)] | msgspec.UnsetType = msgspec.UNSET
+    queue: Annotated[str, Meta(min_length=1, max_length=64, pattern=NO_NUL)] | msgspec.UnsetType = msgspec.UNSET
+    name: Text | msgspec.UnsetType = msgspec.UNSET
+    run_limit: Annotated[float, Meta(gt=0, le=1e9)] | None | msgspec.UnsetType = msgspec.UNSET  # seconds (-W)
+    priority: Annotated[int, Meta(ge=0, le=1_000_000)] | msgspec.UnsetType = msgspec.UNSET
+    depend: Annotated[str, Meta(max_length=8192, pattern=NO_NUL,
+                                description='a -w expression; "" drops the dependency')] | msgspec.UnsetType = \
+        msgspec.UNSET
 
 
 class TokenBody(msgspec.Struct, forbid_unknown_fields=True):
