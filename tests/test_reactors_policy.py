@@ -152,6 +152,19 @@ def test_limits_show_use_and_the_jobs_they_hold() -> None:
     assert (rows[("phys", "phys")].jobs, rows[("phys", "phys")].max_jobs) == (0, 4)  # a named member, idle
 
 
+def test_every_configured_limit_shows_before_anyone_uses_it() -> None:
+    """Found from outside: with limits configured and no job yet, `xce limits` said "No limit
+    configured".  Each limit nobody uses yet is listed once, WHO "" (blimits -c's view)."""
+    k = kit(host("node1"), config=cfg(limits=[LimitConf(name="user_jobs", per="user", jobs=3),
+                                              LimitConf(name="grp_pend", per="group", pending=10)]))
+    rows = only_reply(k.call(Op.LIMITS, S.Empty())).rows
+    assert [(r.name, r.per, r.who, r.jobs, r.max_jobs, r.max_pending) for r in rows] == \
+        [("user_jobs", "user", "", 0, 3, None), ("grp_pend", "group", "", 0, None, 10)]
+    k.pend_job(user="alice", group="phys")
+    rows = only_reply(k.call(Op.LIMITS, S.Empty())).rows
+    assert [(r.name, r.who, r.pending) for r in rows] == [("user_jobs", "alice", 1), ("grp_pend", "phys", 1)]
+
+
 def test_no_limits_no_rows() -> None:
     k = kit(host("node1"))
     assert only_reply(k.call(Op.LIMITS, S.Empty())).rows == []

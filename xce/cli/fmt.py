@@ -100,7 +100,7 @@ def limit_rows(rows: Sequence[Any]) -> str:
     def of(used: Any, cap: Any, show: Any = str) -> str:
         return f"{show(used)}/{show(cap) if cap is not None else '-'}"
     return table(["NAME", "PER", "WHO", "JOBS", "SLOTS", "MEM", "PEND", "HELD"],
-                 [[r.name, r.per, r.who, of(r.jobs, r.max_jobs), of(r.slots, r.max_slots),
+                 [[r.name, r.per, r.who or "-", of(r.jobs, r.max_jobs), of(r.slots, r.max_slots),
                    of(r.mem, r.max_mem, fmt_bytes), of(r.pending, r.max_pending),
                    " ".join(element_text(i) for i in r.held) or "-"] for r in rows])
 

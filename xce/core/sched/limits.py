@@ -155,7 +155,8 @@ class LimitBook:
 
     def rows(self, reasons: Mapping[int, str] | None = None) -> list[LimitRow]:
         """Each limit's use per principal it covers (its named members even when idle), and the
-        pending jobs whose reason names it: what `xce limits` shows."""
+        pending jobs whose reason names it: what `xce limits` shows.  A limit nobody uses yet
+        is one row, ``who`` "", so every configured limit shows (LSF's blimits -c)."""
         held: dict[tuple[str, str], list[int]] = {}
         for jid, why in (reasons or {}).items():
             if why.startswith(HELD):
@@ -164,7 +165,7 @@ class LimitBook:
         out: list[LimitRow] = []
         for lim in self.limits:
             seen = {who for (per, who) in (*self.used, *self.pending) if per == lim.per and lim.covers(who)}
-            for who in sorted(seen | lim.members):
+            for who in sorted(seen | lim.members) or [""]:
                 u = self.used.get((lim.per, who), (0, 0, 0))
                 out.append(LimitRow(name=lim.name, per=lim.per, who=who, jobs=u[0], slots=u[1], mem=u[2],
                                     pending=self.pending.get((lim.per, who), 0), max_jobs=lim.jobs,
@@ -178,7 +179,7 @@ class LimitRow(msgspec.Struct, kw_only=True):
 
     name: str
     per: str                 # user | group | project | queue | host
-    who: str
+    who: str                 # "": nobody uses the limit yet
     jobs: int                # running jobs
     slots: int
     mem: int                 # bytes charged: max(reserved, actual)
