@@ -197,3 +197,21 @@ def test_more_usage_never_raises_priority(use, user, group, more, tree, ws, wm) 
     usage[k] = (old[0] + more[0], old[1] + more[1])
     after = Fairshare(TREES[tree], usage, pending, w).priority(k)
     assert after <= before + 1e-12
+
+
+def test_the_order_names_the_share_tree_node_that_holds_a_job() -> None:
+    """Found from outside: with a tree by group, the order's words named the user ("root's
+    priority 0.49 is below root's 0.52", one user in two groups).  They name the node of the
+    tree whose priority it is: the group, or group/user below it."""
+    from xce.core.sched.order import Ordering
+
+    tree = ShareNode(by="group", members={"phys": ShareNode(shares=3), "default": ShareNode()})
+    a, c = job(1, user="root", group="phys"), job(2, user="root", group="chem")
+    fs = {None: Fairshare(tree, {key("root", "phys"): (10.0, 10.0)}, [key("root", "chem")])}
+    assert Ordering({"normal": 30}, fs).explain(c, a).startswith("fairshare: phys's priority 0.")
+    nested = ShareNode(by="group", members={"phys": ShareNode(by="user", members={"default": ShareNode()})})
+    fs = {None: Fairshare(nested, {key("alice", "phys"): (10.0, 10.0)}, [key("bob", "phys")])}
+    words = Ordering({"normal": 30}, fs).explain(job(3, user="alice", group="phys"), job(4, user="bob", group="phys"))
+    assert words.startswith("fairshare: phys/alice's priority 0.") and words.endswith("below phys/bob's 0.50"), words
+    assert Fairshare(EQUAL_SHARES, {}, [key("a")]).leaf(key("a")) == "a"
+    assert Fairshare(ShareNode(members={"a": ShareNode()}), {}, [key("z")]).leaf(key("z")) is None

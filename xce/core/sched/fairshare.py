@@ -277,6 +277,19 @@ class Fairshare:
             got = self.cache[key] = self._priority(key)
         return got
 
+    def leaf(self, key: Key) -> str | None:
+        """The node whose priority a key's is, as its path ("alice", "phys", "phys/alice"); None
+        where the key has no share in this tree (what the order's words name)."""
+        self.priority(key)  # a principal new to the tree joins it
+        node, path = self.root, []
+        while node.conf.members:
+            name = _principal(key, node.conf.by)
+            node = node.kids.get(name)  # type: ignore[assignment]
+            if node is None:
+                return None
+            path.append(name)
+        return "/".join(path)
+
     def _priority(self, key: Key) -> float:
         node, s_norm, ue, top = self.root, 1.0, 0.0, True
         while node.conf.members:

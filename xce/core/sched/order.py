@@ -33,7 +33,7 @@ class Stage:
 STAGES = (
     Stage("queue", True, lambda a, x, b, y: f"queue: {a.spec.queue or '-'} has priority {x:g}, "
                                             f"{b.spec.queue or '-'} {y:g}"),
-    Stage("fairshare", True, lambda a, x, b, y: _says_fairshare(a, x, b, y)),
+    Stage("fairshare", True, lambda a, x, b, y: _says_fairshare(_who(a), x, _who(b), y)),
     Stage("job", True, lambda a, x, b, y: f"job priority: job {a.id} has {x:g}, job {b.id} {y:g}"),
     Stage("submit", False, lambda a, x, b, y: f"submit: job {a.id} was submitted before job {b.id}"),
 )
@@ -91,9 +91,17 @@ class Ordering:
         fa, fb = self.figures(a), self.figures(b)
         for s in STAGES:
             if fa[s.name] != fb[s.name]:
+                if s.name == "fairshare":  # named by the share tree's node, not the user
+                    return _says_fairshare(self.share_name(a), fa[s.name], self.share_name(b), fb[s.name])
                 return s.says(a, fa[s.name], b, fb[s.name])
         return f"submit: job {a.id} has the lower id"
 
+
+    def share_name(self, j: Job) -> str:
+        """The share tree node whose priority the job's fairshare figure is ("phys/alice"), else its user."""
+        k = SPEC_KEY(j.spec)
+        fs = self.fairshare.get(k[3]) or self.fairshare.get(None)
+        return (fs.leaf(k) if fs is not None else None) or _who(j)
 
     def places(self, jobs: Iterable[Job]) -> dict[int, OrderView]:
         """Each pending job's place in the order: its stages' figures, and what puts the job
@@ -182,8 +190,8 @@ class OrderView(msgspec.Struct, kw_only=True):
     why: str = ""              # the stage that puts ``ahead`` first, in words
 
 
-def _says_fairshare(a: Job, x: float, b: Job, y: float) -> str:
-    return f"fairshare: {_who(b)}'s priority {y:.2f} is below {_who(a)}'s {x:.2f}"
+def _says_fairshare(a: str, x: float, b: str, y: float) -> str:
+    return f"fairshare: {b}'s priority {y:.2f} is below {a}'s {x:.2f}"
 
 
 def _who(j: Job) -> str:
