@@ -731,7 +731,9 @@ class Runner:
         else:
             reason = note
         task.kill_deadline = None
-        self._close_meter(task.meter)
+        # The cgroup is removed by ``forget``, after the end is reported: its rmdir waits for
+        # the kernel (an RCU grace period, several ms after a quiet spell) and sat between the
+        # job's exit and the JOB_FINISHED that ends it.
         return Exit(task, code, sig, reason)
 
     def _close_meter(self, meter: Meter, retry: bool = False) -> bool:
