@@ -119,8 +119,8 @@ def test_lsf_commands(tmp_path: Path) -> None:
         assert r.stderr == "submit path door; zmq not loaded\n" and r.stdout.startswith("Job <"), (r.stdout, r.stderr)
         _same_through_both_paths(env, "bjobs", "-a", "-noheader", "-o", "jobid stat job_name exit_code pend_reason "
                                  "delimiter=','")  # rows of those fields through the door
-        r = _run({**env, "XCE_DEBUG_PATH": "1"}, "bjobs", "-a", "-noheader")  # exec_host: full views
-        assert r.stderr.startswith("jobs path full"), r.stderr
+        for argv in (["-a"], ["-a", "-l"], ["-a", "-w", first, second], ["-l", first]):  # default, -l, ids
+            _same_through_both_paths(env, "bjobs", *argv)
         refused = _run(env, "bsub", "-q", "nope", "true")
         assert (refused.returncode, refused.stderr) == (255, "bsub: queue 'nope' does not exist (queues: high, "
                                                               "normal, reclaim, rerun)\n")

@@ -14,7 +14,7 @@ from xce.compat.session import Refused, apply_env, visible
 from xce.compat.slurm import sbatch_spec
 from xce.core.errors import InvalidRequest
 from xce.core.jobspec.bsub import parse_env
-from xce.core.views import JobView
+from xce.core.views import JobAccountView, JobView
 
 MB = 1024 * 1024
 
@@ -175,7 +175,12 @@ def test_squeue_O_fields_as_psij_reads_them() -> None:
 _SHAPES = [view(), view(state="RUN", hosts=["n1", "n2"], start_time=5.0, run_limit=90.0),
            view(state="EXIT", reason="TERM_MEMLIMIT: over", exit_code=None, signal=9, start_time=5.0, end_time=9.0),
            view(id=(7 << 20) | 3, name="arr", state="SSUSP", reason="load"), view(state="PEND", reason="no slot"),
-           view(state="DONE", exit_code=0, start_time=1.0, end_time=2.0, mem_limit=2**30)]
+           view(state="DONE", exit_code=0, start_time=1.0, end_time=2.0, mem_limit=2**30),
+           view(state="RUN", hosts=["n1", "n2"], slots=3, accounts=[
+               JobAccountView(host="n1", slots=2, mem_reserved=0, mem_actual=None, mem_peak=0, mem_charged=0,
+                              mem_slack=0, mem_overage=0),
+               JobAccountView(host="n2", slots=1, mem_reserved=0, mem_actual=None, mem_peak=0, mem_charged=0,
+                              mem_slack=0, mem_overage=0)])]
 
 
 def _only(v: JobView, reads: Any) -> Row:
@@ -187,10 +192,22 @@ def _only(v: JobView, reads: Any) -> Row:
 def test_each_bjobs_column_reads_only_the_fields_it_declares(name: str, monkeypatch: Any) -> None:
     monkeypatch.setattr(lsf_fmt.time, "time", lambda: 100.0)  # a running job's time: the same for both
     f = lsf_fmt.FIELDS[name]
-    if f.reads is None:
-        return  # full views only
     for v in _SHAPES:
         assert f.value(_only(v, f.reads)) == f.value(v)
+
+
+def test_bjobs_long_listing_reads_only_what_it_declares(monkeypatch: Any) -> None:
+    monkeypatch.setattr(lsf_fmt.time, "time", lambda: 100.0)
+    for v in _SHAPES:
+        assert lsf_fmt.long_listing(_only(v, lsf_fmt.LONG_READS)) == lsf_fmt.long_listing(v)
+
+
+def test_accounts_through_the_door_read_as_the_full_views_do() -> None:
+    from xce.compat.fast import rows_of
+
+    v = _SHAPES[-1]
+    wire = [[[{"host": a.host, "slots": a.slots} for a in v.accounts], v.hosts]]  # maps, as lite decodes them
+    assert lsf_fmt.exec_hosts(rows_of(["accounts", "hosts"], wire)[0]) == lsf_fmt.exec_hosts(v) == "2*n1:n2"
 
 
 @pytest.mark.parametrize("letter", sorted(slurm_fmt.SQUEUE_LETTERS))

@@ -102,7 +102,22 @@ def jobs(ids: list[int], user: str | None, all_: bool, fields: list[str], timeou
     rows = body.get("rows") if isinstance(body, dict) else None
     if not isinstance(rows, list) or any(not isinstance(r, list) or len(r) != len(fields) for r in rows):
         return None
+    return rows_of(fields, rows)
+
+
+def rows_of(fields: list[str], rows: list[list[Any]]) -> list[Row]:
+    """Rows as objects; a field that holds a list of Structs (a JobView's ``accounts``: maps on
+    the wire) holds Rows of theirs, so formatters read ``a.host`` either way."""
+    nested = [i for i, f in enumerate(fields) if f in _STRUCT_LISTS]
+    if nested:
+        for r in rows:
+            for i in nested:
+                if isinstance(r[i], list):
+                    r[i] = [Row(list(a), list(a.values())) if isinstance(a, dict) else a for a in r[i]]
     return [Row(fields, r) for r in rows]
+
+
+_STRUCT_LISTS = {"accounts"}  # JobView's fields that are lists of Structs (xce/core/views.py)
 
 
 def arrays(ids: list[int], user: str | None, timeout: float = 60.0) -> list[Row] | None:

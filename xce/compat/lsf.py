@@ -130,15 +130,12 @@ def _selected(views: list[Any], flags: set[str], values: dict[str, str]) -> list
     return out
 
 
-def _reads(names: Any, values: dict[str, str]) -> set[str] | tuple[()]:
-    """The JobView fields ``-o`` columns and _selected read; () (full views) without ``-o`` or
-    when a column needs full views."""
+def _reads(cols: Any, flags: set[str], values: dict[str, str]) -> set[str]:
+    """The JobView fields the listing (its columns, -l, and _selected) reads: all the read door sends."""
     from xce.compat import lsf_fmt as F
 
-    reads = F.reads_of(names) if names else None
-    if reads is None:
-        return ()
-    return reads | {"state"} | ({"name"} if "-J" in values else set()) | ({"queue"} if "-q" in values else set())
+    shown = set(F.LONG_READS) if "l" in flags else F.reads_of(cols.names if cols else F.DEFAULT_FIELDS)
+    return shown | {"id", "state"} | ({"name"} if "-J" in values else set()) | ({"queue"} if "-q" in values else set())
 
 
 def _none_found(flags: set[str]) -> str:
@@ -155,11 +152,11 @@ def bjobs(s: Session, argv: list[str]) -> int:
     flags, values, id_words = _bjobs_args(argv)
     cols = F.parse_o(values["-o"]) if "-o" in values else None
     user = values.get("-u") or unix_user()
+    reads = _reads(cols, flags, values)
     if id_words:
-        views, missing = _by_ids(s, id_words)
+        views, missing = _by_ids(s, id_words, reads)
     else:
         finished = bool({"a", "d"} & flags)  # else the controller need not send its finished jobs
-        reads = _reads(cols.names if cols and "l" not in flags else None, values)
         views = _selected(s.jobs(user=None if user == "all" else user, finished=finished, reads=reads), flags, values)
         missing = []
     if "-json" in flags:
@@ -183,7 +180,7 @@ def bjobs(s: Session, argv: list[str]) -> int:
     return BAD if missing else 0
 
 
-def _by_ids(s: Session, words: list[str]) -> tuple[list[Any], list[str]]:
+def _by_ids(s: Session, words: list[str], reads: set[str]) -> tuple[list[Any], list[str]]:
     """The jobs ``12``, ``12[3]``, ``12[1-5]`` name (an array's id: its elements), and the words
     that name none."""
     from xce.core.jobids import split_id
@@ -194,7 +191,7 @@ def _by_ids(s: Session, words: list[str]) -> tuple[list[Any], list[str]]:
             wanted[w] = set(job_ids([w]))
         except Refused:
             wanted[w] = set()
-    views = s.jobs(ids=sorted(set().union(*wanted.values())))
+    views = s.jobs(ids=sorted(set().union(*wanted.values())), reads=reads)
     views = list({v.id: v for v in views}.values())
     hit = {w: [v for v in views if v.id in ids or split_id(v.id)[0] in ids] for w, ids in wanted.items()}
     return views, [w for w, found in hit.items() if not found]
@@ -210,7 +207,8 @@ def bkill(s: Session, argv: list[str]) -> int:
     sig = parse_signal(opts["-s"], "bkill -s") if "-s" in opts else None
     user = opts.get("-u") or unix_user()
     if words == ["0"] or (not words and ("-J" in opts or "-q" in opts or "-u" in opts)):
-        views = _selected(s.jobs(user=None if user == "all" else user, finished=False), set(), opts)
+        views = _selected(s.jobs(user=None if user == "all" else user, finished=False,
+                                 reads={"id", "state", "name", "queue"}), set(), opts)
         if not views:
             print("No unfinished job found", file=sys.stderr)
             return BAD

@@ -57,20 +57,14 @@ class Field(NamedTuple):
     header: str
     width: int
     value: Callable[[Any], str]
-    # The JobView fields ``value`` reads: a listing asks the controller for these only (None:
-    # it needs full views).  tests/test_compat_mapping.py checks each against a full view.
-    reads: tuple[str, ...] | None
+    # The JobView fields ``value`` reads: a listing asks the controller for these only.
+    # tests/test_compat_mapping.py checks each against a full view.
+    reads: tuple[str, ...]
 
 
-def reads_of(names: Sequence[str]) -> set[str] | None:
-    """The JobView fields ``-o`` columns read; None if one needs full views."""
-    out: set[str] = set()
-    for n in names:
-        r = FIELDS[n].reads
-        if r is None:
-            return None
-        out.update(r)
-    return out
+def reads_of(names: Sequence[str]) -> set[str]:
+    """The JobView fields ``-o`` columns read."""
+    return {r for n in names for r in FIELDS[n].reads}
 
 
 FIELDS: dict[str, Field] = {
@@ -81,7 +75,7 @@ FIELDS: dict[str, Field] = {
     "job_name": Field("JOB_NAME", 10, lambda v: mapping.lsf_name(v.id, v.name), ("id", "name")),
     "name": Field("JOB_NAME", 10, lambda v: mapping.lsf_name(v.id, v.name), ("id", "name")),
     "from_host": Field("FROM_HOST", 11, lambda v: v.submit_host, ("submit_host",)),
-    "exec_host": Field("EXEC_HOST", 11, exec_hosts, None),  # accounts: JobAccountViews, full views only
+    "exec_host": Field("EXEC_HOST", 11, exec_hosts, ("accounts", "hosts")),
     "nexec_host": Field("NEXEC_HOST", 10, lambda v: str(len(v.hosts)) if v.hosts else "", ("hosts",)),
     "slots": Field("SLOTS", 5, lambda v: str(v.slots), ("slots",)),
     "nalloc_slot": Field("NALLOC_SLOT", 11, lambda v: str(v.slots) if v.hosts else "", ("slots", "hosts")),
@@ -104,6 +98,9 @@ FIELDS: dict[str, Field] = {
     "runtimelimit": Field("RUNTIMELIMIT", 12, lambda v: _run_limit(v), ("run_limit",)),
 }
 DEFAULT_FIELDS = ("jobid", "user", "stat", "queue", "from_host", "exec_host", "job_name", "submit_time")
+# What bjobs -l (long_listing) reads; tests/test_compat_mapping.py checks it against a full view.
+LONG_READS = ("id", "name", "user", "state", "queue", "command", "submit_time", "submit_host", "cwd", "exclusive",
+              "run_limit", "start_time", "slots", "hosts", "reason", "end_time", "exit_code", "signal", "mem_peak")
 
 
 def _run_limit(v: Any) -> str:

@@ -304,7 +304,7 @@ def scancel(s: Session, argv: list[str]) -> int:
     if words:
         ids = [i for w in words for i in _ids(w)]
     elif {"--user", "--name", "--partition"} & set(values):
-        views = s.jobs(user=values.get("--user") or unix_user(), finished=False)
+        views = s.jobs(user=values.get("--user") or unix_user(), finished=False, reads={"id", "name", "queue"})
         ids = [v.id for v in views if ("--name" not in values or v.name == values["--name"])
                and ("--partition" not in values or v.queue == values["--partition"])]
     else:
