@@ -10,7 +10,8 @@ On a fresh `xce up --detach --hosts 1 --slots-per-host 1` cluster, with the comm
   the interpreter's own start) of the same interpreter beside them, interleaved, so the machine's
   load shows;
 - with ``--jobs`` jobs in the cluster (one running, the rest pending behind it), the median
-  of 5 ``bjobs -noheader -o 'jobid stat'`` and ``squeue -h -o '%i %t'`` (goal 300 ms), and
+  of 5 ``bjobs -noheader -o 'jobid stat'``, ``bjobs -noheader`` (LSF's default columns) and
+  ``squeue -h -o '%i %t'`` (goal 300 ms), and
   ``xce jobs`` beside them (the same request through the same client).
 """
 
@@ -77,6 +78,7 @@ def main() -> None:
                 c.submit_many([{"command": ["true"]}] * min(1000, left - start))
             n = len(c.jobs())
             listing = medians({"bjobs -noheader -o 'jobid stat'": (["bjobs", "-noheader", "-o", "jobid stat"], None),
+                               "bjobs -noheader (default columns)": (["bjobs", "-noheader"], None),
                                "squeue -h -o '%i %t'": (["squeue", "-h", "-o", "%i %t"], None),
                                "xce jobs": ([sys.executable, "-m", "xce.cli.main", "--state-dir", str(sd), "jobs"],
                                             None)}, env, 5)
