@@ -99,3 +99,23 @@ def test_a_killed_shares_tasks_get_the_grace_to_clean_up(make_runner, tmp_path: 
     wait_exit(r, share)
     until_ended(r, t)
     assert done.exists() and t.exit_code == 0  # it cleaned up before the share ended
+
+
+def test_a_restarted_worker_re_attaches_to_a_shares_tasks(make_runner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    a = make_runner(state=tmp_path / "s", name="rt")
+    share = a.start(1, 0, spec(["true"]), 0, None, False, {}, holder=True)
+    done = tasks.start_task(a, share, "k1", ["sh", "-c", "echo first; exit 4"], str(tmp_path), {}, "")
+    running = tasks.start_task(a, share, "k2", ["sh", "-c", "echo second; exec sleep 60"], str(tmp_path), {}, "")
+    wait_for(lambda: Path(running.stdout).read_text() == "second\n", 10, "the second task's output")
+    wait_for(lambda: gone(done.pid), 10, "the first task to exit")  # a zombie of the old runner
+    b = make_runner(state=tmp_path / "s", name="rt")  # a restarted worker
+    (share_b,) = b.adopt()
+    first, second = share_b.launched
+    assert (first.n, first.key, first.ended, first.exit_code) == (1, "k1", True, 4)
+    assert tasks.read_output(first, 0, 0, 100) == (b"first\n", b"", True)
+    assert (second.n, second.ended) == (2, False) and second.pid == running.pid
+    assert tasks.start_task(b, share_b, "k2", ["false"], str(tmp_path), {}, "") is second  # still deduplicated
+    b.kill(share_b, "killed by user")
+    wait_exit(b, share_b)
+    until_ended(b, second)
+    wait_for(lambda: gone(running.pid), 10, "the adopted task to end with its share")

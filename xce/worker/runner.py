@@ -109,6 +109,7 @@ from xce.core.jobspec.filenames import lsf_filename
 from xce.core.model import JobSpec
 from xce.worker import spare
 from xce.worker.tasks import Launched, reap, share_sample, signal_tasks, tasks_in_grace
+from xce.worker.tasks import adopt as adopt_tasks
 from xce.worker.measure import (
     Meter,
     ProcMeter,
@@ -611,6 +612,7 @@ class Runner:
                         suspended_at=upd.get("suspended_at"), suspended_total=upd.get("suspended_total", 0.0),
                         cgroup=cgroup, _last_t=upd.get("saved_at"), _persisted=bool(upd))
             self._tasks[key] = task
+            adopt_tasks(self, task)
             if live:
                 alive.append(task)
                 if task.kill_reason is not None:  # killed before the restart: finish the job

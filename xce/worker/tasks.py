@@ -20,13 +20,16 @@ directory (``<job_dir>/tasks/<n>.out|.err``), read from offsets by the worker fo
 caller (``read_output``) and removed with the share (``Runner.forget``); its exit code is
 the wrapper's status line, as a job's.
 
-Not kept across a worker restart: a restarted worker re-attaches to shares, not to their
-tasks.  With a cgroup they still run and are measured in the share's cgroup and end with
-it; with the /proc walk they are neither measured nor ended with the share.
+Across a worker restart: each task's record (``<n>.rec``: a JSON line written before its
+go, then the wrapper's status line) lets the new worker re-attach to it with its share
+(``adopt``): its output and exit code are served again, it is measured and signalled with
+the share, and its end is seen when its pid is gone or a zombie (it is no longer our child,
+so the code comes from the record; a task killed without writing one reads as lost).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -53,6 +56,8 @@ class Launched:
     record: str              # the wrapper writes the exit status here
     meter: ProcMeter
     in_cgroup: bool          # moved into the share's cgroup (measured there)
+    proc_start: int = 0      # /proc start time of ``pid``: guards an adopted task against pid reuse
+    adopted: bool = False    # re-attached by a restarted worker: not our child, never reaped here
     cpu_ended: float = 0.0   # its CPU seconds once it ended (its /proc tree is gone then)
     ended: bool = False
     exit_code: int | None = None
@@ -88,17 +93,19 @@ def start_task(runner: Runner, share: Task, key: str, command: list[str], cwd: s
     n = len(share.launched) + 1
     d = task_dir(runner, share, pw)
     out, err, rec = (str(d / f"{n}.{x}") for x in ("out", "err", "rec"))
-    launched = _spawn(["/bin/sh", "-c", GO + _script(out, err, os.devnull),
-                       f"xce-task[{share.key}.{n}]", out, err, *command], cwd, env, rec, pw)
-    proc, go_w = launched
+    proc, go_w, rec_fd = _spawn(["/bin/sh", "-c", GO + _script(out, err, os.devnull),
+                                 f"xce-task[{share.key}.{n}]", out, err, *command], cwd, env, rec, pw)
     in_cgroup = join_cgroup(share, proc.pid)
     st = proc_stat(proc.pid)
-    task = Launched(n=n, key=key, pid=proc.pid, stdout=out, stderr=err, record=rec,
+    task = Launched(n=n, key=key, pid=proc.pid, stdout=out, stderr=err, record=rec, proc_start=st.start if st else 0,
                     meter=ProcMeter(proc.pid, st.start if st else None), in_cgroup=in_cgroup, _proc=proc)
-    try:
+    try:  # the record first (what a restarted worker re-attaches by), then the go
+        os.write(rec_fd, json.dumps({"n": n, "key": key, "pid": task.pid, "proc_start": task.proc_start,
+                                     "in_cgroup": in_cgroup}).encode() + b"\n")
         os.write(go_w, b"\n")  # the command may run now
     finally:
         os.close(go_w)
+        os.close(rec_fd)
     share.launched.append(task)
     return task
 
@@ -113,8 +120,9 @@ def task_dir(runner: Runner, share: Task, pw: object) -> Path:
 
 
 def _spawn(argv: list[str], cwd: str, env: dict[str, str], rec: str,
-           pw: object) -> tuple[subprocess.Popen[bytes], int]:
-    """The task's wrapper, in a session of its own, held on its go pipe; (process, the pipe's write end)."""
+           pw: object) -> tuple[subprocess.Popen[bytes], int, int]:
+    """The task's wrapper, in a session of its own, held on its go pipe; (process, the pipe's write end,
+    its record's descriptor)."""
     extra: dict[str, object] = {}
     if pw is not None:
         extra = {"user": pw.pw_uid, "group": pw.pw_gid,  # type: ignore[attr-defined]
@@ -126,11 +134,11 @@ def _spawn(argv: list[str], cwd: str, env: dict[str, str], rec: str,
                                 start_new_session=True, **extra)  # type: ignore[call-overload]
     except OSError as e:
         os.close(go_w)
+        os.close(rec_fd)
         raise InvalidRequest(f"cannot start the task: {e}") from None
     finally:
         os.close(go_r)
-        os.close(rec_fd)
-    return proc, go_w
+    return proc, go_w, rec_fd
 
 
 def join_cgroup(share: Task, pid: int) -> bool:
@@ -154,17 +162,28 @@ def join_cgroup(share: Task, pid: int) -> bool:
 def signal_tasks(share: Task, sig: int) -> None:
     """Send ``sig`` to every running task's process group (the share's signals reach its tasks)."""
     for t in share.launched:
-        if not t.ended:
+        if not t.ended and _ours(t):
             try:
                 os.killpg(t.pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
 
 
+def _ours(t: Launched) -> bool:
+    """Whether ``t.pid`` still names the task's group (an adopted task's pid may have been reused)."""
+    if not t.adopted:
+        return True  # our child: its pid stays ours until we reap it
+    st = proc_stat(t.pid)
+    return st is None or st.start == t.proc_start
+
+
 def reap(launched: list[Launched]) -> None:
     """Collect the tasks that ended: their exit status; what they left is killed."""
     for t in launched:
         if t.ended:
+            continue
+        if t.adopted:
+            _reap_adopted(t)
             continue
         try:
             info = os.waitid(os.P_PID, t.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -184,12 +203,25 @@ def reap(launched: list[Launched]) -> None:
         _finish(t, status)
 
 
+def _reap_adopted(t: Launched) -> None:
+    """An adopted task (another worker process started it): ended once its pid is gone or a zombie."""
+    st = proc_stat(t.pid)
+    if st is not None and st.start == t.proc_start and st.state not in "ZX":
+        return
+    if st is None or st.start == t.proc_start:
+        try:
+            os.killpg(t.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    _finish(t, None)
+
+
 def _finish(t: Launched, status: int | None) -> None:
     t.ended = True
     t.cpu_ended = t.meter.cpu_time
     try:
-        text = Path(t.record).read_text().strip()
-        code = int(text.split()[0]) if text else None
+        status_line = Path(t.record).read_text().partition("\n")[2].strip()
+        code = int(status_line.split()[0]) if status_line else None
     except (OSError, ValueError):
         code = None
     if code is None and status is not None:
@@ -197,6 +229,27 @@ def _finish(t: Launched, status: int | None) -> None:
         code = 128 - code if code < 0 else code
     t.exit_code = code
     t.signal = code - 128 if code is not None and 128 < code < 128 + signal.NSIG else None
+
+
+def adopt(runner: Runner, share: Task) -> None:
+    """Re-attach a restarted worker to the tasks of ``share`` from their records (their output and
+    exit code are served again; they are signalled and measured with the share)."""
+    d = runner.state_dir / "jobs" / share.key / "tasks"
+    recs = []
+    for path in d.glob("*.rec") if d.is_dir() else ():
+        try:
+            head = json.loads(path.read_text().partition("\n")[0])
+            recs.append((int(head["n"]), str(head["key"]), int(head["pid"]), int(head["proc_start"]),
+                         bool(head.get("in_cgroup")), path))
+        except (OSError, ValueError, KeyError):
+            continue  # torn: the worker died before the task's go, so it never ran
+    cgroup = isinstance(share.meter, CgroupMeter)
+    for n, key, pid, start, in_cgroup, path in sorted(recs):
+        t = Launched(n=n, key=key, pid=pid, stdout=str(d / f"{n}.out"), stderr=str(d / f"{n}.err"),
+                     record=str(path), meter=ProcMeter(pid, start), in_cgroup=in_cgroup and cgroup,
+                     proc_start=start, adopted=True)
+        share.launched.append(t)
+    reap(share.launched)
 
 
 def tasks_in_grace(share: Task, now: float) -> bool:
