@@ -44,8 +44,8 @@ def test_a_launched_memory_hog_lands_on_its_hosts_account_and_ends_with_the_kill
     jid = c.submit(script, slots=4, resreq="span[ptile=2] rusage[mem=50]", cwd=str(tmp_path),
                    env=job_env(cluster2))
     pid_file = tmp_path / "hog.pid"
-    wait_for(pid_file.exists, 30, "the launched task to start")
-    pid = int(pid_file.read_text())
+    # the shell creates the file before it writes the number: wait for the number
+    pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 30, "the launched task to start"))
     v = c.job(jid)
     first, second = v.hosts
 
@@ -69,11 +69,14 @@ def test_launch_is_refused_for_a_host_outside_the_job(cluster2: Cluster, tmp_pat
     assert f"job {jid} has no share on nosuchhost" in (tmp_path / "refused").read_text()
 
 
-def test_srun_inside_a_two_host_job_runs_a_task_per_slot_with_its_rank(cluster2: Cluster, tmp_path: Path) -> None:
+def test_srun_and_blaunch_inside_a_two_host_job(cluster2: Cluster, tmp_path: Path) -> None:
     slurm_bin = cluster2.xce("compat", "path", "slurm").stdout.strip()
+    lsf_bin = cluster2.xce("compat", "path", "lsf").stdout.strip()
     step = 'echo "$SLURM_PROCID $SLURM_LOCALID $SLURM_NODEID $XCE_HOST"'
-    script = (f'PATH={shlex.quote(slurm_bin)}:$PATH; srun sh -c {shlex.quote(step)} | sort >all; '
-              f'srun -n 2 --output=task.%j.%t sh -c {shlex.quote(step)}')
+    script = (f'PATH={shlex.quote(slurm_bin)}:{shlex.quote(lsf_bin)}:$PATH; '
+              f'srun sh -c {shlex.quote(step)} | sort >all; '
+              f'srun -n 2 --output=task.%j.%t sh -c {shlex.quote(step)}; '
+              'blaunch -z "$XCE_HOSTS" sh -c \'echo "$XCE_HOST"; exit 3\' >blaunched; echo "$?" >blaunch.code')
     c = cluster2.client
     jid = c.submit(script, slots=4, resreq="span[ptile=2]", cwd=str(tmp_path), env=job_env(cluster2))
     v = cluster2.wait_job(jid)
@@ -83,3 +86,5 @@ def test_srun_inside_a_two_host_job_runs_a_task_per_slot_with_its_rank(cluster2:
         f"0 0 0 {first}", f"1 1 0 {first}", f"2 0 1 {second}", f"3 1 1 {second}"]
     assert (tmp_path / f"task.{jid}.0").read_text() == f"0 0 0 {first}\n"
     assert (tmp_path / f"task.{jid}.1").read_text() == f"1 0 1 {second}\n"
+    assert sorted((tmp_path / "blaunched").read_text().splitlines()) == sorted(v.hosts)
+    assert (tmp_path / "blaunch.code").read_text() == "3\n"
