@@ -51,7 +51,8 @@ def test_stop_and_resume_act_on_the_processes_and_hist_lists_it(cluster: Cluster
 def test_pending_job_control_modify_switch_top_bottom_and_jobs_l(cluster: Cluster, tmp_path: Path) -> None:
     gate = tmp_path / "go"
     first = submit(cluster, "--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done", cwd=tmp_path)
-    held = submit(cluster, "-w", f"done({first})", "-o", "out.%J", "--", "echo", "a b", cwd=tmp_path)
+    held = submit(cluster, "-w", f"done({first})", "-o", "out.%J", "-P", "proj7", "-G", "grp7", "-We", "3",
+                  "--", "echo", "a b", cwd=tmp_path)
     assert cluster.xce("stop", str(held)).stdout == f"Job <{held}> is being stopped (now PSUSP)\n"
     r = cluster.xce("modify", "-J", "renamed", "-sp", "7", "-W", "2", "-R", "rusage[mem=10]", str(held))
     assert r.stdout == f"Parameters of job <{held}> are being changed: name, priority, resreq, run_limit\n"
@@ -60,7 +61,8 @@ def test_pending_job_control_modify_switch_top_bottom_and_jobs_l(cluster: Cluste
     assert cluster.xce("switch", "high", str(held)).stdout == f"Job <{held}> is switched to queue <high>\n"
     long = cluster.xce("jobs", "-l", str(held)).stdout
     for part in (f"Queue <high>, State <PSUSP>", "Name <renamed>", "Command: echo 'a b'", f"Cwd: {tmp_path}",
-                 "Output: out.%J", f"Dependency: done({first})", "Priority: 7   Run limit: 2 min", "Submitted: "):
+                 "Output: out.%J", f"Dependency: done({first})", "Priority: 7   Run limit: 2 min", "Submitted: ",
+                 "Project: proj7   Group: grp7   Run estimate: 3 min"):
         assert part in long, (part, long)
     assert json.loads(cluster.xce("jobs", "-p", "--json").stdout)[0]["depend"] == f"done({first})"
     r = cluster.xce("modify", "-x", str(held), check=False)
@@ -84,6 +86,7 @@ def test_arrays_through_the_cli_ids_with_index_and_jobs_a(cluster: Cluster, tmp_
     assert (summary["name"], summary["indices"], summary["elements"]) == ("sweep", "1-3", 3)
     wait_for(lambda: f"{aid}[2]" in cluster.xce("jobs", "-r").stdout, what="element 2 running")
     assert cluster.xce("stop", f"{aid}[2]").stdout == f"Job <{aid}[2]> is being stopped (now USUSP)\n"
+    assert f"Array: sweep[1-3], element 2" in cluster.xce("jobs", "-l", f"{aid}[2]").stdout
     assert json.loads(cluster.xce("resume", f"{aid}[2]", "--json").stdout) == {str((aid << 32) | 2): "RUN"}
     gate.touch()
     wait_for(lambda: json.loads(cluster.xce("jobs", "-A", "--json", str(aid)).stdout)[0]["counts"] == {"DONE": 3},

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from xce.core.arrays import element_text
+from xce.core.arrays import element_text, split_id
 from xce.core.units import fmt_bytes, fmt_duration
 
 
@@ -53,6 +53,11 @@ def job_long(j: Any, now: float) -> str:
              f"peak {fmt_bytes(j.mem_peak)}, charged {fmt_bytes(j.mem_charged)}, efficiency {pct(j.efficiency)}"]
     if j.mem_basis:
         lines.append(f"  Reservation sized: {j.mem_basis}")
+    if j.array:
+        lines.append(f"  Array: {j.array}, element {split_id(j.id)[1]}")
+    if j.project or j.group or j.run_estimate is not None:
+        lines.append(f"  Project: {j.project or '-'}   Group: {j.group or '-'}   Run estimate: "
+                     + (f"{j.run_estimate / 60:g} min" if j.run_estimate is not None else "-"))
     if j.depend:
         lines.append(f"  Dependency: {j.depend}")
     if j.priority or j.run_limit is not None:

@@ -17,7 +17,7 @@ from xce.core import accounting
 from xce.core.accounting import Account, HostTotals, Ledger
 from xce.core.arrays import unmaterialised, unstarted
 from xce.core.jobspec.depend import format_expr
-from xce.core.model import ACTIVE, ArrayJob, Host, HostState, Job, JobState
+from xce.core.model import ACTIVE, ArrayJob, Host, HostState, Job, JobSpec, JobState
 from xce.core.placement import job_demand, total_mem
 from xce.core.sched.order import OrderView
 
@@ -99,6 +99,10 @@ class JobView(msgspec.Struct, kw_only=True):
     order: OrderView | None = None  # a pending job's place in the order, when asked (JobsRequest.order)
     mem_basis: str = ""             # how the leader sized its reservation at submit (xce/core/autosize.py)
     exclusive: bool = False         # -x: alone on its hosts (bjobs -l "Exclusive Execution")
+    project: str = ""               # -P
+    group: str = ""                 # -G
+    run_estimate: float | None = None  # seconds (-We)
+    array: str = ""                 # an element's array as -J names it: "sweep[1-1000]%50"
 
 
 class HostView(msgspec.Struct, kw_only=True):
@@ -171,9 +175,17 @@ OWN: dict[str, Callable[[Job], Any]] = {
     "priority": lambda j: j.spec.priority, "run_limit": lambda j: j.spec.run_limit,
     "submit_host": lambda j: j.spec.submit_host, "script": lambda j: bool(j.spec.script),
     "depend": lambda j: format_expr(j.spec.depend) if j.spec.depend is not None else "",
-    "mem_basis": lambda j: j.req.mem_basis, "exclusive": lambda j: j.spec.exclusive}
+    "mem_basis": lambda j: j.req.mem_basis, "exclusive": lambda j: j.spec.exclusive,
+    "project": lambda j: j.spec.project, "group": lambda j: j.spec.group, "run_estimate": lambda j: j.spec.run_estimate,
+    "array": lambda j: array_title(j.spec)}
 # What a row may name: every JobView field but the pending order, which only full views carry.
 ROW_FIELDS = frozenset(JobView.__struct_fields__) - {"order"}
+
+
+def array_title(spec: JobSpec) -> str:
+    """``sweep[1-1000:2]%50``: an element's array as ``-J`` names it; "" for any other job."""
+    a = spec.array
+    return "" if a is None else f"{spec.name}[{a.text()}]" + (f"%{a.limit}" if a.limit is not None else "")
 
 
 def row_fields_problem(fields: Sequence[str]) -> str | None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from xce.core.arrays import split_id
 from xce.core.model import Job, JobSpec
-from xce.core.views import ArrayView, Figures, efficiency, summed
+from xce.core.views import ArrayView, Figures, array_title, efficiency, summed
 
 # The state an array row shows: its elements' first state in this order (what needs an eye first).
 ROW_STATE_ORDER = ("RUN", "SSUSP", "USUSP", "UNKWN", "PSUSP", "PEND", "EXIT", "DONE")
@@ -73,10 +73,7 @@ class ArrayGroup:
 
     def title(self) -> str:
         """``name[1-1000]%50``: the array as bsub -J names it."""
-        a = self.spec.array
-        if a is None:
-            return self.spec.name
-        return f"{self.spec.name}[{a.text()}]" + (f"%{a.limit}" if a.limit is not None else "")
+        return array_title(self.spec) or self.spec.name
 
     def counts_text(self) -> str:
         """``3 RUN 5 PEND 990 DONE +2 unseen of 1,000``: bjobs -A's counts in a line, active states first."""
