@@ -39,6 +39,22 @@ STAGES = (
 )
 
 
+class _Shares(dict[Key, float]):
+    """Each fairshare key's priority, asked once a round: its queue's own tree, else the cluster's."""
+
+    __slots__ = ("trees", "cluster")
+
+    def __init__(self, trees: Mapping[str | None, Fairshare]) -> None:
+        super().__init__()
+        self.trees = trees
+        self.cluster = trees.get(None)
+
+    def __missing__(self, k: Key) -> float:
+        fs = self.trees.get(k[3]) or self.cluster
+        got = self[k] = fs.priority(k) if fs is not None else 1.0
+        return got
+
+
 class Ordering:
     """The stages in force for one round: queue priorities and the fairshare trees.
 
@@ -56,21 +72,13 @@ class Ordering:
         """``key``, and ``group_key``: its first two figures (queue, fairshare) for a job of
         fairshare key ``k``, what a ``PendingIndex`` group shares.  ``key`` spells the stages
         out inline because the simulator sorts by it every round (a call per job for the group
-        part costs it seconds); tests/test_sched_order.py holds the two to one another."""
+        part costs it seconds); tests/test_sched_round.py holds the two to one another."""
         qp = self.queue_priority
         trees = self.fairshare
         if not trees:
             return (lambda j: (-qp.get(j.spec.queue, 0), -1.0, -j.spec.priority, j.submit_time, j.id),
                     lambda k: (-qp.get(k[3], 0), -1.0))
-        cluster = trees.get(None)
-
-        class Shares(dict):
-            def __missing__(self, k: tuple[str, str, str, str]) -> float:
-                fs = trees.get(k[3]) or cluster
-                got = self[k] = fs.priority(k) if fs is not None else 1.0
-                return got
-
-        share = Shares()
+        share = _Shares(trees)
         return (lambda j: (-qp.get(j.spec.queue, 0), -share[SPEC_KEY(j.spec)], -j.spec.priority, j.submit_time, j.id),
                 lambda k: (-qp.get(k[3], 0), -share[k]))
 
