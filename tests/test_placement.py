@@ -540,3 +540,30 @@ def test_a_job_wider_than_every_host_keeps_the_reason_of_the_one_host_walk() -> 
     cs = caps(cap("n1", slots=2, mem="8G", slack="7G"), cap("n2", slots=2, mem="8G", slack="7G"))
     plan = schedule(cs, [job(1, mem="1G/task", slots=3)], T0)
     assert plan.reasons == {1: "slots: needs 3, n1 has 2 free of 2"}
+
+
+def test_an_easy_round_bounds_and_skips_vetoes_as_a_greedy_one_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a reservation in the round (the simulator's EASY rounds): a plain class short of
+    capacity fails without a walk, though a veto might have turned hosts away too, and a job
+    that ends before the reservation starts is asked no veto at all."""
+    from xce.core import placement
+    from xce.core.sched import backfill
+    tried: list[int] = []
+    vetoes: list[int] = []
+    real_fits, real_veto = placement.fits, backfill.Backfill.veto
+    monkeypatch.setattr(placement, "fits", lambda d, *a: tried.append(d.mem_task) or real_fits(d, *a))
+    monkeypatch.setattr(backfill.Backfill, "veto", lambda self, *a: vetoes.append(1) or real_veto(self, *a))
+    two = lambda: caps(cap("n1", slots=4, mem="4G", slots_free=1), cap("n2", slots=4, mem="4G", slots_free=2))  # noqa: E731
+    ends = [Release(T0 + 600, "n1", 3, 0, 3 * G)]  # n1's three busy slots come back in 10 minutes
+    jobs = [job(1, mem="100M/task", slots=4, run_limit=3600),  # blocked: reserved on n1 at T0+600
+            job(2, mem="3G/task", slots=3, run_limit=3600),    # short of capacity (2 slots of 3G), with a reservation
+            job(3, mem="100M/task", slots=1, run_limit=60),    # ends before the reservation: no veto
+            job(4, mem="200M/task", slots=1, run_limit=3600)]  # asks the veto (on n2: nothing reserved there)
+    for explain in (False, True):
+        tried.clear()
+        vetoes.clear()
+        plan = schedule(two(), jobs, T0, releases=ends, explain=explain)
+        assert [(r.job_id, [a.host for a in r.allocs]) for r in plan.reservations] == [(1, ["n1"])]
+        assert [(jid, [a.host for a in al]) for jid, al in plan.placements] == [(3, ["n1"]), (4, ["n2"])]
+        if not explain:  # job 2 tried on no host; job 3 asks no veto
+            assert 3 * G not in tried and len(vetoes) == 1

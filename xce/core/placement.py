@@ -663,6 +663,10 @@ class _Round:
         if bf is None and lim is None:
             return None
         end = self.bf.end_of(job)
+        if bf is not None and end <= bf.earliest:  # it ends before every reservation starts: delays none
+            bf = None
+            if lim is None:
+                return None
 
         def veto(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
             why = lim.host_reason(h.name, slots, d.mem_for(slots, first)) if lim else None
@@ -754,10 +758,11 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None,
     ``explain`` the reason is only ``UNEXPLAINED`` (or a veto's).
     """
     cands = cls.candidates
-    if not explain and veto is None and cls.plain is not None and d.select is None \
-            and _capacity(d, cls) < d.slots:
+    if not explain and cls.plain is not None and d.select is None and _capacity(d, cls) < d.slots:
         # Both walks below take at most each host's capacity: short of the slots in all, they
-        # fail (no veto to ask, no words to give), and the class is marked failed for the round.
+        # fail (no words to give), and the class is marked failed for the round.  A veto only
+        # turns hosts away, so they fail with one too: on capacity alone, which stays short for
+        # the rest of the round (resources only shrink) whatever a later job's end.
         return None, UNEXPLAINED, False
     single = _single(d)
     best_reason = vetoed = ""

@@ -150,6 +150,7 @@ class Backfill:
         self.place = place
         self.timeline: dict[str, list[Release]] = {}
         self.points: dict[str, list[_Point]] = {}
+        self.earliest = math.inf  # the earliest start of a point
         self.reservations: list[Reservation] = []
         self.most = rules.reservations
         for r in releases:
@@ -237,6 +238,7 @@ class Backfill:
         and given back at ``end`` (when known) for the reservations after it."""
         r = Reservation(job.id, t, allocs, self.now, job.spec.exclusive)
         self.reservations.append(r)
+        self.earliest = min(self.earliest, t)
         for a in allocs:
             virtual = _virtual(a)
             pts = self.points.setdefault(a.host, [])
