@@ -284,9 +284,13 @@ def main() -> int:
                    help="hosts' heartbeats per event (default: what the controller's 50 ms soft period "
                         "gathers at one heartbeat a second, hosts / 20; 1 = an event per heartbeat)")
     p.add_argument("--array", type=int, default=0, help="also an array of this many elements (200 held)")
+    p.add_argument("--no-summaries", action="store_true",
+                   help="with --array: events without the array's summary, as before they were on the stream")
     p.add_argument("--no-live", action="store_true", help="skip the real-cluster latency run")
     p.add_argument("--live-seconds", type=float, default=20.0)
     a = p.parse_args()
+    global SUMMARIES
+    SUMMARIES = SUMMARIES and not a.no_summaries
     per_event = a.per_event or max(1, round(a.hosts * SOFT_PERIOD))
     print(f"console at {a.hosts} hosts x {a.jobs} jobs, {a.changes} job changes/s, "
           f"{per_event} heartbeats an event, {f'an array of {a.array:,}, ' if a.array else ''}"
