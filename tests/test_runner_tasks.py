@@ -119,3 +119,13 @@ def test_a_restarted_worker_re_attaches_to_a_shares_tasks(make_runner, tmp_path:
     wait_exit(b, share_b)
     until_ended(b, second)
     wait_for(lambda: gone(running.pid), 10, "the adopted task to end with its share")
+
+
+def test_a_task_takes_a_signal_of_its_own(runner: Runner, tmp_path: Path) -> None:
+    share = runner.start(1, 0, spec(["true"]), 0, None, False, {}, holder=True)
+    t = tasks.start_task(runner, share, "k1", ["sleep", "60"], str(tmp_path), {}, "")
+    tasks.signal_task(t, signal.SIGTERM)
+    until_ended(runner, t)
+    assert t.exit_code == 128 + signal.SIGTERM and t.signal == signal.SIGTERM
+    assert share.ended is None  # the share goes on
+    tasks.signal_task(t, signal.SIGKILL)  # an ended task is signalled no more

@@ -472,11 +472,8 @@ class Worker:
             self.send(Op.TASK_STATE, S.TaskState(host=self.name, ticket=body.ticket, job_id=body.job_id,
                                                  task=body.task, error=why, code=NotFound.code))
             return
-        if body.signal and not task.ended:
-            try:
-                os.killpg(task.pid, body.signal)
-            except (ProcessLookupError, PermissionError):
-                pass
+        if body.signal:
+            tasks.signal_task(task, body.signal)
         tasks.reap([task])
         out, err, done = tasks.read_output(task, body.stdout_offset, body.stderr_offset, body.max_bytes)
         self.send(Op.TASK_STATE, S.TaskState(

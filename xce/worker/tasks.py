@@ -162,11 +162,16 @@ def join_cgroup(share: Task, pid: int) -> bool:
 def signal_tasks(share: Task, sig: int) -> None:
     """Send ``sig`` to every running task's process group (the share's signals reach its tasks)."""
     for t in share.launched:
-        if not t.ended and _ours(t):
-            try:
-                os.killpg(t.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+        signal_task(t, sig)
+
+
+def signal_task(t: Launched, sig: int) -> None:
+    """Send ``sig`` to the task's process group, if it still runs (LAUNCH_POLL's ``signal``)."""
+    if not t.ended and _ours(t):
+        try:
+            os.killpg(t.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _ours(t: Launched) -> bool:
