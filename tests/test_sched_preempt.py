@@ -158,3 +158,18 @@ def test_the_blocked_preemptors_are_the_rounds_unplaced_jobs_of_preempting_queue
     reasons = {4: "limit u: alice uses 2 of 2 running jobs", 3: "slots: needs 1; the cluster has 0 free"}
     got = blocked_preemptors(pend, {1}, reasons, RULES, "limit ")
     assert next(got).id == 3 and [j.id for j in got] == [5]
+
+
+def test_a_job_whose_victims_are_on_their_way_out_preempts_no_more() -> None:
+    """Found from outside: a requeue victim stays RUN (kill_requested) until its processes end,
+    and the next rounds preempted two more jobs for the same 2-slot job.  The room of jobs on
+    their way out counts as given back: the job waits for it."""
+    rules = PreemptRules(preempts={"high": frozenset({"low"})}, action={"low": "requeue"},
+                         priority={"high": 70, "low": 10}, min_run_time=0.0)
+    leaving = running(9, "n1", slots=1, started=NOW - 10, kill_requested=True)
+    others = [running(7, "n1", started=NOW - 300), running(8, "n2", slots=2, started=NOW - 200)]
+    hosts = caps(cap("n1", slots=2, slots_free=0, slack="2G"), cap("n2", slots=2, slots_free=0, slack="2G"))
+    assert orders([job(10, queue="high")], [leaving, *others], hosts, rules) == []
+    # Wider than what is leaving: one more victim, the youngest, and only one.
+    assert orders([job(10, slots=2, queue="high")], [leaving, *others], hosts, rules) == \
+        [Preemption(8, 1, "requeue", 10)]

@@ -25,6 +25,8 @@ fairshare, job priority, submit: so ``-sp``, btop and bbot choose which blocked 
     credit    one victim at a time to a copy of the hosts (slots; memory too unless suspended)
               until ``fits`` places the job; suspend-victims upgraded to requeue if only
               memory would make it fit
+    leaving   the room of jobs already on their way out (requeue or kill ordered, processes not
+              ended) counts as given back: a job it is enough for preempts nothing more
     guard     the placement found must not delay a reservation of a job ahead of it
               (``reservation_guard``): a host where it would is left out and the job tried again
     keep      the victims on the hosts the job would land on; the rest are let go
@@ -38,7 +40,7 @@ again, before a round places pending work.  Pure: no I/O, no clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,8 +197,12 @@ def preempt(blocked: Iterable[Job], running: Iterable[Job], caps: Mapping[str, H
     if not rules.on:
         return []
     prey = {low for lows in rules.preempts.values() for low in lows}
+    running = [j for j in running if j.state == JobState.RUN]
+    # Jobs on their way out (a requeue or kill ordered, the processes not ended yet): their room
+    # is coming back, so a job it serves preempts no more (else every round until they end would).
+    leaving = [(j, "kill") for j in running if j.kill_requested]
     # Every candidate, in victim order once (the order does not depend on the preemptor).
-    running = sorted((j for j in running if j.state == JobState.RUN and j.spec.queue in prey and not j.kill_requested
+    running = sorted((j for j in running if j.spec.queue in prey and not j.kill_requested
                       and j.start_time is not None and now - j.start_time >= rules.min_run_time
                       and rules.may_evict(j)),
                      key=lambda v: (rules.priority.get(v.spec.queue, 0), v.spec.priority,
@@ -212,7 +218,7 @@ def preempt(blocked: Iterable[Job], running: Iterable[Job], caps: Mapping[str, H
         if tried > MOST_BLOCKED:
             break
         victims = [v for v in running if v.spec.queue in may and v.id not in taken][:MOST_VICTIMS]
-        got = _room_for(job, victims, caps, rules, fits, ledger, guard)
+        got = _room_for(job, victims, caps, rules, fits, ledger, guard, leaving)
         for v, action in got:
             taken.add(v.id)
             out.append(Preemption(v.id, v.attempt, action, job.id))
@@ -220,18 +226,21 @@ def preempt(blocked: Iterable[Job], running: Iterable[Job], caps: Mapping[str, H
 
 
 def _room_for(job: Job, victims: list[Job], caps: Mapping[str, HostCap], rules: PreemptRules, fits: Fits,
-              ledger: Ledger | None, guard: Guard | None = None) -> list[tuple[Job, str]]:
+              ledger: Ledger | None, guard: Guard | None = None,
+              leaving: Sequence[tuple[Job, str]] = ()) -> list[tuple[Job, str]]:
     """The fewest victims (in the given order) whose preemption lets ``job`` fit where ``guard``
-    allows, each with its action."""
+    allows, each with its action; none where the room of the jobs ``leaving`` is enough."""
     chosen: list[Job] = []
     banned: set[str] = set()  # hosts where the job would delay a reservation ahead of it
+    if leaving and _fit_guarded(job, _after(caps, list(leaving), ledger, banned), fits, guard, banned) is not None:
+        return []
     for v in victims:
         chosen.append(v)
         if all(a.host in banned for a in v.allocs):
             continue  # its room is on hosts the job may not take
         for honest in (True, False):  # suspend as configured; then, memory wanted, requeue instead
             actions = [(c, _action(c, rules, honest)) for c in chosen]
-            allocs = _fit_guarded(job, _after(caps, actions, ledger, banned), fits, guard, banned)
+            allocs = _fit_guarded(job, _after(caps, [*leaving, *actions], ledger, banned), fits, guard, banned)
             if allocs is not None:
                 on = {a.host for a in allocs}
                 return [(c, act) for c, act in actions if any(a.host in on for a in c.allocs)]
