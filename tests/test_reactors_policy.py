@@ -293,6 +293,9 @@ def test_preempt_by_requeue_or_kill_kills_the_processes_first(action: str, then:
     k.commit_all(k.call(Op.PLACE, S.PlaceRequest(placements=[], preempt=[S.Preempt(low.id, 1, action, high.id)])))
     assert low.kill_requested and low.reason.startswith(then), low.reason
     assert low.requeue_requested == (action == "requeue") and low.evictions == 1
+    from xce.cli.fmt import job_long  # `xce jobs -l` says it, for a queue's max_preempt
+    view = k.ctx.live.job_view(low)
+    assert view.evictions == 1 and "Evicted: 1 time (preempted or reclaimed)" in job_long(view, T0)
     # A user's own requeue or kill is no eviction.
     other = k.run_job("node1", slots=1, queue="low")
     k.state.apply(Requeue(time=T0 + 5, job_ids=[other.id]) if action == "requeue" else

@@ -65,6 +65,8 @@ def job_long(j: Any, now: float) -> str:
                      (f"{j.run_limit / 60:g} min" if j.run_limit is not None else "-"))
     if j.reason:
         lines.append(f"  {'Pending reason' if j.state == 'PEND' else 'Reason'}: {j.reason}")
+    if j.evictions:
+        lines.append(f"  Evicted: {j.evictions} time{'' if j.evictions == 1 else 's'} (preempted or reclaimed)")
     if j.order is not None:
         lines += order_lines(j.order)
     if j.exit_code is not None or j.signal is not None:

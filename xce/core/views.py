@@ -103,6 +103,7 @@ class JobView(msgspec.Struct, kw_only=True):
     group: str = ""                 # -G
     run_estimate: float | None = None  # seconds (-We)
     array: str = ""                 # an element's array as -J names it: "sweep[1-1000]%50"
+    evictions: int = 0              # times preempted or reclaimed (a queue's max_preempt counts them)
 
 
 class HostView(msgspec.Struct, kw_only=True):
@@ -177,7 +178,8 @@ OWN: dict[str, Callable[[Job], Any]] = {
     "depend": lambda j: format_expr(j.spec.depend) if j.spec.depend is not None else "",
     "mem_basis": lambda j: j.req.mem_basis, "exclusive": lambda j: j.spec.exclusive,
     "project": lambda j: j.spec.project, "group": lambda j: j.spec.group, "run_estimate": lambda j: j.spec.run_estimate,
-    "array": lambda j: array_title(j.spec)}
+    "array": lambda j: array_title(j.spec),
+    "evictions": lambda j: j.evictions}
 # What a row may name: every JobView field but the pending order, which only full views carry.
 ROW_FIELDS = frozenset(JobView.__struct_fields__) - {"order"}
 
