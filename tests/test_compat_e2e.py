@@ -276,6 +276,10 @@ def test_scontrol_update_and_bmod_change_a_pending_job(cluster: Cluster, tmp_pat
     assert r.stdout == "normal|again|20.0 min|1\n", r.stdout
     r = _run(lsf, "bmod", "-x", pending)
     assert r.returncode == 255 and "-x cannot be changed" in r.stderr
+    assert _run(slurm, "scontrol", "hold", pending).returncode == 0  # held: Slurm's PD (JobHeldUser)
+    assert _run(slurm, "squeue", "-h", "-j", pending, "-o", "%i %t %r").stdout == f"{pending} PD JobHeldUser\n"
+    assert _run(slurm, "scontrol", "release", pending).returncode == 0
+    wait_for(lambda: _stat(lsf, pending) == "PEND", 30, "the released job to pend again")
     # Dependency= drops the dependency: the job starts while the sleeper still runs
     assert _run(slurm, "scontrol", "update", f"JobId={pending}", "Dependency=").returncode == 0
     wait_for(lambda: _stat(lsf, pending) == "DONE", 30, "the job freed of its dependency to run")

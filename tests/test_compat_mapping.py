@@ -34,7 +34,7 @@ def view(**kw: Any) -> JobView:
     ("RUN", "", "RUNNING", "R", ""),
     ("UNKWN", "", "RUNNING", "R", ""),
     ("USUSP", "", "SUSPENDED", "S", ""),
-    ("PSUSP", "", "SUSPENDED", "S", ""),
+    ("PSUSP", "", "PENDING", "PD", ""),
     ("SSUSP", "", "SUSPENDED", "S", ""),
     ("DONE", "", "COMPLETED", "CD", ""),
     ("EXIT", "", "FAILED", "F", ""),
@@ -49,7 +49,7 @@ def test_states_lsf_to_slurm(state: str, reason: str, long: str, short: str, ter
 
 
 @pytest.mark.parametrize("name, states", [
-    ("PD", {"PEND"}), ("pending", {"PEND"}), ("R", {"RUN", "UNKWN"}), ("S", {"PSUSP", "USUSP", "SSUSP"}),
+    ("PD", {"PEND", "PSUSP"}), ("pending", {"PEND", "PSUSP"}), ("R", {"RUN", "UNKWN"}), ("S", {"USUSP", "SSUSP"}),
     ("CD", {"DONE"}), ("F", {"EXIT"}), ("CA", {"EXIT"}), ("TO", {"EXIT"}), ("OOM", {"EXIT"}),
     ("all", {"PEND", "RUN", "UNKWN", "PSUSP", "USUSP", "SSUSP", "DONE", "EXIT"}),
 ])
@@ -477,3 +477,50 @@ def test_squeue_folds_an_arrays_pending_elements_into_one_row_and_r_lists_each()
                         counts={"PEND": 5}, unstarted="0-8:2")
     assert slurm_fmt.squeue_format(slurm_fmt.fold_arrays([], [stepped], each=False), "%i", header=False) == \
         "40_[0,2,4,6,8]\n"
+
+
+# ---- formats checked against LSF's and Slurm's own (session 7) ------------------------------
+
+def test_a_held_pending_job_is_slurms_pending_job_held_user() -> None:
+    """scontrol hold (XCE's stop of a pending job: PSUSP) leaves a Slurm job PENDING, Reason JobHeldUser."""
+    assert mapping.slurm_state("PSUSP") == mapping.PENDING
+    assert mapping.slurm_reason("PSUSP", "") == "JobHeldUser"
+    assert mapping.xce_states_of_slurm("PD") == {"PEND", "PSUSP"}
+    assert mapping.xce_states_of_slurm("S") == {"USUSP", "SSUSP"}
+
+
+def test_an_elements_lsf_name_in_messages_and_long_listing() -> None:
+    from xce.core.jobids import element_id
+
+    e = element_id(3, 1)
+    assert (mapping.lsf_job(e), mapping.lsf_job(3)) == ("3[1]", "3")
+    long = lsf_fmt.long_listing(view(id=e, name="arr"))
+    assert long.startswith("Job <3[1]>, Job Name <arr[1]>, User <alice>"), long
+
+
+def test_bjobs_long_listing_times_are_lsfs_full_ones() -> None:
+    import time
+
+    long = lsf_fmt.long_listing(view(submit_time=1_700_000_000.0))
+    want = time.strftime("%a %b %e %H:%M:%S", time.localtime(1_700_000_000.0))
+    assert long.splitlines()[1].startswith(f"{want}: Submitted from host"), long
+
+
+def test_bjobs_default_listing_puts_each_further_host_on_its_own_line() -> None:
+    v = _SHAPES[-1]  # 2 slots on n1, 1 on n2
+    lines = lsf_fmt.default_listing([v], wide=False, header=False).splitlines()
+    assert lines[0].split()[5] == "2*n1" and lines[1] == " " * 44 + "n2", lines
+    assert lsf_fmt.default_listing([v], wide=True, header=False).split()[5] == "2*n1:n2"
+
+
+def test_bhosts_status_is_lsfs() -> None:
+    assert [mapping.lsf_host_status(s) for s in ("ok", "full", "closed", "unavail")] == \
+        ["ok", "closed", "closed", "unavail"]
+
+
+def test_scontrol_show_job_names_an_elements_array() -> None:
+    from xce.core.jobids import element_id
+
+    text = slurm_fmt.scontrol_job(view(id=element_id(3, 1), name="arr"))
+    assert f"JobId={element_id(3, 1)} ArrayJobId=3 ArrayTaskId=1 JobName=arr\n" in text, text
+    assert slurm_fmt.scontrol_job(view()).startswith("JobId=12 JobName=job\n")

@@ -1,6 +1,6 @@
 """Real workflow tools, unchanged, over the LSF and Slurm commands (issue 15 item 5).
 
-dask-jobqueue, psij-python and Snakemake's LSF executor are installed from the package
+dask-jobqueue, psij-python, parsl and Snakemake's LSF executor are installed from the package
 index into their own environment (.ci/run: ``.ci-venv/compat-tools``, named by
 ``XCE_COMPAT_TOOLS``); each drives the commands of `xce compat path` on a real local
 cluster, as it would drive LSF or Slurm.  Without that environment the tests skip, except
@@ -67,6 +67,15 @@ def test_psij_executor_runs_fails_and_cancels(cluster: Cluster, flavor: str, can
     assert lines["cancelled"] == cancelled  # psij maps LSF's EXIT to FAILED, Slurm's CA to CANCELED
     killed = cluster.client.job(int(lines["native"]))
     assert killed.state == "EXIT" and "killed" in killed.reason  # really ended, not just forgotten
+
+
+@pytest.mark.parametrize("flavor", ["lsf", "slurm"])
+def test_parsl_block_runs_an_app(cluster: Cluster, flavor: str, tmp_path: Path) -> None:
+    out = _tool(cluster, flavor, [TOOLS, str(DRIVERS / "parsl_app.py"), flavor, str(tmp_path / "runinfo")], tmp_path)
+    lines = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    assert lines["RESULT"] == "2"
+    block = cluster.client.job(int(lines["BLOCK"]))
+    assert block.name.startswith("parsl.") and block.state == "EXIT" and "killed" in block.reason  # closed by parsl
 
 
 def test_snakemake_lsf_executor_runs_two_rules(cluster: Cluster, tmp_path: Path) -> None:

@@ -227,14 +227,14 @@ def _kill_report(results: dict[int, str]) -> int:
     for jid, what in results.items():
         outcome = mapping.kill_outcome(what)
         if outcome == mapping.ENDING:
-            print(f"Job <{jid}> is being terminated")
+            print(f"Job <{mapping.lsf_job(jid)}> is being terminated")
         elif outcome == mapping.SIGNALED:
-            print(f"Job <{jid}> is being signaled")
+            print(f"Job <{mapping.lsf_job(jid)}> is being signaled")
         elif outcome == mapping.FINISHED:
-            print(f"Job <{jid}>: Job has already finished", file=sys.stderr)
+            print(f"Job <{mapping.lsf_job(jid)}>: Job has already finished", file=sys.stderr)
             rc = BAD
         else:
-            print(f"Job <{jid}>: No matching job found", file=sys.stderr)
+            print(f"Job <{mapping.lsf_job(jid)}>: No matching job found", file=sys.stderr)
             rc = BAD
     return rc
 
@@ -274,7 +274,7 @@ def bmod(s: Session, argv: list[str]) -> int:
             s.client.modify(jid, mem)
         if changes:
             s.client.modify_spec(jid, **changes)
-        print(f"Parameters of job <{mapping.lsf_id(jid)}{_index(jid)}> are being changed")
+        print(f"Parameters of job <{mapping.lsf_job(jid)}> are being changed")
     return 0
 
 
@@ -311,17 +311,10 @@ def _control(verb: str) -> Callable[[Session, list[str]], int]:
     def command(s: Session, argv: list[str]) -> int:
         ids = _ids_of(argv, f"b{call}")
         for jid in getattr(s.client, call)(ids):
-            print(f"Job <{mapping.lsf_id(jid)}{_index(jid)}> is being {verb}")
+            print(f"Job <{mapping.lsf_job(jid)}> is being {verb}")
         return 0
 
     return command
-
-
-def _index(job_id: int) -> str:
-    from xce.core.jobids import split_id
-
-    index = split_id(job_id)[1]
-    return "" if index is None else f"[{index}]"
 
 
 def bswitch(s: Session, argv: list[str]) -> int:
@@ -329,7 +322,7 @@ def bswitch(s: Session, argv: list[str]) -> int:
     if len(words) < 2:
         raise Refused("give the queue and job ids: bswitch QUEUE ID ...")
     for jid, queue in s.client.switch(job_ids(words[1:]), words[0]).items():
-        print(f"Job <{mapping.lsf_id(jid)}{_index(jid)}> is switched to queue <{queue}>")
+        print(f"Job <{mapping.lsf_job(jid)}> is switched to queue <{queue}>")
     return 0
 
 
@@ -338,7 +331,7 @@ def _move(to: str) -> Callable[[Session, list[str]], int]:
         ids = _ids_of(argv, f"b{to[:3]}")
         for jid in ids:
             s.client.move(jid, to)
-            print(f"Job <{mapping.lsf_id(jid)}{_index(jid)}> has been moved to position 1 from {to}.")
+            print(f"Job <{mapping.lsf_job(jid)}> has been moved to position 1 from {to}.")
         return 0
 
     return command
@@ -346,14 +339,14 @@ def _move(to: str) -> Callable[[Session, list[str]], int]:
 
 def bhist(s: Session, argv: list[str]) -> int:
     """bhist [-l] ID ...: each job's events, oldest first."""
-    from xce.compat.lsf_fmt import lsf_time
+    from xce.compat.lsf_fmt import lsf_long_time
 
     ids = _ids_of([a for a in argv if a not in ("-l", "-a")], "bhist")
     blocks = []
     for jid in ids:
         events = s.client.hist(jid)
-        lines = [f"Job <{mapping.lsf_id(jid)}{_index(jid)}>:"]
-        lines += [f"{lsf_time(e.time)}: {e.event.capitalize()}" + (f" by <{e.by}>" if e.by else "")
+        lines = [f"Job <{mapping.lsf_job(jid)}>:"]
+        lines += [f"{lsf_long_time(e.time)}: {e.event.capitalize()}" + (f" by <{e.by}>" if e.by else "")
                   + (f"; {e.detail}" if e.detail else "") + ";" for e in events]
         blocks.append("\n".join(lines))
     print(("\n" + "-" * 78 + "\n").join(blocks))
@@ -400,7 +393,7 @@ def bhosts(s: Session, argv: list[str]) -> int:
     hosts = s.client.hosts(names)
     print("HOST_NAME          STATUS       JL/U    MAX  NJOBS    RUN  SSUSP  USUSP    RSV")
     for h in hosts:
-        print(f"{h.name:<18} {h.state:<12} {'-':>4} {h.slots_total:>6} {h.slots_used:>6} {h.slots_used:>6} "
+        print(f"{h.name:<18} {mapping.lsf_host_status(h.state):<12} {'-':>4} {h.slots_total:>6} {h.slots_used:>6} {h.slots_used:>6} "
               f"{0:>6} {0:>6} {0:>6}")
     return 0
 

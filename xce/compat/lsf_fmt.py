@@ -25,8 +25,17 @@ def lsf_time(t: float | None) -> str:
 
 def exec_hosts(v: Any) -> str:
     """``2*node1:node2``: slots per host, as LSF joins them (``-`` until placed)."""
+    return ":".join(_exec_list(v))
+
+
+def _exec_list(v: Any) -> list[str]:
     slots = [(a.host, a.slots) for a in v.accounts] or [(h, 1) for h in v.hosts]
-    return ":".join(f"{n}*{h}" if n > 1 else h for h, n in slots)
+    return [f"{n}*{h}" if n > 1 else h for h, n in slots]
+
+
+def lsf_long_time(t: float | None) -> str:
+    """``Wed Dec  3 16:33:01``: LSF's time in bjobs -l and bhist -l."""
+    return time.strftime("%a %b %e %H:%M:%S", time.localtime(t)) if t else ""
 
 
 def _pend_reason(v: Any) -> str:
@@ -154,16 +163,20 @@ def default_listing(views: Sequence[Any], wide: bool, header: bool) -> str:
     """bjobs without -o: LSF's eight columns; -w keeps long names and host lists whole."""
     lines = ["JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME"] if header else []
     for v in views:
-        name, hosts, sub = mapping.lsf_name(v.id, v.name) or "-", exec_hosts(v) or "-", v.submit_host or "-"
-        if not wide and len(name) > 10:
-            name = "*" + name[-9:]
-        if not wide and len(hosts) > 11:
-            hosts = "*" + hosts[-10:]
-        if not wide and len(sub) > 11:
-            sub = "*" + sub[-10:]
+        name, sub = mapping.lsf_name(v.id, v.name) or "-", v.submit_host or "-"
+        # -w: the hosts joined on the line; else one per line, the further ones under the first
+        hosts = [exec_hosts(v) or "-"] if wide else [_cut(h, 11) for h in _exec_list(v)] or ["-"]
+        if not wide:
+            name, sub = _cut(name, 10), _cut(sub, 11)
         lines.append(f"{mapping.lsf_id(v.id):<7} {v.user[:7]:<7} {v.state:<5} {v.queue[:10]:<10} {sub:<11} "
-                     f"{hosts:<11} {name:<10} {lsf_time(v.submit_time)}")
+                     f"{hosts[0]:<11} {name:<10} {lsf_time(v.submit_time)}")
+        lines += [" " * 44 + h for h in hosts[1:]]
     return "\n".join(lines)
+
+
+def _cut(text: str, width: int) -> str:
+    """LSF's cut of a long value in the default listing: ``*`` and its tail."""
+    return text if len(text) <= width else "*" + text[-(width - 1):]
 
 
 def to_json(records: Sequence[dict[str, str]]) -> str:
@@ -185,20 +198,20 @@ def json_record(v: Any, names: Sequence[str]) -> dict[str, str]:
 def long_listing(v: Any) -> str:
     """bjobs -l: the lines tools and people read (not LSF's every line)."""
     cmd = FIELDS["command"].value(v)
-    out = [f"Job <{v.id}>, Job Name <{v.name}>, User <{v.user}>, Project <default>, Status <{v.state}>, "
+    out = [f"Job <{mapping.lsf_job(v.id)}>, Job Name <{mapping.lsf_name(v.id, v.name)}>, User <{v.user}>, Project <default>, Status <{v.state}>, "
            f"Queue <{v.queue}>, Command <{cmd}>",
-           f"{lsf_time(v.submit_time)}: Submitted from host <{v.submit_host or '-'}>, CWD <{v.cwd or '-'}>"
+           f"{lsf_long_time(v.submit_time)}: Submitted from host <{v.submit_host or '-'}>, CWD <{v.cwd or '-'}>"
            + (", Exclusive Execution;" if v.exclusive else ";")]
     if v.run_limit is not None:
         out += ["", " RUNLIMIT", f" {v.run_limit / 60:.1f} min", ""]
     if v.start_time:
-        out.append(f"{lsf_time(v.start_time)}: Started {v.slots} Task(s) on Host(s) "
+        out.append(f"{lsf_long_time(v.start_time)}: Started {v.slots} Task(s) on Host(s) "
                    + " ".join(f"<{h}>" for h in v.hosts) + ";")
     if v.state == "PEND" and v.reason:
         out += [" PENDING REASONS:", f" {v.reason};"]
     if v.end_time:
         what = "Done successfully." if v.state == "DONE" else f"Exited with exit code {_exit_code(v)}."
-        out.append(f"{lsf_time(v.end_time)}: {what} {_term_text(v, mapping.lsf_term(v.state, v.reason))}".rstrip())
+        out.append(f"{lsf_long_time(v.end_time)}: {what} {_term_text(v, mapping.lsf_term(v.state, v.reason))}".rstrip())
     if v.mem_peak:
         out.append(f" MEMORY USAGE:\n MAX MEM: {mapping.lsf_mb(v.mem_peak)};  AVG MEM: -")
     return "\n".join(out)

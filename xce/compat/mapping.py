@@ -10,7 +10,8 @@ Slurm state comes from its XCE state *and* its end reason::
     XCE state / reason            LSF (bjobs STAT, exit_reason)   Slurm (%T, %t)
     PEND                          PEND                            PENDING        PD
     RUN, UNKWN                    RUN, UNKWN                      RUNNING        R
-    PSUSP USUSP SSUSP             as is                           SUSPENDED      S
+    PSUSP (held while pending)    PSUSP                           PENDING        PD  (JobHeldUser)
+    USUSP SSUSP                   as is                           SUSPENDED      S
     DONE                          DONE                            COMPLETED      CD
     EXIT, reason MEMLIMIT         EXIT  TERM_MEMLIMIT             OUT_OF_MEMORY  OOM
     EXIT, reason *RUNLIMIT        EXIT  TERM_RUNLIMIT             TIMEOUT        TO
@@ -56,7 +57,7 @@ NODE_FAIL = SlurmState("NODE_FAIL", "NF")
 
 _LIVE_TO_SLURM = {
     "PEND": PENDING, "RUN": RUNNING, "UNKWN": RUNNING,
-    "PSUSP": SUSPENDED, "USUSP": SUSPENDED, "SSUSP": SUSPENDED, "DONE": COMPLETED,
+    "PSUSP": PENDING, "USUSP": SUSPENDED, "SSUSP": SUSPENDED, "DONE": COMPLETED,
 }
 ALL_SLURM_STATES = (PENDING, RUNNING, SUSPENDED, COMPLETED, FAILED, OUT_OF_MEMORY, TIMEOUT,
                     CANCELLED, NODE_FAIL)
@@ -113,6 +114,8 @@ ARRAY_LIMIT = "the array's running limit is reached"  # an element held back by 
 def slurm_reason(state: str, reason: str) -> str:
     """squeue's Reason: why a job waits (``JobArrayTaskLimit`` for an element held back by its
     array's %N, ``Resources`` when XCE gave a reason, else ``Priority``), why it failed, or ``None``."""
+    if state == "PSUSP":
+        return "JobHeldUser"  # scontrol hold, bstop of a pending job
     if state == "PEND":
         return "JobArrayTaskLimit" if reason == ARRAY_LIMIT else "Resources" if reason else "Priority"
     return _SLURM_END_REASONS.get(slurm_state(state, reason), "None")
@@ -127,6 +130,12 @@ def slurm_exit_code(exit_code: int | None, signal: int | None) -> str:
 def lsf_id(job_id: int) -> str:
     """bjobs' JOBID: an element shows its array's id (its index goes with the name)."""
     return str(split_id(job_id)[0])
+
+
+def lsf_job(job_id: int) -> str:
+    """A job as LSF's messages and ``bjobs -l`` name it: ``12``, an element ``12[3]``."""
+    array, index = split_id(job_id)
+    return str(array) if index is None else f"{array}[{index}]"
 
 
 def lsf_name(job_id: int, name: str) -> str:
@@ -172,6 +181,14 @@ def project_of(account: str) -> str:
 
 def account_of(project: str) -> str:
     return project
+
+
+# XCE's host states as bhosts' STATUS: a host with every slot taken is LSF's "closed" (closed_Full).
+_LSF_HOST_STATUS = {"ok": "ok", "full": "closed", "closed": "closed", "unavail": "unavail"}
+
+
+def lsf_host_status(state: str) -> str:
+    return _LSF_HOST_STATUS.get(state, state)
 
 
 def lsf_mb(n_bytes: int | None) -> str:

@@ -359,7 +359,9 @@ def sinfo_rows(queues: Any, hosts: Sequence[Any], header: bool) -> str:
 
 def scontrol_job(v: Any) -> str:
     st = mapping.slurm_state(v.state, v.reason)
-    return (f"JobId={v.id} JobName={v.name}\n"
+    array, index = split_id(v.id)
+    elem = "" if index is None else f" ArrayJobId={array} ArrayTaskId={index}"
+    return (f"JobId={v.id}{elem} JobName={v.name}\n"
             f"   UserId={v.user} Account= QOS=normal\n"
             f"   JobState={st.long} Reason={mapping.slurm_reason(v.state, v.reason)} Dependency=(null)\n"
             f"   ExitCode={mapping.slurm_exit_code(v.exit_code, v.signal)}\n"
