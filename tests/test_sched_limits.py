@@ -92,3 +92,16 @@ def test_limits_from_config() -> None:
                                 {"name": "h", "per": "host", "members": ["n1"], "jobs": 2}]})
     assert limits_of(cfg.limits) == (Limit("u", "user", slots=8, mem=b("64G")),
                                      Limit("h", "host", members=frozenset({"n1"}), jobs=2))
+
+
+def test_xce_limits_names_the_jobs_with_no_project_apart_from_an_unused_limit() -> None:
+    """Found from outside: a per-project limit listed the jobs without -P as "-", as it lists a
+    limit nobody uses yet."""
+    from xce.cli.fmt import limit_rows
+
+    lims = (Limit(name="proj_mem", per="project", mem=1 << 30), Limit(name="grp", per="group", jobs=2))
+    book = LimitBook.build(lims, [], [job(1, project="")])
+    out = limit_rows(book.rows()).splitlines()
+    assert out[1].split()[:3] == ["proj_mem", "project", "(no"] and "project)" in out[1], out
+    assert out[2].split()[:3] == ["grp", "group", "(no"], out
+    assert limit_rows(LimitBook.build(lims, [], []).rows()).splitlines()[1].split()[:3] == ["proj_mem", "project", "-"]

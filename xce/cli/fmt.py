@@ -107,9 +107,17 @@ def limit_rows(rows: Sequence[Any]) -> str:
     def of(used: Any, cap: Any, show: Any = str) -> str:
         return f"{show(used)}/{show(cap) if cap is not None else '-'}"
     return table(["NAME", "PER", "WHO", "JOBS", "SLOTS", "MEM", "PEND", "HELD"],
-                 [[r.name, r.per, r.who or "-", of(r.jobs, r.max_jobs), of(r.slots, r.max_slots),
+                 [[r.name, r.per, _limit_who(r), of(r.jobs, r.max_jobs), of(r.slots, r.max_slots),
                    of(r.mem, r.max_mem, fmt_bytes), of(r.pending, r.max_pending),
                    " ".join(element_text(i) for i in r.held) or "-"] for r in rows])
+
+
+def _limit_who(r: Any) -> str:
+    """A principal's name; "" is either the jobs with no group or project, or, with no use at
+    all, a limit nobody uses yet (LimitBook.rows)."""
+    if r.who:
+        return r.who
+    return f"(no {r.per})" if r.jobs or r.pending or r.slots or r.mem or r.held else "-"
 
 
 def queue_long(q: Any, counts: dict[str, int], default: bool, hosts: str) -> str:
