@@ -508,8 +508,9 @@ def test_bjobs_long_listing_times_are_lsfs_full_ones() -> None:
 
 def test_bjobs_default_listing_puts_each_further_host_on_its_own_line() -> None:
     v = _SHAPES[-1]  # 2 slots on n1, 1 on n2
-    lines = lsf_fmt.default_listing([v], wide=False, header=False).splitlines()
-    assert lines[0].split()[5] == "2*n1" and lines[1] == " " * 44 + "n2", lines
+    head, first, second = lsf_fmt.default_listing([v], wide=False, header=True).splitlines()
+    assert first.split()[5] == "2*n1" and second.strip() == "n2", (first, second)
+    assert first.index("2*n1") == second.index("n2") == head.index("EXEC_HOST")
     assert lsf_fmt.default_listing([v], wide=True, header=False).split()[5] == "2*n1:n2"
 
 
@@ -524,3 +525,13 @@ def test_scontrol_show_job_names_an_elements_array() -> None:
     text = slurm_fmt.scontrol_job(view(id=element_id(3, 1), name="arr"))
     assert f"JobId={element_id(3, 1)} ArrayJobId=3 ArrayTaskId=1 JobName=arr\n" in text, text
     assert slurm_fmt.scontrol_job(view()).startswith("JobId=12 JobName=job\n")
+
+
+def test_the_project_is_lsfs_project_and_slurms_account() -> None:
+    v = view(project="astro")
+    assert "Project <astro>" in lsf_fmt.long_listing(v) and "Project <default>" in lsf_fmt.long_listing(view())
+    assert lsf_fmt.columns([v], lsf_fmt.parse_o("jobid proj_name"), header=False).split() == ["12", "astro"]
+    assert slurm_fmt.sacct_rows([v], "JobID,Account", header=False, sep="|", trailing=False) == "12|astro\n"
+    assert slurm_fmt.squeue_format([v], "%i %a", header=True) == "JOBID ACCOUNT\n12 astro\n"
+    assert slurm_fmt.squeue_fields([v], "JobID:6,Account", header=False) == "12    astro\n"
+    assert "Account=astro QOS" in slurm_fmt.scontrol_job(v)

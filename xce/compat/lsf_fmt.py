@@ -84,6 +84,7 @@ FIELDS: dict[str, Field] = {
     "job_name": Field("JOB_NAME", 10, lambda v: mapping.lsf_name(v.id, v.name), ("id", "name")),
     "name": Field("JOB_NAME", 10, lambda v: mapping.lsf_name(v.id, v.name), ("id", "name")),
     "from_host": Field("FROM_HOST", 11, lambda v: v.submit_host, ("submit_host",)),
+    "proj_name": Field("PROJ_NAME", 11, lambda v: v.project or DEFAULT_PROJECT, ("project",)),
     "exec_host": Field("EXEC_HOST", 11, exec_hosts, ("accounts", "hosts")),
     "nexec_host": Field("NEXEC_HOST", 10, lambda v: str(len(v.hosts)) if v.hosts else "", ("hosts",)),
     "slots": Field("SLOTS", 5, lambda v: str(v.slots), ("slots",)),
@@ -106,9 +107,10 @@ FIELDS: dict[str, Field] = {
     "run_time": Field("RUN_TIME", 12, lambda v: _run_time(v), ("start_time", "end_time")),
     "runtimelimit": Field("RUNTIMELIMIT", 12, lambda v: _run_limit(v), ("run_limit",)),
 }
+DEFAULT_PROJECT = "default"  # LSF's name for a job submitted without -P
 DEFAULT_FIELDS = ("jobid", "user", "stat", "queue", "from_host", "exec_host", "job_name", "submit_time")
 # What bjobs -l (long_listing) reads; tests/test_compat_mapping.py checks it against a full view.
-LONG_READS = ("id", "name", "user", "state", "queue", "command", "submit_time", "submit_host", "cwd", "exclusive",
+LONG_READS = ("id", "name", "user", "state", "queue", "command", "submit_time", "submit_host", "cwd", "exclusive", "project",
               "run_limit", "start_time", "slots", "hosts", "reason", "end_time", "exit_code", "signal", "mem_peak")
 
 
@@ -170,7 +172,7 @@ def default_listing(views: Sequence[Any], wide: bool, header: bool) -> str:
             name, sub = _cut(name, 10), _cut(sub, 11)
         lines.append(f"{mapping.lsf_id(v.id):<7} {v.user[:7]:<7} {v.state:<5} {v.queue[:10]:<10} {sub:<11} "
                      f"{hosts[0]:<11} {name:<10} {lsf_time(v.submit_time)}")
-        lines += [" " * 44 + h for h in hosts[1:]]
+        lines += [" " * 45 + h for h in hosts[1:]]  # under EXEC_HOST
     return "\n".join(lines)
 
 
@@ -198,7 +200,7 @@ def json_record(v: Any, names: Sequence[str]) -> dict[str, str]:
 def long_listing(v: Any) -> str:
     """bjobs -l: the lines tools and people read (not LSF's every line)."""
     cmd = FIELDS["command"].value(v)
-    out = [f"Job <{mapping.lsf_job(v.id)}>, Job Name <{mapping.lsf_name(v.id, v.name)}>, User <{v.user}>, Project <default>, Status <{v.state}>, "
+    out = [f"Job <{mapping.lsf_job(v.id)}>, Job Name <{mapping.lsf_name(v.id, v.name)}>, User <{v.user}>, Project <{v.project or DEFAULT_PROJECT}>, Status <{v.state}>, "
            f"Queue <{v.queue}>, Command <{cmd}>",
            f"{lsf_long_time(v.submit_time)}: Submitted from host <{v.submit_host or '-'}>, CWD <{v.cwd or '-'}>"
            + (", Exclusive Execution;" if v.exclusive else ";")]

@@ -117,6 +117,7 @@ _COMMON: dict[str, tuple[str, Getter, tuple[str, ...]]] = {
     "jobid": ("JOBID", lambda v: getattr(v, "folded", None) or mapping.slurm_id(v.id), ("id",)),
     "name": ("NAME", lambda v: v.name, ("name",)),
     "user": ("USER", lambda v: v.user, ("user",)),
+    "account": ("ACCOUNT", lambda v: mapping.account_of(v.project), ("project",)),
     "partition": ("PARTITION", lambda v: mapping.partition_of(v.queue), ("queue",)),
     "st": ("ST", lambda v: mapping.slurm_state(v.state, v.reason).short, ("state", "reason")),
     "state": ("STATE", lambda v: mapping.slurm_state(v.state, v.reason).long, ("state", "reason")),
@@ -133,11 +134,11 @@ _COMMON: dict[str, tuple[str, Getter, tuple[str, ...]]] = {
     "start": ("START_TIME", lambda v: iso(v.start_time), ("start_time",)),
     "end": ("END_TIME", lambda v: iso(v.end_time), ("end_time",)),
 }
-SQUEUE_LETTERS = {"i": "jobid", "A": "jobid", "j": "name", "u": "user", "P": "partition", "t": "st",
+SQUEUE_LETTERS = {"i": "jobid", "A": "jobid", "j": "name", "u": "user", "a": "account", "P": "partition", "t": "st",
                   "T": "state", "M": "time", "l": "limit", "D": "nodes", "R": "reason_nodes",
                   "C": "cpus", "m": "mem", "N": "nodelist", "r": "reason", "V": "submit", "S": "start",
                   "e": "end"}
-SQUEUE_NAMES = {"jobid": "jobid", "jobarrayid": "jobid", "name": "name", "username": "user",
+SQUEUE_NAMES = {"jobid": "jobid", "jobarrayid": "jobid", "name": "name", "username": "user", "account": "account",
                 "partition": "partition", "statecompact": "st", "state": "state", "timeused": "time",
                 "timelimit": "limit", "numnodes": "nodes", "numcpus": "cpus", "nodelist": "nodelist",
                 "reason": "reason", "minmemory": "mem", "exitcode": "exit", "submittime": "submit",
@@ -288,7 +289,7 @@ def squeue_fields(views: Sequence[Any], spec: str, header: bool) -> str:
 SACCT: dict[str, tuple[int, Getter]] = {
     "jobid": (12, lambda v: getattr(v, "folded", None) or mapping.slurm_id(v.id)), "jobidraw": (12, lambda v: str(v.id)),
     "jobname": (10, lambda v: v.name), "partition": (10, lambda v: mapping.partition_of(v.queue)),
-    "account": (10, lambda v: ""), "user": (9, lambda v: v.user),
+    "account": (10, lambda v: mapping.account_of(v.project)), "user": (9, lambda v: v.user),
     "alloccpus": (10, lambda v: str(v.slots if v.hosts else 0)), "ncpus": (10, lambda v: str(v.slots)),
     "state": (10, lambda v: mapping.slurm_state(v.state, v.reason).long),
     "exitcode": (8, lambda v: mapping.slurm_exit_code(v.exit_code, v.signal)),
@@ -362,7 +363,7 @@ def scontrol_job(v: Any) -> str:
     array, index = split_id(v.id)
     elem = "" if index is None else f" ArrayJobId={array} ArrayTaskId={index}"
     return (f"JobId={v.id}{elem} JobName={v.name}\n"
-            f"   UserId={v.user} Account= QOS=normal\n"
+            f"   UserId={v.user} Account={mapping.account_of(v.project)} QOS=normal\n"
             f"   JobState={st.long} Reason={mapping.slurm_reason(v.state, v.reason)} Dependency=(null)\n"
             f"   ExitCode={mapping.slurm_exit_code(v.exit_code, v.signal)}\n"
             f"   RunTime={sacct_time(elapsed(v))} TimeLimit={_sacct_limit(v)}\n"
