@@ -115,8 +115,8 @@ def test_every_command_takes_an_element_and_a_range_and_names_elements_as_given(
     # bmod of the whole array: every pending element, those not materialised yet too
     r = cluster.xce("modify", "-W", "7", "-sp", "3", str(aid))
     assert r.stdout == f"Parameters of job <{aid}> are being changed: priority, run_limit\n"
-    assert cluster.xce("modify", "-J", "renamed", f"{aid}[6]").stdout == \
-        f"Parameters of job <{aid}[6]> are being changed: name\n"
+    assert cluster.xce("modify", "-J", "renamed", f"{aid}[5-6]").stdout == \
+        f"Parameters of job <{aid}[5]> are being changed: name\nParameters of job <{aid}[6]> are being changed: name\n"
     assert cluster.xce("kill", f"{aid}[4-5]").stdout == f"Job <{aid}[4]> is killed\nJob <{aid}[5]> is killed\n"
     assert cluster.xce("kill", "-s", "CONT", f"{aid}[1]").stdout == f"Job <{aid}[1]>: signal 18 sent\n"
     wait_for(lambda: "started 1" in cluster.xce("peek", f"{aid}[1]").stdout, what="peek of an element")
@@ -129,6 +129,6 @@ def test_every_command_takes_an_element_and_a_range_and_names_elements_as_given(
     assert {i: (v.state, v.run_limit, v.priority) for i, v in views.items() if i != 1} == {
         2: ("DONE", 420.0, 3), 3: ("DONE", 420.0, 3), 4: ("EXIT", 420.0, 3), 5: ("EXIT", 420.0, 3),
         6: ("DONE", 420.0, 3)}
-    assert views[6].name == "renamed"
+    assert (views[5].name, views[6].name, views[3].name) == ("renamed", "renamed", "ctl")  # a range: each of it
     r = cluster.xce("wait", f"{aid}", check=False)
     assert r.returncode == 1 and f"Job <{aid}[4]> ended EXIT" in r.stderr

@@ -79,27 +79,31 @@ def move(c: Any, to: str, word: str, json: bool) -> int:
     return 0
 
 
-def modify_changes(opts: OptionSet, words: list[str]) -> tuple[dict[str, Any], int | None, bool, int]:
-    """bmod's options and words -> (ModifySpecRequest fields, -M bytes or None, whether -M was given, job id)."""
+def modify_changes(opts: OptionSet, words: list[str]) -> tuple[dict[str, Any], int | None, bool, list[int]]:
+    """bmod's options and words -> (ModifySpecRequest fields, -M bytes or None, whether -M was given,
+    the job ids: one job, a whole array, or each element of ``ID[LIST]``)."""
     if len(words) != 1:
         raise DirectiveError("modify: give one job id after the options (xce modify [options] ID)")
-    return (*bmod_changes(opts), job_ids(words)[0])
+    return (*bmod_changes(opts), job_ids(words))
 
 
 def modify(c: Any, opts: OptionSet, words: list[str], json: bool) -> int:
     from xce.cli.fmt import print_json
 
-    changes, mem, mem_given, jid = modify_changes(opts, words)
-    if mem_given or not changes:  # `xce modify ID` alone removes the memory limit, as before
-        c.modify(jid, mem)
-    if changes:
-        c.modify_spec(jid, **changes)
+    changes, mem, mem_given, ids = modify_changes(opts, words)
+    said: list[Any] = []
+    for jid in ids:  # a request a job, as bmod of ID[LIST] changes each element
+        if mem_given or not changes:  # `xce modify ID` alone removes the memory limit, as before
+            c.modify(jid, mem)
+        if changes:
+            c.modify_spec(jid, **changes)
+        said.append({"id": jid, "changed": sorted(changes) + (["mem_limit"] if mem_given or not changes else [])})
+        if not json and changes:
+            print(f"Parameters of job <{element_text(jid)}> are being changed: {', '.join(sorted(changes))}")
+        if not json and (mem_given or not changes):
+            print(f"Job <{element_text(jid)}>: memory limit set to {_mem_text(mem)}")
     if json:
-        print_json({"id": jid, "changed": sorted(changes) + (["mem_limit"] if mem_given or not changes else [])})
-    elif changes:
-        print(f"Parameters of job <{element_text(jid)}> are being changed: {', '.join(sorted(changes))}")
-    if not json and (mem_given or not changes):
-        print(f"Job <{element_text(jid)}>: memory limit set to {_mem_text(mem)}")
+        print_json(said[0] if len(said) == 1 else said)
     return 0
 
 
