@@ -567,3 +567,23 @@ def test_an_easy_round_bounds_and_skips_vetoes_as_a_greedy_one_does(monkeypatch:
         assert [(jid, [a.host for a in al]) for jid, al in plan.placements] == [(3, ["n1"]), (4, ["n2"])]
         if not explain:  # job 2 tried on no host; job 3 asks no veto
             assert 3 * G not in tried and len(vetoes) == 1
+
+
+def test_an_easy_round_bounds_a_class_by_what_the_reservation_leaves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain job that would overlap a reservation can take no more of a host than the
+    reservation leaves there: short with that, it fails on the veto without a walk."""
+    from xce.core import placement
+    tried: list[int] = []
+    real_fits = placement.fits
+    monkeypatch.setattr(placement, "fits", lambda d, *a: tried.append(d.mem_task) or real_fits(d, *a))
+    two = lambda: caps(cap("n1", slots=4, mem="4G", slots_free=1), cap("n2", slots=4, mem="4G", slots_free=2))  # noqa: E731
+    ends = [Release(T0 + 600, "n1", 3, 0, 3 * G)]
+    jobs = [job(1, mem="100M/task", slots=4, run_limit=3600),  # reserved all of n1 from T0+600
+            job(2, mem="300M/task", slots=3, run_limit=3600)]  # 3 slots free now, 2 beside the reservation
+    for explain in (True, False):
+        tried.clear()
+        plan = schedule(two(), jobs, T0, releases=ends, explain=explain)
+        assert [r.job_id for r in plan.reservations] == [1] and plan.placements == []
+        assert (300 << 20 in tried) == explain
+        if explain:
+            assert plan.reasons[2].startswith("backfill: would delay job 1"), plan.reasons[2]

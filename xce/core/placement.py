@@ -37,7 +37,7 @@ from xce.core.accounting import Ledger
 from xce.core.hostgroups import HostSet, of_queue
 from xce.core.model import Alloc, Host, Job, JobState, Queue, reclaiming
 from xce.core.resreq import ResReq, select_matches
-from xce.core.sched.backfill import Backfill, BackfillRules, Release, Reservation
+from xce.core.sched.backfill import UNEXPLAINED_VETO, Backfill, BackfillRules, Release, Reservation, Point
 from xce.core.sched.fairshare import Fairshare
 from xce.core.sched.limits import LimitBook
 from xce.core.sched.order import Ordering
@@ -429,7 +429,7 @@ class _Class:
     plain: tuple | None = None  # _Beaten.key of the class's demand
     # The round's (slots free, memory room) of each ranking's hosts by id(candidates), emptied on
     # every commit: the classes sharing a ranking share it (``_capacity``).  None: not kept.
-    rooms: dict[int, list[tuple[int, int]]] | None = None
+    rooms: dict[int, list[tuple[int, int, str]]] | None = None
 
 
 UNEXPLAINED = "not placed"  # a misfit's reason under explain=False (truthy: a class's failed mark), never shown
@@ -469,6 +469,7 @@ class _Beaten:
 
 
 Veto = Callable[[Demand, HostCap, int, bool], str | None]
+Reserved = tuple[Mapping[str, list[Point]], float]  # backfill's points by host, and a job's end
 EASY = BackfillRules()
 
 
@@ -535,7 +536,7 @@ class _Round:
         self.cfree = dict(cluster_free or {})
         self.cnames = {n: 0 for n in cluster_names}
         self.free_slots = sum(max(0, h.slots_free) for h in caps.values() if h.schedulable is None)
-        self.rooms: dict[int, list[tuple[int, int]]] = {}  # _Class.rooms
+        self.rooms: dict[int, list[tuple[int, int, str]]] = {}  # _Class.rooms
         self.no_room: dict[tuple[int, int], str] = {}  # (slots needed, slots free) -> that reason
         self.bf = Backfill(backfill, now, fit_reason, _place_fresh, releases, fits, explain)
         self.limits = limits
@@ -637,7 +638,8 @@ class _Round:
         if veto and cls.vetoed_from and end >= cls.vetoed_from[0]:
             self.hold(job, d, cls.vetoed_from[1], plan)
             return False  # a veto depends on the job's end: a later job of the class may end sooner
-        allocs, why, vetoed = _place_one(d, cls, veto, self.explain)
+        reserved = (self.bf.points, end) if veto is not None and self.bf.points else None
+        allocs, why, vetoed = _place_one(d, cls, veto, self.explain, reserved)
         if allocs is None:
             if not vetoed:
                 cls.failed = why
@@ -747,8 +749,8 @@ def _place_fresh(d: Demand, hosts: list[HostCap]) -> list[Alloc] | None:
     return _place_one(d, _Class(hosts))[0]
 
 
-def _place_one(d: Demand, cls: _Class, veto: Veto | None = None,
-               explain: bool = True) -> tuple[list[Alloc] | None, str, bool]:
+def _place_one(d: Demand, cls: _Class, veto: Veto | None = None, explain: bool = True,
+               reserved: Reserved | None = None) -> tuple[list[Alloc] | None, str, bool]:
     """Walk the class's ranked candidates forward; (allocs or None, why not, whether a veto said no).
 
     Resources only shrink within a round, so a host that cannot take this class
@@ -758,12 +760,18 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None,
     ``explain`` the reason is only ``UNEXPLAINED`` (or a veto's).
     """
     cands = cls.candidates
-    if not explain and cls.plain is not None and d.select is None and _capacity(d, cls) < d.slots:
-        # Both walks below take at most each host's capacity: short of the slots in all, they
-        # fail (no words to give), and the class is marked failed for the round.  A veto only
-        # turns hosts away, so they fail with one too: on capacity alone, which stays short for
-        # the rest of the round (resources only shrink) whatever a later job's end.
-        return None, UNEXPLAINED, False
+    if not explain and cls.plain is not None and d.select is None:
+        if _capacity(d, cls) < d.slots:
+            # Both walks below take at most each host's capacity: short of the slots in all, they
+            # fail (no words to give), and the class is marked failed for the round.  A veto only
+            # turns hosts away, so they fail with one too: on capacity alone, which stays short for
+            # the rest of the round (resources only shrink) whatever a later job's end.
+            return None, UNEXPLAINED, False
+        if reserved is not None and _capacity(d, cls, reserved) < d.slots:
+            # Nor can they take more of a host than each reservation the job would overlap
+            # leaves (backfill's veto): short with those, the job fails on the veto, as the
+            # walks would (a later job of the class that ends as late fails too: vetoed_from).
+            return None, UNEXPLAINED_VETO, True
     single = _single(d)
     best_reason = vetoed = ""
     if not single and d.ptile is None and d.slots > cls.widest:
@@ -844,7 +852,7 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None,
     return None, _best_reason(d, cands, best_reason or f"slots: needs {d.slots} across hosts"), False
 
 
-def _capacity(d: Demand, cls: _Class) -> int:
+def _capacity(d: Demand, cls: _Class, reserved: Reserved | None = None) -> int:
     """For a plain demand (memory per task only, no select): the slots the walks could take
     from the class's candidates past ``spread_pos``, each host min(slots free, memory room //
     memory per task).
@@ -852,7 +860,9 @@ def _capacity(d: Demand, cls: _Class) -> int:
     That is what ``fits`` lets a share of such a demand have on each host (the spread walk
     takes exactly that much of each), and the hosts before ``spread_pos`` could not take even
     one slot earlier in the round (resources only shrink).  A bound, never a second fit rule:
-    a walk still makes every placement.
+    a walk still makes every placement.  ``reserved`` (backfill's points by host, and the
+    job's end): each host's share is bounded also by what each point the job would overlap
+    leaves, which a share must fit too (``Backfill.veto``).
     """
     if cls.spread_pos or cls.rooms is None:
         rooms = _rooms(d, cls.candidates, cls.spread_pos)
@@ -861,15 +871,28 @@ def _capacity(d: Demand, cls: _Class) -> int:
         if rooms is None:
             rooms = cls.rooms[id(cls.candidates)] = _rooms(d, cls.candidates, 0)
     m = d.mem_task
-    if not m:
-        return sum(k for k, _ in rooms)
-    return sum(min(k, room // m) for k, room in rooms if room >= m)
+    if reserved is None:
+        if not m:
+            return sum(k for k, _, _ in rooms)
+        return sum(min(k, room // m) for k, room, _ in rooms if room >= m)
+    points, end = reserved
+    total = 0
+    for k, room, name in rooms:
+        if m:
+            k = min(k, room // m)
+        for p in points.get(name, ()):
+            if p.start < end:
+                c = p.cap
+                k = 0 if c.held else min(k, c.slots_free, c.mem_room(d) // m if m else k)
+        if k > 0:
+            total += k
+    return total
 
 
-def _rooms(d: Demand, cands: list[HostCap], start: int) -> list[tuple[int, int]]:
-    """(slots free, memory room) of the hosts of ``cands[start:]`` with a slot free.  The room
-    depends on the demand only by ``reclaim``, which its ranking (``cands``) shares."""
-    return [(h.slots_free, h.mem_room(d)) for h in cands[start:] if h.slots_free > 0]
+def _rooms(d: Demand, cands: list[HostCap], start: int) -> list[tuple[int, int, str]]:
+    """(slots free, memory room, name) of the hosts of ``cands[start:]`` with a slot free.  The
+    room depends on the demand only by ``reclaim``, which its ranking (``cands``) shares."""
+    return [(h.slots_free, h.mem_room(d), h.name) for h in cands[start:] if h.slots_free > 0]
 
 
 def _alloc(d: Demand, h: HostCap, slots: int, first: bool) -> Alloc:

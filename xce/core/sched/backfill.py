@@ -129,7 +129,7 @@ class Reservation:
 
 
 @dataclass(slots=True)
-class _Point:
+class Point:
     start: float
     cap: HostCap
     reservation: Reservation
@@ -149,7 +149,7 @@ class Backfill:
         self.explain = explain
         self.place = place
         self.timeline: dict[str, list[Release]] = {}
-        self.points: dict[str, list[_Point]] = {}
+        self.points: dict[str, list[Point]] = {}
         self.earliest = math.inf  # the earliest start of a point
         self.reservations: list[Reservation] = []
         self.most = rules.reservations
@@ -247,7 +247,7 @@ class Backfill:
                     p.cap.charge(a.slots, a.mem, virtual, r.exclusive)
             cap = at_t[a.host].clone()
             cap.charge(a.slots, a.mem, virtual, r.exclusive)
-            bisect.insort(pts, _Point(t, cap, r), key=lambda p: p.start)
+            bisect.insort(pts, Point(t, cap, r), key=lambda p: p.start)
             if end < math.inf:
                 self.timeline.setdefault(a.host, []).append(Release(end, a.host, a.slots, 0, a.mem, virtual,
                                                                     r.exclusive))
@@ -258,7 +258,7 @@ def _virtual(a: Alloc) -> tuple[tuple[str, int], ...]:
     return tuple((k, n) for k, n in a.virtual.items() if k != "slots")
 
 
-def give_back(h: HostCap, ev: Release | _Point) -> int:
+def give_back(h: HostCap, ev: Release | Point) -> int:
     """Move ``h`` past a release (an end; preemption's too); returns the change of its free slots."""
     assert isinstance(ev, Release)
     h.slots_free += ev.slots
@@ -272,9 +272,9 @@ def give_back(h: HostCap, ev: Release | _Point) -> int:
     return ev.slots
 
 
-def _hold_point(h: HostCap, ev: Release | _Point) -> int:
+def _hold_point(h: HostCap, ev: Release | Point) -> int:
     """Move ``h`` past a reservation's start; returns the change of its free slots."""
-    assert isinstance(ev, _Point)
+    assert isinstance(ev, Point)
     a = next(a for a in ev.reservation.allocs if a.host == h.name)
     h.charge(a.slots, a.mem, _virtual(a), ev.reservation.exclusive)
     return -a.slots
