@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from conftest import Cluster, wait_for, xce
 
@@ -162,3 +163,19 @@ def test_a_site_configs_host_attributes_place_jobs_by_select(tmp_path) -> None:
         refused = cl.xce("submit", "-R", "select[arch>zen3]", "true", check=False)
         assert refused.returncode != 0 and "'>' cannot compare string attribute 'arch'" in refused.stderr, refused
         c.kill([none])
+        # Every run is charged: a run that was requeued (and whose job then never ran again)
+        # still counts in `xce fairshare`, from the hard state the controller keeps.
+        def slot_seconds() -> float:
+            rows = json.loads(cl.xce("fairshare", "--json").stdout)["rows"]
+            return sum(r["slot_seconds"] for r in rows if r["leaf"])
+
+        before = slot_seconds()
+        again = c.submit("sleep 30", resreq="select[cores>16]")
+        t0 = wait_for(lambda: (v := c.job(again)).state == "RUN" and v.start_time, 20, "the job running")
+        wait_for(lambda: time.time() > t0 + 2, 5, "two seconds of its run")
+        cl.xce("hosts", "close", "node2")  # so the requeued job waits: its one run is the requeued one
+        cl.xce("requeue", str(again))
+        wait_for(lambda: c.job(again).state == "PEND", 20, "the job requeued")
+        c.kill([again])
+        wait_for(lambda: c.job(again).state == "EXIT", 20, "the requeued job killed while pending")
+        assert slot_seconds() > before + 2 * 0.9  # a slot for 2 s at least, barely decayed
