@@ -12,6 +12,10 @@ among the running reclaiming jobs, as its queue's ``reclaim_policy`` says:
     suspend -> SysSuspend (SSUSP; a stopped process keeps its pages)
     kill    -> Kill (EXIT)
 
+A reclaiming job that has outgrown its own reservation is killed whatever its queue's
+policy (and so retried larger where its queue allows: xce/core/memretry.py): requeued at
+the size it had, it would be placed, grow and be sent away again, for ever.
+
 Jobs already on their way out (``kill_requested``) count as gone (their charge is added back
 to the room), so one owner's growth does not send more reclaiming jobs away than it needs.
 A job within its reservation is never a candidate: only reclaiming jobs are.  A job suspended
@@ -82,4 +86,7 @@ def decide(ledger: Ledger, host: str, jobs: Sequence[Job], os_available: int, re
     if victim is None:
         return None
     job = cands[victim]
-    return send_away(policy_of(job), victim, reason(host, room, under), now), job
+    policy = policy_of(job)
+    grew = ledger.accounts[(victim, host)].used > 0
+    why = reason(host, room, under) + (", the job is over its own reservation" if grew else "")
+    return send_away("kill" if grew and policy == "requeue" else policy, victim, why, now), job

@@ -35,6 +35,20 @@ def register(sub: Any) -> None:
     s.add_argument("--run-limits", action="store_true",
                    help="kill a job that runs past its requested time (SWF field 9) as the worker kills one "
                         "past its -W (TERM_RUNLIMIT); by default the trace's run times stand")
+    s.add_argument("--reclaim-share", type=float, default=0.25,
+                   help="reclaim policies: the seeded share of jobs that accept reclamation (0.25)")
+    s.add_argument("--reclaim-queues", default="", help="reclaim policies: every job of these queues accepts it too")
+    s.add_argument("--reclaim-margin", type=float, default=0.1,
+                   help="[reclaim] margin: share of a lender's reservation kept back (0.1)")
+    s.add_argument("--settle", type=float, default=60.0, help="[reclaim] min_run and window, seconds (60)")
+    s.add_argument("--reclaim-policy", default="requeue", help="requeue or kill a reclaiming job sent away")
+    s.add_argument("--size-margin", type=float, default=0.1,
+                   help="right-sizing: p95 of past peaks x (1 + this) (the queue's mem_auto_margin, 0.1)")
+    s.add_argument("--history", type=int, default=100, help="right-sizing reads the last N runs of a job (100)")
+    s.add_argument("--mem-retries", type=int, default=2, help="retry policies: the queue's mem_retries (2)")
+    s.add_argument("--mem-retry-factor", type=float, default=2.0, help="retry policies: growth per try (2.0)")
+    s.add_argument("--sweep-margin", metavar="M1,M2,...",
+                   help="run each policy once per safety margin (both margins set to it); --report adds margin.png")
     s.add_argument("--limit", type=int, help="replay only the first N jobs of the trace")
     s.add_argument("--record", action="store_true",
                    help="add the trace's own recorded waits as a row (compare on the trace's machine)")

@@ -22,28 +22,42 @@ the pending jobs as one per (user, group, project, queue) key, which is all a sh
 reads of them.  With ``run_limits`` a job that runs past its requested time (SWF field 9,
 its -W) is killed as the worker kills it (TERM_RUNLIMIT: the decision the moment it is
 past, its end ``kill_grace`` later at worst, or at its own end if that comes first).
+
+Issue 18's features run through the same code as the daemons (policies.py says which):
+reclaiming jobs are placed on ``placement.host_caps``' reclaimable memory and sent away by
+xce/core/reclaim.py's ``decide`` after each usage report (the controller's rule, its
+command applied to the state); a memory kill in a queue with ``mem_retries`` is requeued
+larger by the state machine itself (xce/core/memretry.py, on Finish); a right-sized job is
+sized at submit by xce/core/autosize.py through history.py.  A job settles (and lends) with
+time, so a settling moment is an event (SETTLE) after which the pending reclaiming jobs
+try again: nothing else can gain from it.
 """
 
 from __future__ import annotations
 
 import heapq
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from xce.core.accounting import pressure_victim
+from xce.core import reclaim
+from xce.core.accounting import ReclaimRules, pressure_victim
+from xce.core.memretry import mem_kill
 from xce.replica.live import Live
-from xce.core.model import Alloc, Host, Job, JobSpec, JobState, Queue
+from xce.core.model import RECLAIMED, Alloc, Host, Job, JobSpec, JobState, Queue, reclaim_queues, reclaiming
 from xce.core.placement import HostCap, Plan, host_caps, job_demand, never_fits, pending_order, schedule
 from xce.core.sched.backfill import releases
 from xce.core.sched.fairshare import Key, key_of
 from xce.core.sched.site import PolicyState, SitePolicy
 from xce.site.config import Config
 from xce.core.resreq import ResReq, parse_resreq
+from xce.sim.history import History
 from xce.sim.model import Machine, SimJob, UsageModel
-from xce.sim.policies import Policy
+from xce.sim.policies import Knobs, Policy
 from xce.core.state import ClusterState, Finish, Kill, Place, RegisterHost, SetQueues, Submit
 
-END, KILL, RUNLIMIT, STEP = 0, 1, 2, 3  # at one instant: ends, kills, then usage reports
+END, KILL, RUNLIMIT, EVICT, STEP, SETTLE = 0, 1, 2, 3, 4, 5  # at one instant: ends, kills, usage reports, settling
+LENT = 1 << 15  # in a KILL event's arg: the victim ran on reclaimable memory (its reason is RECLAIMED)
 SAMPLES = 600  # points of each time series
 
 
@@ -57,10 +71,19 @@ class JobRecord:
     run: float
     slots: int
     user: str
-    killed: bool = False  # MEMPRESSURE
+    killed: bool = False  # its last run was killed for its memory (MEMPRESSURE, RECLAIMED): lost for good
     timed_out: bool = False  # TERM_RUNLIMIT
     rejected: str = ""
-    mem_seconds: float = 0.0  # byte-seconds of actual memory over the run (lost if killed)
+    mem_seconds: float = 0.0  # byte-seconds of actual memory over the current (at the end, last) run
+    kills: int = 0  # runs killed by memory pressure (the worker's rule)
+    kill_mem_s: float = 0.0  # byte-seconds those runs had used: lost
+    kill_slot_s: float = 0.0
+    evictions: int = 0  # runs sent away by reclaim (the controller's rule)
+    evict_mem_s: float = 0.0
+    evict_slot_s: float = 0.0
+    retries: int = 0  # requeued with more memory (memretry)
+    lent: bool = False  # it accepts reclamation
+    sized: bool = False  # its reservation came from history
 
 
 @dataclass(slots=True)
@@ -71,6 +94,7 @@ class Series:
     reserved: list[int] = field(default_factory=list)
     actual: list[int] = field(default_factory=list)
     slack: list[int] = field(default_factory=list)
+    held: list[int] = field(default_factory=list)
     kills: list[int] = field(default_factory=list)
 
 
@@ -83,6 +107,7 @@ class Integrals:
     actual: float = 0.0
     slack: float = 0.0
     over_hosts: float = 0.0  # host-seconds with Σ actual > capacity
+    held: float = 0.0  # Σ over hosts of min(capacity, Σ charged) - Σ actual: held by a promise, used by nobody
 
 
 @dataclass(slots=True)
@@ -112,33 +137,39 @@ def fair_state(policy: Policy) -> PolicyState | None:
 class Engine:
     def __init__(self, m: Machine, jobs: list[SimJob], policy: Policy, usage: UsageModel,
                  kill_grace: float = 0.0, mem_floor: int = 0,
-                 progress: Callable[[float, int], None] | None = None, run_limits: bool = False) -> None:
+                 progress: Callable[[float, int], None] | None = None, run_limits: bool = False,
+                 knobs: Knobs = Knobs()) -> None:
         self.m, self.jobs, self.policy, self.usage = m, jobs, policy, usage
         self.kill_grace, self.mem_floor, self.progress = kill_grace, mem_floor, progress
-        self.run_limits = run_limits
+        self.run_limits, self.knobs = run_limits, knobs
         self.fair = fair_state(policy)
         self.ended_since: list[Job] = []  # for the fairshare book: each ended job once
         self.pend_keys: dict[Key, dict[int, Job]] = {}  # pending jobs by fairshare key
         self.cs = ClusterState()
-        self.live = Live()
+        self.rules = ReclaimRules(knobs.settle, knobs.settle, knobs.reclaim_margin)
+        self.live = Live(self.rules)
         self.heap: list[tuple[float, int, int, int, int]] = []  # (time, kind, seq, job id, arg)
         self.seq = 0
         self.sim: dict[int, SimJob] = {}
         self.records: dict[int, JobRecord] = {}
         self.reports: dict[int, list[tuple[float, int]]] = {}
         self.last_use: dict[int, tuple[float, int]] = {}  # job -> (since, actual bytes, whole job)
+        self.peak_slot: dict[int, int] = {}  # job -> its run's peak per slot (right-sizing's history)
         self.dying: set[int] = set()
         self.pending: dict[int, Job] = {}
+        self.pending_lent: dict[int, Job] = {}  # the pending jobs that run on reclaimable memory
         self.running: dict[int, Job] = {}
         self.new: list[Job] = []
         self.freed = True
+        self.settled = False  # a job settled: the pending reclaiming jobs may fit now
         self.touched: set[str] = set()
         self.over: set[str] = set()
         self.caps: dict[str, HostCap] = {}
         self.reqs: dict[int, ResReq] = {}
-        self.never: dict[tuple[int, int], str | None] = {}  # (slots, bytes per slot) -> never_fits' answer
+        self.never: dict[tuple[int, ResReq], str | None] = {}  # (slots, request) -> never_fits' answer
+        self.history: History | None = None
         self.slots_used = 0
-        self.tot = [0, 0, 0]  # cluster Σ reserved, Σ actual, Σ slack
+        self.tot = [0, 0, 0, 0]  # cluster Σ reserved, Σ actual, Σ slack, Σ held
         self.acc = Integrals()
         self.series = Series()
         self.now = 0.0
@@ -152,9 +183,24 @@ class Engine:
 
     # ---- set-up -------------------------------------------------------------------------
 
+    def _queue(self, name: str) -> Queue:
+        """A trace queue as the policy configures it (reclaimable, retries, the right-sizing margin)."""
+        p, k = self.policy, self.knobs
+        return Queue(name=name, reclaimable=p.reclaim and name in k.reclaim_queues,
+                     reclaim_policy=k.reclaim_policy, mem_retries=k.mem_retries if p.retry else 0,
+                     mem_retry_factor=k.mem_retry_factor,
+                     # a try may grow to a host's memory per slot: more could never be placed
+                     mem_retry_max=self.m.mem // self.m.slots if self.m.mem else 0,
+                     mem_auto_margin=k.size_margin)
+
     def _setup(self) -> None:
         queues = sorted({j.queue for j in self.jobs}) or ["default"]
-        self.cs.apply(SetQueues(time=0.0, queues=[Queue(name=q) for q in queues], default_queue=queues[0]))
+        qs = [self._queue(q) for q in queues]
+        self.cs.apply(SetQueues(time=0.0, queues=qs, default_queue=queues[0]))
+        if self.policy.reclaim:
+            self.live.reclaim_queues = reclaim_queues(qs)
+        if self.policy.rightsize:
+            self.history = History(self.cs.queues, self.knobs.history)
         for i in range(self.m.hosts):
             self.cs.apply(RegisterHost(time=0.0, host=Host(name=host_name(i), slots_total=self.m.slots,
                                                            mem_total=self.m.mem, ncpus=self.m.slots)))
@@ -174,11 +220,24 @@ class Engine:
     def _caps(self, names: object) -> dict[str, HostCap]:
         hosts = [self.cs.hosts[n] for n in names]  # type: ignore[attr-defined]
         osa = {h.name: self.os_available(h.name) for h in hosts}
-        return host_caps(hosts, self.live.ledger, osa, self.policy.mem_view)
+        lend = (self.now, self.rules) if self.policy.reclaim else None
+        return host_caps(hosts, self.live.ledger, osa, self.policy.mem_view, reclaim=lend)
 
     def os_available(self, host: str) -> int:
         """The model's OS: a host's memory less what its jobs really use (no other tenant)."""
         return self.m.mem - self.live.ledger.host_totals(host).mem_actual
+
+    def accepts_reclaim(self, sj: SimJob) -> bool:
+        """Whether a trace job runs on reclaimable memory: its queue is listed, or the seeded draw
+        (the same for every policy and every margin) falls in the share.  Never a job that reserves
+        nothing: placement lets it onto a host whatever its room, and sending it away gives no
+        reservation back, so it would be placed and sent away again and again."""
+        k = self.knobs
+        if not self.policy.reclaim or sj.reserve_slot <= 0:
+            return False
+        if sj.queue in k.reclaim_queues:
+            return True
+        return k.reclaim_share > 0 and random.Random(k.seed * 7_919 + sj.trace_id).random() < k.reclaim_share
 
     # ---- the loop -----------------------------------------------------------------------
 
@@ -216,15 +275,18 @@ class Engine:
         if kind == END:
             self._finish(job, "")
         elif kind == KILL:
-            self.kills += 1
-            self.records[jid].killed = True
-            self._finish(job, "MEMPRESSURE")
+            self._killed(job, RECLAIMED if arg & LENT else "MEMPRESSURE")
         elif kind == RUNLIMIT:
             self.timeouts += 1
             self.records[jid].timed_out = True
             self._finish(job, "TERM_RUNLIMIT")
+        elif kind == EVICT:
+            self._evicted(job)
+        elif kind == SETTLE:
+            self.touched.update(job.hosts)
+            self.settled = self.settled or bool(self.pending_lent)
         else:
-            self._report(job, arg & 0xFFFF)
+            self._report(job, arg & 0x7FFF)
 
     # ---- time ---------------------------------------------------------------------------
 
@@ -236,6 +298,7 @@ class Engine:
             a.reserved += self.tot[0] * dt
             a.actual += self.tot[1] * dt
             a.slack += self.tot[2] * dt
+            a.held += self.tot[3] * dt
             a.over_hosts += len(self.over) * dt
         while self.next_sample <= t:
             self._sample()
@@ -249,24 +312,30 @@ class Engine:
         s.reserved.append(self.tot[0])
         s.actual.append(self.tot[1])
         s.slack.append(self.tot[2])
+        s.held.append(self.tot[3])
         s.kills.append(self.kills)
         self.next_sample += self.sample_every
 
     # ---- the ledger, with the cluster's sums kept by the differences it makes ------------
 
+    def _figures(self, h: str) -> tuple[int, int, int, int]:
+        """A host's Σ reserved, Σ actual, Σ slack, and the memory held but unused:
+        min(capacity, Σ charged) - Σ actual (a borrower fills a lender's slack without a second hold)."""
+        t = self.live.ledger.totals.get(h)  # the ledger's own delta-kept host totals, read only
+        if t is None:
+            return 0, 0, 0, 0
+        return (t.mem_reserved, t.mem_actual, t.mem_slack,
+                max(0, min(self.m.mem, t.mem_reserved + t.mem_overage) - t.mem_actual))
+
     def _changing(self, hosts: list[str], change: Callable[[], None]) -> None:
-        totals = self.live.ledger.totals  # the ledger's own delta-kept host totals, read only
-        before = [(t.mem_reserved, t.mem_actual, t.mem_slack) if (t := totals.get(h)) else (0, 0, 0)
-                  for h in hosts]
+        before = [self._figures(h) for h in hosts]
         change()
         tot, cap, over = self.tot, self.m.mem, self.over
-        for h, (r0, a0, s0) in zip(hosts, before):
-            t = totals.get(h)
-            r1, a1, s1 = (t.mem_reserved, t.mem_actual, t.mem_slack) if t else (0, 0, 0)
-            tot[0] += r1 - r0
-            tot[1] += a1 - a0
-            tot[2] += s1 - s0
-            if a1 > cap:
+        for h, old in zip(hosts, before):
+            new = self._figures(h)
+            for k in range(4):
+                tot[k] += new[k] - old[k]
+            if new[1] > cap:
                 over.add(h)
             else:
                 over.discard(h)
@@ -283,50 +352,75 @@ class Engine:
 
     def _submit(self, sj: SimJob) -> None:
         self.events += 1
+        lent = self.accepts_reclaim(sj)
         spec = JobSpec(command=["trace", str(sj.trace_id)], user=sj.user, queue=sj.queue, slots=sj.slots,
+                       name=f"exe{sj.exe}" if sj.exe >= 0 else "", reclaim=lent,
                        run_limit=sj.req_time if sj.req_time > 0 else None)
-        (jid,) = self.cs.apply(Submit(time=sj.submit, specs=[spec], reqs=[self._req(sj.reserve_slot)]))
+        req = self._req(sj.reserve_slot)
+        if self.history is not None:
+            probe = Job(id=0, spec=spec, req=req)
+            req = self.history.request(probe, req)
+        (jid,) = self.cs.apply(Submit(time=sj.submit, specs=[spec], reqs=[req]))
         job = self.cs.jobs[jid]
         self.sim[jid] = sj
-        rec = self.records[jid] = JobRecord(sj.submit, None, None, sj.run, sj.slots, sj.user)
-        key = (sj.slots, sj.reserve_slot)
-        if key not in self.never:  # pure, on the fixed empty hosts: once per shape
-            self.never[key] = never_fits(job_demand(job), self.empty.values())
-        why = self.never[key]
-        if why is not None:  # the controller refuses such a job at submit
-            rec.rejected = why
-            self.ended += 1
-            self.cs.apply(Kill(time=sj.submit, job_ids=[jid], reason=why))
+        rec = self.records[jid] = JobRecord(sj.submit, None, None, sj.run, sj.slots, sj.user, lent=lent,
+                                            sized=bool(req.mem_basis))
+        if not self._admit(job, rec):
             return
         self.pending[jid] = job
+        self._pend(job)
+
+    def _admit(self, job: Job, rec: JobRecord) -> bool:
+        """False, with the job refused, when no host could ever run it (the controller's check)."""
+        key = (job.spec.slots, job.req)
+        if key not in self.never:  # pure, on the fixed empty hosts: once per shape
+            self.never[key] = never_fits(job_demand(job, reclaim_queues=self.live.reclaim_queues),
+                                         self.empty.values())
+        why = self.never[key]
+        if why is None:
+            return True
+        rec.rejected = why
+        rec.end = None
+        self.ended += 1
+        self.cs.apply(Kill(time=self.now, job_ids=[job.id], reason=why))
+        return False
+
+    def _pend(self, job: Job) -> None:
+        """``job`` (in self.pending) waits: the round's bookkeeping."""
         self.new.append(job)
+        if reclaiming(job.spec, self.live.reclaim_queues):
+            self.pending_lent[job.id] = job
         if self.fair is not None:
-            self.pend_keys.setdefault(key_of(job), {})[jid] = job
+            self.pend_keys.setdefault(key_of(job), {})[job.id] = job
 
     def _round(self) -> None:
-        if not self.new and not self.freed:
+        if not self.new and not self.freed and not self.settled:
             return
         if self.touched:
             self.caps.update(self._caps(self.touched))
             self.touched = set()
         free = self.m.slots_total - self.slots_used
         # With reservations a round's answer also moves with the clock (a window closes,
-        # an overrun comes due): only greedy rounds may be cut short.
+        # an overrun comes due): only greedy rounds may be cut short.  A job's settling
+        # helps only the reclaiming jobs.
         full = self.freed or self.policy.backfill.reservations > 0
-        todo = self.pending.values() if full else self.new
-        self.new, self.freed = [], False
+        todo: object = self.pending.values() if full else self.new
+        if not full and self.settled:
+            todo = sorted({**self.pending_lent, **{j.id: j for j in self.new}}.values(), key=lambda j: j.id)
+        self.new, self.freed, self.settled = [], False, False
         if free <= 0 or not self.pending:
             return  # every slot is taken: nothing can start (the daemon skips such rounds too)
         self.rounds += 1
-        # Ids follow submit order and the queue holds only PEND jobs: with one priority for
-        # every queue (SWF has none), the queue in hand is pending_order's answer already.
+        # Ids follow submit order and the queue holds only PEND jobs (a requeued job goes back
+        # to its place: see _requeued): with one priority for every queue (SWF has none), the
+        # queue in hand is pending_order's answer already.
         if self.fair is not None:
             got = self.fair.round_inputs(self.ended_since, [next(iter(p.values())) for p in self.pend_keys.values()],
                                          self.running.values(), self.live.ledger, self.prio, self.now)
             self.ended_since = []
-            ordered = got.ordering.order(todo)
+            ordered = got.ordering.order(todo)  # type: ignore[arg-type]
         else:
-            ordered = list(todo) if self.one_priority else pending_order(todo, self.prio)
+            ordered = list(todo) if self.one_priority else pending_order(todo, self.prio)  # type: ignore[arg-type]
         plan = self.plan(ordered)
         for jid, allocs in plan.placements:
             self._place(self.cs.jobs[jid], allocs)
@@ -335,12 +429,14 @@ class Engine:
         """One round of the daemons' placement over the current host views (an overlay)."""
         rules = self.policy.backfill
         rel = releases(self.running.values(), rules, self.now, self.live.ledger) if rules.reservations else ()
-        return schedule(self.caps, ordered, self.now, backfill=rules, releases=rel, explain=False)
+        return schedule(self.caps, ordered, self.now, backfill=rules, releases=rel, explain=False,
+                        reclaim_queues=self.live.reclaim_queues)
 
     def _place(self, job: Job, allocs: list[Alloc]) -> None:
         now = self.now
         attempt = self.cs.apply(Place(time=now, job_id=job.id, attempt=job.attempt, allocs=allocs))
         del self.pending[job.id]
+        self.pending_lent.pop(job.id, None)
         if self.fair is not None:
             same = self.pend_keys[key := key_of(job)]
             del same[job.id]
@@ -352,14 +448,28 @@ class Engine:
         sj = self.sim[job.id]
         self.records[job.id].start = now
         self.last_use[job.id] = (now, 0)
+        self.peak_slot[job.id] = 0
         limit = job.spec.run_limit
         if self.run_limits and limit is not None and sj.run > limit:  # the worker's rule: past -W, killed
             self._push(now + min(sj.run, limit + self.kill_grace), RUNLIMIT, job.id, attempt << 16)
         else:
             self._push(now + sj.run, END, job.id, attempt << 16)
-        for k, (dt, _) in enumerate(self.reports.setdefault(job.id, self.usage.reports(sj))):
+        reports = self.reports.setdefault(job.id, self.usage.reports(sj))
+        for k, (dt, _) in enumerate(reports):
             if dt < sj.run:
                 self._push(now + dt, STEP, job.id, attempt << 16 | k)
+        if self.policy.reclaim:
+            self._settling(job, attempt, reports, sj.run)
+
+    def _settling(self, job: Job, attempt: int, reports: list[tuple[float, int]], run: float) -> None:
+        """The moments the job settles (accounting.settled): a report's rise held still for the
+        window, past the minimum run -- where the next report does not come first."""
+        rules = self.rules
+        for k, (dt, _) in enumerate(reports):
+            at = max(rules.min_run, dt + rules.window)
+            nxt = reports[k + 1][0] if k + 1 < len(reports) else float("inf")
+            if at < run and at < nxt:
+                self._push(self.now + at, SETTLE, job.id, attempt << 16)
 
     def _use(self, job: Job, total: int) -> None:
         """Integrate the job's actual memory up to now, then hold ``total`` from here."""
@@ -371,45 +481,95 @@ class Engine:
         reports = self.reports[job.id]
         per_slot = reports[k][1]
         observe = self.live.ledger.observe_host
+        now = self.now
 
         def change() -> None:
             for a in job.allocs:  # one report per host: actual = peak, no CPU time in the model
                 actual = per_slot * a.slots
-                observe(a.host, [job.id], None, [actual], [actual], [0.0])
+                observe(a.host, [job.id], None, [actual], [actual], [0.0], now)
 
         hosts = job.hosts
         self._changing(hosts, change)
         self._use(job, per_slot * job.spec.slots)
+        self.peak_slot[job.id] = max(self.peak_slot[job.id], per_slot)
         # Less memory than the job's previous report (they arrive in order) may let a job start.
         self.freed = self.freed or (k > 0 and reports[k - 1][1] > per_slot)
         for h in hosts:
             self._pressure(h)
+        if self.policy.reclaim:
+            for h in hosts:
+                self._reclaim(h)
 
     def _pressure(self, host: str) -> None:
-        """The worker's MEMPRESSURE rule: below the floor, kill the largest overage, one at a time."""
+        """The worker's MEMPRESSURE rule: below the floor, kill a reclaiming job first, else the
+        largest overage, one at a time (accounting.pressure_victim)."""
         if self.os_available(host) >= self.mem_floor:
             return
         book = self.live.ledger.books.get(host)
         if book is None:
             return
-        victim = pressure_victim(zip(book.ids, (a - r for a, r in zip(book.actual, book.reserved))))
+        victim = pressure_victim(zip(book.ids, (a - r for a, r in zip(book.actual, book.reserved))), book.reclaiming)
         if victim is None or victim in self.dying:
             return
         self.dying.add(victim)
         job = self.cs.jobs[victim]
+        lent = LENT if victim in book.reclaiming else 0
         if self.kill_grace > 0:
-            self._push(self.now + self.kill_grace, KILL, victim, job.attempt << 16)
+            self._push(self.now + self.kill_grace, KILL, victim, job.attempt << 16 | lent)
         else:
-            self.kills += 1
-            self.records[victim].killed = True
-            self._finish(job, "MEMPRESSURE")
+            self._killed(job, RECLAIMED if lent else "MEMPRESSURE")
+
+    def _reclaim(self, host: str) -> None:
+        """The controller's reclaim rule (xce/core/reclaim.decide) on ``host``, its decisions applied
+        at once (the controller makes one a heartbeat: seconds, where runs take hours)."""
+        ledger = self.live.ledger
+        while True:
+            lent = ledger.reclaiming(host)
+            if not lent:
+                return
+            jobs = [self.cs.jobs[jid] for jid in sorted(lent)]
+            got = reclaim.decide(ledger, host, jobs, self.os_available(host),
+                                 ledger.reclaimable(host, self.now, self.rules), self.mem_floor, self.now,
+                                 lambda j: self.cs.queues[j.spec.queue].reclaim_policy)
+            if got is None:
+                return
+            cmd, job = got
+            self.cs.apply(cmd)  # Requeue or Kill of a running job: kill_requested, its end to come
+            self.dying.add(job.id)
+            self._push(self.now + self.kill_grace, EVICT, job.id, job.attempt << 16)
+
+    def _killed(self, job: Job, reason: str) -> None:
+        if job.requeue_requested:  # reclaim had already sent it away: the kill is that requeue's
+            self._evicted(job)
+            return
+        rec = self.records[job.id]
+        self.kills += 1
+        rec.kills += 1
+        rec.kill_mem_s += self._run_mem_s(job)
+        rec.kill_slot_s += (self.now - job.start_time) * job.spec.slots  # type: ignore[operator]
+        self._finish(job, reason)
+
+    def _evicted(self, job: Job) -> None:
+        rec = self.records[job.id]
+        rec.evictions += 1
+        rec.evict_mem_s += self._run_mem_s(job)
+        rec.evict_slot_s += (self.now - job.start_time) * job.spec.slots  # type: ignore[operator]
+        self._finish(job, job.reason.removeprefix("requeue requested: "))
+
+    def _run_mem_s(self, job: Job) -> float:
+        """The byte-seconds of the job's current run up to now."""
+        since, held = self.last_use[job.id]
+        return self.records[job.id].mem_seconds + held * (self.now - since)
 
     def _finish(self, job: Job, reason: str) -> None:
         now, hosts = self.now, job.hosts
+        rec = self.records[job.id]
         self._use(job, 0)
         del self.last_use[job.id]
         self.dying.discard(job.id)
         del self.running[job.id]
+        tries = job.mem_tries
+        reserved_slot = job.allocs[0].mem // max(1, job.allocs[0].slots) if job.allocs else 0
 
         def change() -> None:
             for h in hosts:
@@ -420,12 +580,33 @@ class Engine:
 
         self._changing(hosts, change)
         self.slots_used -= job.spec.slots
-        self.records[job.id].end = now
-        self.ended += 1
-        if self.fair is not None:
-            self.ended_since.append(job)
         self.reports.pop(job.id, None)
         self.freed = True
+        peak = self.peak_slot.pop(job.id, 0)
+        if job.state == JobState.PEND:  # requeued by reclaim, or retried larger by memretry
+            rec.retries += job.mem_tries - tries
+            self._requeued(job, rec)
+        else:
+            rec.end = now
+            rec.killed = mem_kill(reason) is not None
+            self.ended += 1
+            if self.fair is not None:
+                self.ended_since.append(job)
+            if self.history is not None:
+                self.history.ended(job, reserved_slot, peak)
         if reason:
             for h in hosts:
                 self._pressure(h)  # the victim's memory is back: is the host still below its floor?
+
+    def _requeued(self, job: Job, rec: JobRecord) -> None:
+        """Back in the queue, at its old place (its submit time), unless its new request never fits."""
+        rec.start = None
+        rec.mem_seconds = 0.0
+        if not self._admit(job, rec):
+            rec.killed = True
+            return
+        self.pending[job.id] = job
+        self.pending = dict(sorted(self.pending.items()))  # ids are submit order: the order's last stage
+        self._pend(job)
+        if job.id in self.pending_lent:
+            self.pending_lent = dict(sorted(self.pending_lent.items()))

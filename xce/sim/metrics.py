@@ -6,6 +6,8 @@
     utilisation(mem)   = ∫ Σ actual dt / (memory x makespan)
     slack share        = ∫ Σ slack dt / ∫ Σ reserved dt   (Autopilot's (limit - usage) / limit,
                          time-weighted, with accounting.slack's max(0, reserved - actual))
+    held share         = ∫ Σ_hosts (min(capacity, Σ charged) - Σ actual) dt / (memory x makespan):
+                         memory a promise holds that nobody uses
     oversubscription   = host-minutes with Σ actual > the host's memory
     fairness           = Jain's index over users' mean bounded slowdowns (1 = all alike)
 
@@ -66,7 +68,6 @@ def summary(o: Outcome) -> dict[str, Any]:
     """Every figure of one policy's replay, in JSON's units (bytes, seconds)."""
     span = max(o.end - o.start, 1e-9)
     a, m = o.integrals, o.machine
-    killed = [r for r in o.records if r.killed]
     out = {"policy": o.policy, "hosts": m.hosts, "slots_per_host": m.slots, "mem_per_host": m.mem,
            **job_figures(o.records),
            "makespan_s": o.end - o.start,
@@ -74,13 +75,25 @@ def summary(o: Outcome) -> dict[str, Any]:
            "util_mem": a.actual / (m.mem * m.hosts * span) if m.mem else 0.0,
            "reserved_share": a.reserved / (m.mem * m.hosts * span) if m.mem else 0.0,
            "slack_share": a.slack / a.reserved if a.reserved else 0.0,
-           "mem_kills": len(killed),
-           "mem_seconds_lost": sum(r.mem_seconds for r in killed),
-           "slot_seconds_lost": sum((r.end - r.start) * r.slots for r in killed),  # type: ignore[operator]
+           "held_share": a.held / (m.mem * m.hosts * span) if m.mem else 0.0,
+           **loss_figures(o.records),
            "runlimit_kills": sum(1 for r in o.records if r.timed_out),
            "oversubscribed_host_minutes": a.over_hosts / 60.0,
            "events": o.events, "rounds": o.rounds}
     return out
+
+
+def loss_figures(records: Sequence[JobRecord]) -> dict[str, Any]:
+    """Work lost to memory: the worker's pressure kills, reclaim's evictions, and retries."""
+    return {"mem_kills": sum(r.kills for r in records),  # runs killed by memory pressure
+            "jobs_lost": sum(1 for r in records if r.killed),  # jobs whose last run was such a kill
+            "mem_seconds_lost": sum(r.kill_mem_s for r in records),
+            "slot_seconds_lost": sum(r.kill_slot_s for r in records),
+            "evictions": sum(r.evictions for r in records),  # runs sent away by reclaim (requeued)
+            "evicted_mem_seconds": sum(r.evict_mem_s for r in records),
+            "evicted_slot_seconds": sum(r.evict_slot_s for r in records),
+            "retries": sum(r.retries for r in records), "jobs_retried": sum(1 for r in records if r.retries),
+            "jobs_lent": sum(1 for r in records if r.lent), "jobs_sized": sum(1 for r in records if r.sized)}
 
 
 def record_summary(records: Sequence[JobRecord], slots_total: int) -> dict[str, Any]:

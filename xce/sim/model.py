@@ -69,6 +69,7 @@ class SimJob:
     queue: str
     wait: float         # the wait the trace recorded (-1 unknown): for the check against the record
     req_time: float = -1.0  # the requested time (-1 unknown): the run limit backfill plans with
+    exe: int = -1           # executable number (-1 unknown): right-sizing's "same job" with user and queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,4 +125,4 @@ def _sim_job(j: SwfJob, queues: dict[int, str], memory: bool) -> SimJob | None:
     queue = queues.get(j.queue, str(j.queue)) if j.queue >= 0 else "default"
     return SimJob(trace_id=j.job, submit=j.submit, run=j.run, slots=slots, reserve_slot=reserve,
                   use_slot=use if memory else 0, user=f"u{j.user}" if j.user >= 0 else "unknown",
-                  queue=queue, wait=j.wait, req_time=j.req_time)
+                  queue=queue, wait=j.wait, req_time=j.req_time, exe=j.exe)

@@ -4,9 +4,12 @@ A policy says what memory a host offers the scheduler (one of accounting.MEM_VIE
 same functions placement.host_caps applies in the daemons), which backfill stage of the
 pure core runs (xce.core.sched.backfill: off = greedy, EASY, conservative), and whether
 the queue is ordered by fairshare (xce.core.sched.fairshare, with the daemons' default
-tree, weights and half-life: ``SitePolicy.from_config(Config())``).  Reclaimable memory
-(issue 18) is still to come as a further entry.  Adding a policy is one entry in
-POLICIES; the engine reads nothing else.
+tree, weights and half-life: ``SitePolicy.from_config(Config())``), and which of issue
+18's memory features run: reclamation (reclaiming jobs on settled slack, sent away by
+xce/core/reclaim.py's rule), right-sizing (``rusage[mem=auto]`` through
+xce/core/autosize.py, from the replay's own history) and retry with more memory
+(xce/core/memretry.py, in the state machine).  ``Knobs`` holds their settings (the flags).
+Adding a policy is one entry in POLICIES; the engine reads nothing else.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from xce.core.sched.backfill import BackfillRules
 
 GREEDY = BackfillRules(mode="off")  # queue priority, then submit; any job that fits starts
 EASY = BackfillRules(mode="easy")   # the daemons' default: the first blocked job holds a reservation
+CONSERVATIVE = BackfillRules(mode="conservative", depth=8)  # the first 8 blocked jobs hold one each
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +32,38 @@ class Policy:
     backfill: BackfillRules = GREEDY  # the core's backfill stage (xce.core.sched.backfill)
     about: str = ""
     fairshare: bool = False  # order by the daemons' default fairshare before submit order
+    reclaim: bool = False    # reclaiming jobs run on settled slack (Knobs: which jobs, margin, policy)
+    rightsize: bool = False  # reservations from history, p95 peak x (1 + margin), else the request
+    retry: bool = False      # a job killed for its memory is requeued larger (its queue's mem_retries)
+
+
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    """The settings of reclamation, right-sizing and retry in a replay (``xce sim`` flags)."""
+
+    reclaim_share: float = 0.25     # the seeded share of jobs that accept reclamation ...
+    reclaim_queues: tuple[str, ...] = ()  # ... besides every job of these queues
+    reclaim_margin: float = 0.1     # [reclaim] margin: the share of a lender's reservation kept back
+    settle: float = 60.0            # [reclaim] min_run and window, seconds
+    reclaim_policy: str = "requeue"  # what a reclaiming job sent away gets: requeue or kill
+    size_margin: float = 0.1        # the queue's mem_auto_margin
+    history: int = 100              # right-sizing reads the last N finished runs of a (user, exe, queue)
+    mem_retries: int = 2            # the queue's mem_retries under retry
+    mem_retry_factor: float = 2.0   # the queue's mem_retry_factor (the daemons' default)
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.reclaim_share <= 1.0:
+            raise InvalidRequest(f"--reclaim-share must be between 0 and 1, got {self.reclaim_share}")
+        for name in ("reclaim_margin", "size_margin"):
+            if not 0.0 <= getattr(self, name) < 10.0:
+                raise InvalidRequest(f"--{name.replace('_', '-')} must be a share >= 0, got {getattr(self, name)}")
+        if self.reclaim_policy not in ("requeue", "kill"):
+            raise InvalidRequest(f"--reclaim-policy must be requeue or kill (the replay does not model "
+                                 f"suspension), got {self.reclaim_policy!r}")
+        if self.history < 1 or self.mem_retries < 0 or self.mem_retry_factor <= 1 or self.settle < 0:
+            raise InvalidRequest("--history must be >= 1, --mem-retries >= 0, --mem-retry-factor > 1 and "
+                                 "--settle >= 0")
 
 
 _VIEWS = (("flat", "Slurm, PBS, Kubernetes: capacity - sum of requests"),
@@ -41,6 +77,17 @@ POLICIES: dict[str, Policy] = {
     "xce-fair": Policy("xce-fair", MEM_VIEWS["xce"], GREEDY, _VIEWS[2][1] + "; fairshare", fairshare=True),
     "xce-fair-easy": Policy("xce-fair-easy", MEM_VIEWS["xce"], EASY,
                             _VIEWS[2][1] + "; fairshare and EASY backfill (the daemons' defaults)", fairshare=True),
+    "xce-conservative": Policy("xce-conservative", MEM_VIEWS["xce"], CONSERVATIVE,
+                               _VIEWS[2][1] + "; conservative backfill (reservations for the first 8 blocked jobs)"),
+    # Issue 18: memory reserved but unused goes back to work.
+    "xce+reclaim": Policy("xce+reclaim", MEM_VIEWS["xce"], GREEDY, "xce; reclaiming jobs on settled slack",
+                          reclaim=True),
+    "xce+rightsize": Policy("xce+rightsize", MEM_VIEWS["xce"], GREEDY, "xce; rusage[mem=auto] from history",
+                            rightsize=True),
+    "xce+retry": Policy("xce+retry", MEM_VIEWS["xce"], GREEDY, "xce; memory kills retried larger", retry=True),
+    "xce+all": Policy("xce+all", MEM_VIEWS["xce"], GREEDY, "xce; reclaim, right-size and retry",
+                      reclaim=True, rightsize=True, retry=True),
+    "flat+retry": Policy("flat+retry", MEM_VIEWS["flat"], GREEDY, "flat; memory kills retried larger", retry=True),
 }
 
 

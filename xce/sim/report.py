@@ -23,8 +23,11 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("policy", "policy", "s"), ("util slots", "util_slots", "%"), ("util mem", "util_mem", "%"),
     ("wait mean", "wait_mean_s", "t"), ("median", "wait_median_s", "t"), ("p95", "wait_p95_s", "t"),
     ("bsld", "bounded_slowdown_mean", "f"), ("makespan", "makespan_s", "d"),
-    ("kills", "mem_kills", "n"), ("GB-h lost", "mem_seconds_lost", "g"), ("runlimit", "runlimit_kills", "n"),
+    ("kills", "mem_kills", "n"), ("lost", "jobs_lost", "n"), ("GB-h lost", "mem_seconds_lost", "g"),
+    ("evicted", "evictions", "n"), ("GB-h evicted", "evicted_mem_seconds", "g"), ("retries", "retries", "n"),
+    ("runlimit", "runlimit_kills", "n"),
     ("oversub min", "oversubscribed_host_minutes", "f"), ("slack/resv", "slack_share", "%"),
+    ("held/cap", "held_share", "%"),
     ("fair", "fairness_jain", "f3"), ("run s", "wall_s", "f"), ("us/event", "us_per_event", "f"),
 )
 
@@ -143,9 +146,10 @@ def _memory(plt: Any, outcomes: Sequence[Outcome]) -> Any:
         ax.plot(d, [v / total for v in o.series.reserved], label="reserved", lw=0.8)
         ax.plot(d, [v / total for v in o.series.actual], label="actual", lw=0.8)
         ax.plot(d, [v / total for v in o.series.slack], label="slack", lw=0.8)
+        ax.plot(d, [v / total for v in o.series.held], label="held, unused", lw=0.8)
         ax.set_ylabel(f"{o.policy}: share of memory")
         ax.legend(loc="upper right")
-    axes[0, 0].set_title("Memory reserved, actual and slack over time")
+    axes[0, 0].set_title("Memory reserved, actual, slack and held but unused over time")
     axes[-1, 0].set_xlabel("days since the first submit")
     return fig
 
@@ -159,6 +163,33 @@ def _kills(plt: Any, outcomes: Sequence[Outcome]) -> Any:
     ax.set_title("Memory-pressure kills over time")
     ax.legend()
     return fig
+
+
+def sweep_plot(points: Sequence[tuple[float, dict[str, Any]]], out: Path) -> Path:
+    """margin.png: the safety margin's trade-off, per policy -- memory given back to work
+    (slack share, held share) against work lost (kills, evictions) and the mean wait."""
+    plt = _pyplot()
+    out.mkdir(parents=True, exist_ok=True)
+    fig, (a, b, c) = plt.subplots(3, 1, figsize=(8, 8.5), sharex=True)
+    for name in dict.fromkeys(r["policy"].split("@")[0] for _, r in points):
+        pts = sorted((m, r) for m, r in points if r["policy"].split("@")[0] == name)
+        ms = [m for m, _ in pts]
+        a.plot(ms, [100 * r["held_share"] for _, r in pts], "o-", label=f"{name}: held, unused / capacity")
+        a.plot(ms, [100 * r["slack_share"] for _, r in pts], "s--", label=f"{name}: slack / reserved")
+        b.plot(ms, [r["mem_seconds_lost"] / 2**30 / 3600 for _, r in pts], "o-", label=f"{name}: GiB-h killed")
+        b.plot(ms, [r["evicted_mem_seconds"] / 2**30 / 3600 for _, r in pts], "s--", label=f"{name}: GiB-h evicted")
+        c.plot(ms, [r["wait_mean_s"] / 3600 for _, r in pts], "o-", label=f"{name}: mean wait")
+    a.set_ylabel("%")
+    b.set_ylabel("GiB-hours lost")
+    c.set_ylabel("hours")
+    c.set_xlabel("safety margin (share of a reservation: reclaim margin and right-sizing margin)")
+    for ax in (a, b, c):
+        ax.legend(fontsize=7)
+    a.set_title("The safety margin's trade-off")
+    path = out / "margin.png"
+    fig.savefig(path, dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return path
 
 
 def html_page(rows: Sequence[dict[str, Any]], meta: dict[str, Any], pngs: Sequence[Path]) -> str:

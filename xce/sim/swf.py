@@ -39,6 +39,7 @@ class SwfJob(NamedTuple):
     status: int
     user: int
     queue: int
+    exe: int = -1  # executable number: with user and queue, what right-sizing calls the same job
 
 
 @dataclass(slots=True)
@@ -87,7 +88,7 @@ def _job_line(text: str, where: str) -> SwfJob:
         raise TraceError(f"{where}: field {FIELDS[parts.index(bad)]!r} is {bad!r}, not a number") from None
     return SwfJob(job=int(v[0]), submit=v[1], wait=v[2], run=v[3], procs=int(v[4]), used_mem=v[6],
                   req_procs=int(v[7]), req_time=v[8], req_mem=v[9], status=int(v[10]), user=int(v[11]),
-                  queue=int(v[14]))
+                  queue=int(v[14]), exe=int(v[13]))
 
 
 def _is_number(x: str) -> bool:
