@@ -215,3 +215,25 @@ def test_the_order_names_the_share_tree_node_that_holds_a_job() -> None:
     assert words.startswith("fairshare: phys/alice's priority 0.") and words.endswith("below phys/bob's 0.50"), words
     assert Fairshare(EQUAL_SHARES, {}, [key("a")]).leaf(key("a")) == "a"
     assert Fairshare(ShareNode(members={"a": ShareNode()}), {}, [key("z")]).leaf(key("z")) is None
+
+
+def test_an_incremental_book_fed_only_the_jobs_that_changed_counts_each_run_once() -> None:
+    """The scheduler feeds its book only the jobs that ended (or were requeued) since its last
+    round.  A job that ended, was folded, then requeued and ended again while other rounds
+    folded other jobs, counts each of its runs once, as a fresh book over every job does
+    (found testing issue 16 from outside: the book forgot what it had folded of a job it was
+    not given again, and counted the requeued run twice)."""
+    first = done(1, "alice", T0, T0 + H)
+    other = done(2, "bob", T0 + H, T0 + 2 * H)
+    requeued = job(1, user="alice", state=JobState.PEND, runs=[PastRun(T0, T0 + H, 1.0, float(G), "normal")])
+    again = done(1, "alice", T0 + 3 * H, T0 + 4 * H, runs=requeued.runs)
+    book = UsageBook(H)
+    book.fold([first], T0 + H)
+    book.fold([other], T0 + 2 * H)       # a round that saw only bob's end
+    book.fold([requeued], T0 + 2.5 * H)  # the requeue: its run was folded at its end already
+    book.fold([again], T0 + 4 * H)
+    book.forget([2])                     # bob's job dropped by Cleanup: its usage stays
+    fresh = UsageBook(H)
+    fresh.fold([again, other], T0 + 4 * H)
+    assert {k: pytest.approx(v) for k, v in fresh.usage.items()} == book.usage
+    assert 2 not in book.folded and book.folded[1] == 2

@@ -80,7 +80,7 @@ class Scheduler:
         # (``room_reason(slots, 0)``): new or changed since, or read by the last round's walk.
         # A round that stops when full settles these and passes over the rest.
         self.unsettled: set[int] = set()
-        self.ended: dict[int, Job] = {}  # jobs ended since the last round: its fairshare fold
+        self.ended: dict[int, Job] = {}  # jobs ended (or requeued) since the last round: its fairshare fold
         self.folded: set[int] = set()    # ended jobs folded (a later event of one is no new end)
         self.full_and_told = False       # the last round left no slot, every pending job told so
         self.cluster_totals = cfg.cluster_totals()
@@ -115,6 +115,7 @@ class Scheduler:
             j = m.jobs.get(jid)
             if j is None:  # forgotten
                 self.folded.discard(jid)
+                self.policy.book.forget((jid,))
                 self.sent_reasons.pop(jid, None)
                 continue
             if j.state in TERMINAL:
@@ -122,6 +123,8 @@ class Scheduler:
                     self.ended[jid] = j
             else:
                 self.folded.discard(jid)
+                if j.runs:  # a requeue ended a run: the book folds each run once (fairshare.fold)
+                    self.ended[jid] = j
                 if jid in m.pending:
                     self.unsettled.add(jid)
                     self.full_and_told = False

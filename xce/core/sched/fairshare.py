@@ -163,28 +163,30 @@ class UsageBook:
         """Fold the ended runs of ``jobs`` not folded yet: the runs of requeued jobs, and the
         last run of each ended job (one that never started adds nothing); returns how many.
 
-        ``jobs`` is every job the cluster still keeps: the ids remembered as folded are
-        those, so a forgotten job's id is let go while its usage stays in the book.  A
-        requeue moves an ended job's last run into its ``runs`` unchanged, so the count of
-        its ended runs, and what was folded of them, stays the same.
+        ``jobs`` may be every job the cluster keeps, or only those that ended or were
+        requeued since the last call (the scheduler's): the book remembers, per job, how many
+        of its runs it folded until ``forget`` lets the id go (Cleanup dropped the job; its
+        usage stays).  A requeue moves an ended job's last run into its ``runs`` unchanged,
+        so the count of its ended runs, and what was folded of them, stays the same.
         """
         self.decay_to(now)
         n = 0
-        seen: dict[int, int] = {}
         folded = self.folded
         for j in jobs:
             if not j.runs and j.state not in TERMINAL:
                 continue
             ended = ended_runs(j)
-            if not ended:
-                continue
-            seen[j.id] = ended
             done = folded.get(j.id, 0)
             if ended > done:
                 n += ended - done
                 self._add_runs(j, done, ended)
-        self.folded = seen
+                folded[j.id] = ended
         return n
+
+    def forget(self, ids: Iterable[int]) -> None:
+        """Let go of jobs the cluster dropped: their usage stays, their fold counts go."""
+        for i in ids:
+            self.folded.pop(i, None)
 
     def _add_runs(self, j: Job, first: int, end: int) -> None:
         """Add runs ``first`` .. ``end - 1`` of ``j`` (its requeued runs, then its last)."""
