@@ -94,7 +94,7 @@ def test_each_element_has_its_own_state_and_record_and_the_array_counts_them() -
     finish(st, ids[1], 4)
     assert (st.jobs[ids[0]].state, st.jobs[ids[1]].state, st.jobs[ids[1]].exit_code) == (S.DONE, S.EXIT, 4)
     assert st.arrays[aid].counts == {"PEND": 2, "RUN": 0, "DONE": 1, "EXIT": 1}
-    assert [e.event for e in st.history[ids[0]]] == ["dispatched", "ended DONE"]
+    assert [e.event for e in st.history[ids[0]]] == ["submitted", "dispatched", "ended DONE"]
 
 
 def test_dispatch_carries_the_element_index_step_and_end() -> None:
@@ -265,3 +265,15 @@ def test_modifying_an_arrays_id_changes_every_pending_element_and_those_to_come(
     assert [e.event for e in st.history[aid]][-1] == "modified"
     with pytest.raises(IllegalTransition):
         st.apply(ModifySpec(time=T0 + 3, job_id=first, patch=SpecPatch(priority=1)))
+
+
+def test_an_elements_history_starts_with_its_arrays_submission() -> None:
+    """bhist ID[INDEX] says when and by whom it was submitted (the old history began at its dispatch)."""
+    st = cluster()
+    aid = submit_array(st, "h[1-3]%1", user="ann")
+    first, (_, later) = pending(st, aid)[0], A.split_id(A.element_id(aid, 3))
+    st.apply(Kill(time=T0 + 5, job_ids=[A.element_id(aid, later)], by="ann"))  # materialised ahead by a command
+    for jid in (first, A.element_id(aid, later)):
+        e = st.history[jid][0]
+        assert (e.time, e.event, e.detail) == (T0, "submitted", f"element of array {aid}"), jid
+    assert [e.event for e in st.history[A.element_id(aid, 3)]] == ["submitted", "killed"]

@@ -414,6 +414,7 @@ class ClusterState:
         for index in A.next_indices(arr, A.room(arr)):
             job = A.element(arr, index)
             self.jobs[job.id] = job
+            self._hist(job.id, arr.submit_time, "submitted", arr.by, f"element of array {arr.id}")
             A.counted(arr, None, S.PEND)
             ch.jobs.add(job.id)
             if job.spec.depend is not None:
@@ -698,6 +699,7 @@ class ClusterState:
         """Element ``index`` as a Job ahead of the cursor, because a command names it."""
         job = A.element(arr, index)
         self.jobs[job.id] = job
+        self._hist(job.id, arr.submit_time, "submitted", arr.by, f"element of array {arr.id}")
         arr.ahead.append(index)
         A.counted(arr, None, S.PEND)
         ch.arrays.add(arr.id)
