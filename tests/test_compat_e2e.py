@@ -305,3 +305,13 @@ def test_squeue_and_sacct_fold_an_arrays_pending_elements(cluster: Cluster, tmp_
     assert sorted(r.stdout.splitlines()) == [f"{a}_1|sweep|RUNNING", f"{a}_2|sweep|RUNNING",
                                              f"{a}_[3-6%2]|sweep|PENDING"], r.stdout
     assert _run(env, "scancel", a).returncode == 0
+
+
+def test_sbatch_wait_exits_with_the_jobs_code(cluster: Cluster, tmp_path: Path) -> None:
+    env = _env(cluster, "slurm")
+    r = _run(env, "sbatch", "--wait", "-o", str(tmp_path / "w.out"), stdin="#!/bin/sh\necho waited\nexit 3\n",
+             cwd=tmp_path)
+    assert re.fullmatch(r"Submitted batch job \d+\n", r.stdout) and r.returncode == 3, (r.stdout, r.stderr)
+    assert (tmp_path / "w.out").read_text() == "waited\n"  # ended before sbatch returned
+    r = _run(env, "sbatch", "-W", "--parsable", stdin="#!/bin/sh\ntrue\n", cwd=tmp_path)
+    assert r.stdout.strip().isdigit() and r.returncode == 0, (r.stdout, r.stderr)

@@ -231,7 +231,6 @@ NOT_YET = "is not supported by this XCE yet"
 SLURM_REFUSED: dict[str, str] = {
     "--hold": f"--hold (held jobs) {NOT_YET}",
     "--signal": f"--signal (a signal before the time limit) {NOT_YET}",
-    "--wait": f"--wait {NOT_YET}; srun waits for its job",
     "--mail-type": "--mail-type: XCE sends no mail",
     "--mail-user": "--mail-user: XCE sends no mail",
     "salloc": "salloc (interactive allocations) is not supported by XCE; use sbatch or srun",

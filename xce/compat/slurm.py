@@ -101,8 +101,10 @@ def _path(pattern: str, name: str, user: str, array: bool = False) -> str:
     return text.replace(str(job), "%J_%I").replace(str(arr), "%J").replace(str(index), "%I")
 
 
-def sbatch_spec(argv: list[str], read: Callable[[list[str]], tuple[str, str]] = _read_script) -> tuple[dict[str, Any], bool]:
-    """sbatch's argv and script -> JobSpec fields, and whether --parsable was given."""
+def sbatch_spec(argv: list[str], read: Callable[[list[str]], tuple[str, str]] = _read_script
+                ) -> tuple[dict[str, Any], frozenset[str]]:
+    """sbatch's argv and script -> JobSpec fields, and which of sbatch's own flags were given
+    (``--parsable``, ``--wait``: for the command, not the job)."""
     from xce.core.jobspec.build import STDIN_NAME
     from xce.core.jobspec.directives import sbatch_directives
     from xce.core.jobspec.runlimit import parse_slurm_time
@@ -143,7 +145,7 @@ def sbatch_spec(argv: list[str], read: Callable[[list[str]], tuple[str, str]] = 
     if opts.get("--time"):
         fields["run_limit"] = parse_slurm_time(str(opts["--time"]))
     fields["resreq"] = " ".join(p for p in (_mem(opts, slots), span) if p)
-    return fields, bool(opts.get("--parsable"))
+    return fields, frozenset(k for k in ("--parsable", "--wait") if opts.get(k))
 
 
 def _exclusive(value: Any) -> bool:
@@ -175,10 +177,14 @@ def _mem(opts: dict[str, Any], slots: int) -> str:
 
 
 def sbatch(s: Session, argv: list[str]) -> int:
-    fields, parsable = sbatch_spec(argv)
+    fields, flags = sbatch_spec(argv)
     job_id, _ = s.submit(fields)
-    print(job_id if parsable else f"Submitted batch job {job_id}")
-    return 0
+    print(job_id if "--parsable" in flags else f"Submitted batch job {job_id}", flush=True)
+    if "--wait" not in flags:
+        return 0
+    from xce.client.interactive import job_exit_code  # --wait: as bsub -K (one rule for the code)
+
+    return job_exit_code(s.client.wait([job_id])[0])
 
 
 # ---- squeue, sacct -------------------------------------------------------------------------
