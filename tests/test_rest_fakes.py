@@ -85,9 +85,11 @@ class FakeController:
 
     def op_jobs(self, r: S.JobsRequest) -> S.JobsReply:
         if r.ids:
-            if len(r.ids) == 1 and r.ids[0] not in self.jobs:
+            arrays = {a.id for a in self.arrays}
+            if len(r.ids) == 1 and r.ids[0] not in self.jobs and r.ids[0] not in arrays:
                 raise NotFound(f"job {r.ids[0]} is not known")
-            sel = [self.jobs[i] for i in r.ids if i in self.jobs]
+            sel = [j for i in r.ids for j in ([self.jobs[i]] if i in self.jobs else  # an array: its elements
+                                               [e for k, e in sorted(self.jobs.items()) if k >> 32 == i])]
         else:
             sel = [j for i, j in sorted(self.jobs.items()) if i > r.after]
         out = []
@@ -99,7 +101,8 @@ class FakeController:
             out.append(j)
             if r.limit and len(out) >= r.limit:
                 break
-        return S.JobsReply(jobs=out, next_after=out[-1].id if r.limit and len(out) >= r.limit else None)
+        return S.JobsReply(jobs=out, next_after=out[-1].id if r.limit and len(out) >= r.limit else None,
+                           arrays=[a for a in self.arrays if r.arrays and (not r.ids or a.id in r.ids)])
 
     def op_kill(self, r: S.KillRequest) -> S.KillReply:
         res = {}
@@ -109,6 +112,8 @@ class FakeController:
                 res[i] = "not found"
             elif j.state in ("DONE", "EXIT"):
                 res[i] = f"already {j.state}"
+            elif r.signal is not None:
+                res[i] = f"signal {r.signal} sent" if j.state != "PEND" else "not running"
             elif j.state == "PEND":
                 self.jobs[i] = jobview(i, j.user, "EXIT", reason=r.reason)
                 res[i] = "killed"
@@ -149,6 +154,8 @@ class FakeController:
 
     def op_move(self, r: S.MoveRequest) -> S.Ack:
         return S.Ack(True, "priority 1")
+
+    arrays: list[Any] = []
 
     def op_hist(self, r: S.HistRequest) -> S.HistReply:
         return S.HistReply(id=r.id, events=[])

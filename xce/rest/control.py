@@ -12,14 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from xce.core.errors import Conflict, NotFound
+from xce.core.jobids import element_text
+from xce.core.jobspec.signals import parse_signal
 from xce.core.model import HistEvent
+from xce.core.views import ArrayView
 from xce.proto import schema as S
 from xce.proto import writes
 from xce.proto.opcodes import Op
 from xce.rest.backend import Services, idempotency_key
 from xce.rest.resources import JOB, owned_job
 from xce.rest.routes import route
-from xce.rest.schema import MoveResult, SwitchBody
+from xce.rest.schema import MoveResult, SignalBody, SwitchBody
 
 
 async def _control(svc: Services, req: Any, job_id: int, op: Op, body: Any) -> S.ControlReply:
@@ -77,3 +81,26 @@ async def bottom_job(svc: Services, req: Any, job_id: int) -> MoveResult:
 async def job_history(svc: Services, req: Any, job_id: int) -> list[HistEvent]:
     await owned_job(svc, req, job_id, "jobs.read")
     return (await svc.call(req, Op.HIST, S.HistRequest(id=job_id))).events
+
+
+@route("POST", JOB + "/signal", "jobs.kill", summary="Send a signal to a running job's processes on every host it "
+       "runs on (bkill -s); nothing is committed", tag="jobs", body=SignalBody, reply=S.KillReply, errors=(404, 409))
+async def signal_job(svc: Services, req: Any, job_id: int, body: SignalBody) -> S.KillReply:
+    sig = parse_signal(body.signal, "signal")
+    await owned_job(svc, req, job_id, "jobs.kill")
+    r = await svc.call(req, Op.KILL, writes.kill([job_id], key=idempotency_key(req), signal=sig))
+    what = r.results.get(job_id, "not found")
+    req.context.audit_result = f"job {element_text(job_id)}: {what}"
+    if not what.startswith("signal "):
+        raise Conflict(f"job {element_text(job_id)}: {what}")
+    return r
+
+
+@route("GET", JOB + "/array", "jobs.read", summary="A job array's summary (bjobs -A): its elements by state, "
+       "those not yet materialised as PEND", tag="jobs", reply=ArrayView, errors=(404,))
+async def job_array(svc: Services, req: Any, job_id: int) -> ArrayView:
+    await owned_job(svc, req, job_id, "jobs.read")
+    r = await svc.call(req, Op.JOBS, S.JobsRequest(ids=[job_id], arrays=True, limit=1))
+    if not r.arrays:
+        raise NotFound(f"job {element_text(job_id)} is not an array")
+    return r.arrays[0]

@@ -96,6 +96,11 @@ class SubmitBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                                                 "(docs/scheduling.md)")] = False
 
 
+class SignalBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    signal: Annotated[str, Meta(min_length=1, max_length=16, pattern="^[A-Za-z0-9]+$",
+                                description="a name (USR1, SIGUSR1) or a number, as bkill -s takes it")]
+
+
 class SwitchBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     queue: Annotated[str, Meta(min_length=1, max_length=64, pattern=NO_NUL)]
 
