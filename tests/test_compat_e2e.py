@@ -301,6 +301,11 @@ def test_squeue_and_sacct_fold_an_arrays_pending_elements(cluster: Cluster, tmp_
     assert r.stdout.splitlines() == [f"{a}_{i} {'R' if i < 3 else 'PD'} sweep" for i in range(1, 7)], r.stdout
     r = _run(env, "squeue", "-h", "-o", "%i %t %R", "-j", f"{a}_5")  # an element not yet materialised
     assert r.stdout == f"{a}_5 PD (JobArrayTaskLimit)\n", (r.stdout, r.stderr)  # held back by %2
+    r = _run(env, "sinfo", "-N", "-h", "-p", "normal")
+    assert r.stdout.split() == ["node1", "1", "normal*", "alloc"], r.stdout  # two elements on its two slots
+    r = _run(env, "sacct", "-X", "-n", "-P", "--format=JobIdRaw,State", "--starttime", "now-2days", "--endtime", "now",
+             "--name", "sweep")  # snakemake's Slurm executor asks so
+    assert len(r.stdout.splitlines()) == 3 and "|PENDING" in r.stdout, (r.stdout, r.stderr)
     r = _run(env, "sacct", "-X", "-n", "-P", "-o", "JobID,JobName,State", "-j", a)
     assert sorted(r.stdout.splitlines()) == [f"{a}_1|sweep|RUNNING", f"{a}_2|sweep|RUNNING",
                                              f"{a}_[3-6%2]|sweep|PENDING"], r.stdout

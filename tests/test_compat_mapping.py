@@ -535,3 +535,17 @@ def test_the_project_is_lsfs_project_and_slurms_account() -> None:
     assert slurm_fmt.squeue_format([v], "%i %a", header=True) == "JOBID ACCOUNT\n12 astro\n"
     assert slurm_fmt.squeue_fields([v], "JobID:6,Account", header=False) == "12    astro\n"
     assert "Account=astro QOS" in slurm_fmt.scontrol_job(v)
+
+
+def test_sinfo_by_partition_and_by_node() -> None:
+    from types import SimpleNamespace as NS
+
+    queues = NS(queues=[NS(name="normal"), NS(name="high")], default="normal")
+    hosts = [NS(name="n1", state="ok", slots_used=0, slots_total=2), NS(name="n2", state="full", slots_used=2,
+                                                                        slots_total=2)]
+    assert slurm_fmt.sinfo_rows(queues, hosts, True, partitions=["high"]).splitlines() == [
+        "PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST", "high         up   infinite      1   idle n1",
+        "high         up   infinite      1  alloc n2"]
+    assert slurm_fmt.sinfo_nodes(queues, hosts, True, partitions=None).splitlines() == [
+        "NODELIST   NODES PARTITION STATE", "n1             1   normal* idle", "n1             1      high idle",
+        "n2             1   normal* alloc", "n2             1      high alloc"]

@@ -278,14 +278,15 @@ def sacct(s: Session, argv: list[str]) -> int:
         argv, {"X": "--allocations", "n": "--noheader", "P": "--parsable2", "p": "--parsable",
                "o": "--format", "j": "--jobs", "u": "--user", "a": "--allusers", "S": "--starttime",
                "E": "--endtime", "s": "--state", "b": "--brief", "L": "--allclusters"},
-        {"--format", "--jobs", "--user", "--starttime", "--endtime", "--state"},
+        {"--format", "--jobs", "--user", "--starttime", "--endtime", "--state", "--name"},
         {"--allocations", "--noheader", "--parsable2", "--parsable", "--allusers", "--brief",
          "--allclusters", "--array"}, "sacct")
     ids = _ids(values["--jobs"]) if "--jobs" in values else []
     user = None if "--allusers" in flags or ids else values.get("--user") or unix_user()
     views = s.jobs(ids=ids, user=user)
     wanted = _states(values.get("--state") or "all")
-    views = [v for v in views if v.state in wanted]
+    views = [v for v in views if v.state in wanted
+             and ("--name" not in values or v.name in values["--name"].split(","))]
     if "PEND" in wanted:  # an array's pending elements on one line, as Slurm's (--array: one each)
         views = F.fold_arrays(views, s.arrays(ids, user), each="--array" in flags, only=set(ids) if ids else None)
     fmt = "JobID,State,ExitCode" if "--brief" in flags else values.get("--format") or F.SACCT_DEFAULT
@@ -374,10 +375,11 @@ def _update(s: Session, words: list[str]) -> int:
 
 def sinfo(s: Session, argv: list[str]) -> int:
     values, flags, _ = _long_opts(argv, {"h": "--noheader", "N": "--Node", "p": "--partition"},
-                                  {"--partition", "--format"}, {"--noheader", "--Node", "--long"}, "sinfo")
-    queues = s.client.queues()
-    hosts = s.client.hosts()
-    print(F.sinfo_rows(queues, hosts, "--noheader" not in flags), end="")
+                                  {"--partition"}, {"--noheader", "--Node"}, "sinfo")
+    queues, hosts = s.client.queues(), s.client.hosts()
+    parts = values["--partition"].split(",") if "--partition" in values else None
+    show = F.sinfo_nodes if "--Node" in flags else F.sinfo_rows
+    print(show(queues, hosts, "--noheader" not in flags, parts), end="")
     return 0
 
 

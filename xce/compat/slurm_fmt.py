@@ -345,16 +345,29 @@ def _node_state(h: Any) -> str:
     return "alloc" if h.slots_used >= h.slots_total else "mix"
 
 
-def sinfo_rows(queues: Any, hosts: Sequence[Any], header: bool) -> str:
+def _partitions(queues: Any, partitions: Sequence[str] | None) -> list[tuple[str, str]]:
+    """(partition as shown, ``*`` for the default queue) of the queues asked for (all: None)."""
+    return [(mapping.partition_of(q.name), "*" if q.name == queues.default else "") for q in queues.queues
+            if partitions is None or mapping.partition_of(q.name) in partitions]
+
+
+def sinfo_rows(queues: Any, hosts: Sequence[Any], header: bool, partitions: Sequence[str] | None = None) -> str:
     """sinfo's default: a line per partition and node state; every XCE host serves every queue."""
     lines = ["PARTITION AVAIL  TIMELIMIT  NODES  STATE NODELIST"] if header else []
     by_state: dict[str, list[str]] = {}
     for h in hosts:
         by_state.setdefault(_node_state(h), []).append(h.name)
-    for q in queues.queues:
-        name = mapping.partition_of(q.name) + ("*" if q.name == queues.default else "")
+    for name, mark in _partitions(queues, partitions):
         for state, names in by_state.items():
-            lines.append(f"{name:<9} {'up':>5} {'infinite':>10} {len(names):>6} {state:>6} {hostlist(names)}")
+            lines.append(f"{name + mark:<9} {'up':>5} {'infinite':>10} {len(names):>6} {state:>6} {hostlist(names)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def sinfo_nodes(queues: Any, hosts: Sequence[Any], header: bool, partitions: Sequence[str] | None = None) -> str:
+    """sinfo -N: a line per node and partition."""
+    lines = ["NODELIST   NODES PARTITION STATE"] if header else []
+    for h in hosts:
+        lines += [f"{h.name:<10} {1:>5} {name + mark:>9} {_node_state(h)}" for name, mark in _partitions(queues, partitions)]
     return "".join(line + "\n" for line in lines)
 
 
