@@ -173,3 +173,19 @@ def test_a_job_whose_victims_are_on_their_way_out_preempts_no_more() -> None:
     # Wider than what is leaving: one more victim, the youngest, and only one.
     assert orders([job(10, slots=2, queue="high")], [leaving, *others], hosts, rules) == \
         [Preemption(8, 1, "requeue", 10)]
+
+
+def test_a_job_only_spent_victims_would_serve_says_so() -> None:
+    """Found from outside: with the low job at its queue's max_preempt, the high job waited
+    saying only "slots: needs 4; the cluster has 0 free"."""
+    rules = PreemptRules(preempts={"high": frozenset({"low"})}, priority={"high": 70, "low": 10},
+                         max_preempt={"low": 2})
+    hosts = caps(cap("n1", slots=1, slots_free=0, slack="1G"))
+    said: dict[int, str] = {}
+    assert preempt([job(9, queue="high")], [running(1, "n1", evictions=2)], hosts, rules, NOW, fitter(NOW),
+                   said=said) == []
+    assert said == {9: "preemption: job 1 of queue low was evicted 2 times, its queue's max_preempt"}
+    said.clear()
+    preempt([job(9, queue="high", slots=2)], [running(1, "n1", evictions=2)], hosts, rules, NOW, fitter(NOW),
+            said=said)
+    assert said == {}  # it would not fit even so: the round's own reason stands

@@ -257,7 +257,7 @@ class Scheduler:
         jobs = self.mirror.jobs  # a preemptor may not take what a reservation ahead of it holds
         guard = reservation_guard(plan.reservations, lambda jid: rank(jobs[jid]), self.policy.policy.backfill, now)
         orders = preempt(blocked, self.mirror.running.values(), caps, self.policy.policy.preemption, now, fits,
-                         self.mirror.live.ledger, guard)
+                         self.mirror.live.ledger, guard, plan.reasons)  # a job only spent victims would serve says so
         for o in orders:
             plan.reasons[o.for_job] = f"preemption: waiting for job {o.job_id} to be preempted ({o.action})"
         return [S.Preempt(o.job_id, o.attempt, o.action, o.for_job) for o in orders]

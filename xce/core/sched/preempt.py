@@ -192,8 +192,11 @@ def blocked_preemptors(pending: Iterable[Job], placed: Container[int], reasons: 
 
 
 def preempt(blocked: Iterable[Job], running: Iterable[Job], caps: Mapping[str, HostCap], rules: PreemptRules,
-            now: float, fits: Fits, ledger: Ledger | None = None, guard: Guard | None = None) -> list[Preemption]:
-    """The preemption orders that make room for the round's blocked jobs (see the docstring)."""
+            now: float, fits: Fits, ledger: Ledger | None = None, guard: Guard | None = None,
+            said: dict[int, str] | None = None) -> list[Preemption]:
+    """The preemption orders that make room for the round's blocked jobs (see the docstring).
+    ``said`` gets the reason of a blocked job that only victims at their queue's budget
+    (``max_preempt``) would have made room for."""
     if not rules.on:
         return []
     prey = {low for lows in rules.preempts.values() for low in lows}
@@ -202,11 +205,12 @@ def preempt(blocked: Iterable[Job], running: Iterable[Job], caps: Mapping[str, H
     # is coming back, so a job it serves preempts no more (else every round until they end would).
     leaving = [(j, "kill") for j in running if j.kill_requested]
     # Every candidate, in victim order once (the order does not depend on the preemptor).
-    running = sorted((j for j in running if j.spec.queue in prey and not j.kill_requested
-                      and j.start_time is not None and now - j.start_time >= rules.min_run_time
-                      and rules.may_evict(j)),
-                     key=lambda v: (rules.priority.get(v.spec.queue, 0), v.spec.priority,
-                                    -(v.start_time or 0.0), -v.id))
+    order = sorted((j for j in running if j.spec.queue in prey and not j.kill_requested
+                    and j.start_time is not None and now - j.start_time >= rules.min_run_time),
+                   key=lambda v: (rules.priority.get(v.spec.queue, 0), v.spec.priority,
+                                  -(v.start_time or 0.0), -v.id))
+    running = [j for j in order if rules.may_evict(j)]
+    spent = len(running) < len(order)  # some are at their queue's budget
     taken: set[int] = set()
     out: list[Preemption] = []
     tried = 0
@@ -222,7 +226,25 @@ def preempt(blocked: Iterable[Job], running: Iterable[Job], caps: Mapping[str, H
         for v, action in got:
             taken.add(v.id)
             out.append(Preemption(v.id, v.attempt, action, job.id))
+        if not got and spent and said is not None:
+            why = _spent_says(job, [v for v in order if v.spec.queue in may and v.id not in taken][:MOST_VICTIMS],
+                              caps, rules, fits, ledger, guard, leaving)
+            if why:
+                said[job.id] = why
     return out
+
+
+def _spent_says(job: Job, victims: list[Job], caps: Mapping[str, HostCap], rules: PreemptRules, fits: Fits,
+                ledger: Ledger | None, guard: Guard | None, leaving: Sequence[tuple[Job, str]]) -> str | None:
+    """Why a job that found no victim waits, where victims at their queue's budget would have
+    made room: "preemption: job 18 of queue low was evicted 2 times, its queue's max_preempt"."""
+    would = [v for v, _ in _room_for(job, victims, caps, rules, fits, ledger, guard, leaving)
+             if not rules.may_evict(v)]
+    if not would:
+        return None
+    v = would[0]
+    return (f"preemption: job {v.id} of queue {v.spec.queue} was evicted {v.evictions} times, its queue's "
+            f"max_preempt" + (f" (and {len(would) - 1} more)" if len(would) > 1 else ""))
 
 
 def _room_for(job: Job, victims: list[Job], caps: Mapping[str, HostCap], rules: PreemptRules, fits: Fits,
