@@ -81,4 +81,4 @@ def test_the_fast_path_sends_the_builders_bytes() -> None:
 
     s = spec(env={"A": "1"})
     full = codec.encode(Op.SUBMIT, 9, writes.submit([s], key="abc"), token="t")
-    assert lite.encode(quick.SUBMIT, 9, quick.submit_body(as_dict(s), "abc"), "t") == full
+    assert lite.encode(quick.SUBMIT, 9, quick.submit_body(quick.wire_spec(as_dict(s)), "abc"), "t") == full
