@@ -549,3 +549,8 @@ def test_sinfo_by_partition_and_by_node() -> None:
     assert slurm_fmt.sinfo_nodes(queues, hosts, True, partitions=None).splitlines() == [
         "NODELIST   NODES PARTITION STATE", "n1             1   normal* idle", "n1             1      high idle",
         "n2             1   normal* alloc", "n2             1      high alloc"]
+
+
+def test_bjobs_default_listing_leaves_a_pending_jobs_exec_host_blank() -> None:
+    head, row = lsf_fmt.default_listing([view(state="PEND", hosts=[])], wide=False, header=True).splitlines()
+    assert row[head.index("EXEC_HOST"):head.index("JOB_NAME")].strip() == "" and row.split()[5] == "job", row

@@ -24,7 +24,7 @@ def lsf_time(t: float | None) -> str:
 
 
 def exec_hosts(v: Any) -> str:
-    """``2*node1:node2``: slots per host, as LSF joins them (``-`` until placed)."""
+    """``2*node1:node2``: slots per host, as LSF joins them ("" until placed)."""
     return ":".join(_exec_list(v))
 
 
@@ -167,7 +167,7 @@ def default_listing(views: Sequence[Any], wide: bool, header: bool) -> str:
     for v in views:
         name, sub = mapping.lsf_name(v.id, v.name) or "-", v.submit_host or "-"
         # -w: the hosts joined on the line; else one per line, the further ones under the first
-        hosts = [exec_hosts(v) or "-"] if wide else [_cut(h, 11) for h in _exec_list(v)] or ["-"]
+        hosts = [exec_hosts(v)] if wide else [_cut(h, 11) for h in _exec_list(v)] or [""]  # blank until placed
         if not wide:
             name, sub = _cut(name, 10), _cut(sub, 11)
         lines.append(f"{mapping.lsf_id(v.id):<7} {v.user[:7]:<7} {v.state:<5} {v.queue[:10]:<10} {sub:<11} "
