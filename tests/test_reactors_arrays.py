@@ -147,3 +147,21 @@ def test_jobs_lists_every_element_of_an_array_also_those_not_materialised() -> N
     assert (v.id, v.state, v.name) == (A.element_id(aid, 7), "PEND", "a")
     ((_, e),) = k.call(Op.JOBS, S.JobsRequest(ids=[A.element_id(aid, 11)])).errors
     assert "11" in str(e)
+
+
+def test_a_signal_to_an_arrays_id_goes_to_each_running_element() -> None:
+    """bkill -s SIG ID of an array signals its running elements: the old code said "not found"."""
+    from reactor_kit import key
+
+    k = kit()
+    k.worker("node1")
+    aid = submit_array(k, "s[1-5]")
+    e1, e2 = A.element_id(aid, 1), A.element_id(aid, 2)
+    k.state.apply_batch([Place(time=T0, job_id=e, attempt=0, allocs=[alloc("node1", 1, "10M")]) for e in (e1, e2)])
+    out = k.call(Op.KILL, S.KillRequest(ids=[aid], signal=10, key=key()))
+    assert out.replies[0][1].results == {aid: "signal 10 sent to 2 running elements"}
+    assert sorted((h, o.job_id, o.signal) for h, op, o, _ in out.orders if op == Op.SIGNAL_JOB) == \
+        [("node1", e1, 10), ("node1", e2, 10)]
+    idle = submit_array(k, "t[1-2]")
+    out = k.call(Op.KILL, S.KillRequest(ids=[idle], signal=10, key=key()))
+    assert out.replies[0][1].results == {idle: "not running: no element of array runs"} and not out.orders

@@ -10,6 +10,9 @@ back, or with an error after PEEK_WAIT seconds (``expire_peeks``, from the timer
 
 from __future__ import annotations
 
+from collections.abc import Container
+
+from xce.core.arrays import SHIFT
 from xce.core.errors import InvalidRequest, NotFound, Unavailable
 from xce.core.model import ACTIVE, TERMINAL, Job, JobState
 from xce.proto import schema as S
@@ -28,13 +31,20 @@ def release_order(job: Job) -> bool:
         and any(h not in job.finished_hosts for h in job.hosts)
 
 
-def signal_results(jobs: dict[int, Job], ids: list[int], sig: int) -> tuple[dict[int, str], list[Job]]:
-    """Per id what ``kill -s`` does, and the jobs to send the signal to."""
+def signal_results(jobs: dict[int, Job], ids: list[int], sig: int,
+                   arrays: Container[int] = ()) -> tuple[dict[int, str], list[Job]]:
+    """Per id what ``kill -s`` does, and the jobs to send the signal to; an array's id (in
+    ``arrays``) is each of its running elements (a scan: a signal to a whole array is rare)."""
     out: dict[int, str] = {}
     send: list[Job] = []
     for jid in ids:
         job = jobs.get(jid)
-        if job is None:
+        if job is None and jid in arrays:
+            running = [e for e in jobs.values() if e.id >> SHIFT == jid and e.state in ACTIVE]
+            out[jid] = f"signal {sig} sent to {len(running)} running elements" if running else \
+                "not running: no element of array runs"
+            send += running
+        elif job is None:
             out[jid] = "not found"
         elif job.state not in ACTIVE:
             out[jid] = f"not running: {job.state.value}"
@@ -49,7 +59,7 @@ def on_signal(ctx: Context, req: Request, body: S.KillRequest, out: Outbox) -> N
     assert body.signal is not None
     if not 0 < body.signal < 65:
         raise InvalidRequest(f"signal must be 1-64, got {body.signal}")
-    results, jobs = signal_results(ctx.state.jobs, body.ids, body.signal)
+    results, jobs = signal_results(ctx.state.jobs, body.ids, body.signal, ctx.state.arrays)
     for job in jobs:
         for host in job.hosts:
             if host not in job.finished_hosts and host in ctx.book.workers:
