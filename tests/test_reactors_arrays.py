@@ -165,3 +165,13 @@ def test_a_signal_to_an_arrays_id_goes_to_each_running_element() -> None:
     idle = submit_array(k, "t[1-2]")
     out = k.call(Op.KILL, S.KillRequest(ids=[idle], signal=10, key=key()))
     assert out.replies[0][1].results == {idle: "not running: no element of array runs"} and not out.orders
+
+
+def test_peek_of_an_array_asks_for_an_element_by_name() -> None:
+    """bpeek ID of an array: an error naming the way out (it said the job was not found)."""
+    k = kit()
+    aid = submit_array(k, "p[1-3]")
+    ((_, e),) = k.call(Op.PEEK, S.PeekRequest(id=aid)).errors
+    assert f"job {aid} is an array: peek at one of its elements, {aid}[INDEX]" in str(e)
+    ((_, e),) = k.call(Op.PEEK, S.PeekRequest(id=A.element_id(aid + 1, 2))).errors
+    assert f"job {aid + 1}[2] not found" in str(e)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Container
 
-from xce.core.arrays import SHIFT
+from xce.core.arrays import SHIFT, element_text
 from xce.core.errors import InvalidRequest, NotFound, Unavailable
 from xce.core.model import ACTIVE, TERMINAL, Job, JobState
 from xce.proto import schema as S
@@ -72,14 +72,16 @@ def on_peek(ctx: Context, req: Request, body: S.PeekRequest, out: Outbox) -> Non
         raise InvalidRequest(f"peek: max_bytes must be 1-{PEEK_MAX}, got {body.max_bytes}")
     expire_peeks(ctx, req.now, out)
     job = ctx.state.jobs.get(body.id)
+    if job is None and body.id in ctx.state.arrays:
+        raise InvalidRequest(f"job {body.id} is an array: peek at one of its elements, {body.id}[INDEX]")
     if job is None:
-        raise NotFound(f"job {body.id} not found")
+        raise NotFound(f"job {element_text(body.id)} not found")
     if job.state not in ACTIVE or not job.hosts:
         out.reply(req, unpeekable(job))
         return
     host = job.hosts[0]
     if host not in ctx.book.workers:
-        raise Unavailable(f"job {body.id}: its host {host} is not connected")
+        raise Unavailable(f"job {element_text(body.id)}: its host {host} is not connected")
     ticket = ctx.book.ticket()
     ctx.book.peeks[ticket] = Peek(req, body.id, job.state.value, req.now)
     out.order(host, Op.PEEK_JOB, S.PeekJob(job_id=body.id, attempt=job.attempt, ticket=ticket,
