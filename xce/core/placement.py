@@ -722,6 +722,8 @@ def _no_candidate(d: Demand, hosts: Iterable[HostCap]) -> str:
 def cluster_free(jobs: Iterable[Job], totals: Mapping[str, int]) -> dict[str, int]:
     """What is left of each cluster-wide resource after the running jobs' requests: the
     scheduler's round and the leader's re-check both start from it."""
+    if not totals:  # no cluster-wide resource: nothing to add up over the running jobs
+        return {}
     used: dict[str, int] = {}
     for job in jobs:
         if job.state == JobState.RUN:
