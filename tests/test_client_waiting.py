@@ -34,3 +34,13 @@ def test_plain_jobs_end_by_their_own_views() -> None:
     assert w.plain == {1} and w.done == 1
     w.jobs_seen([view(1, "DONE")])
     assert w.finished
+
+
+def test_states_seen_takes_id_state_pairs_as_a_rows_reply_gives_them() -> None:
+    w = Waiting.of([1, 2, 3], [])
+    w.states_seen([(1, "DONE"), (2, "RUN"), (3, "EXIT")])
+    assert w.plain == {2} and w.done == 2 and not w.finished
+    w.states_seen([(2, "USUSP")])
+    assert w.plain == {2}
+    w.states_seen([(2, "DONE")])
+    assert w.finished

@@ -114,6 +114,11 @@ class Client:
         r = self.request(Op.JOBS, S.JobsRequest(ids=list(ids), user=user, queue=queue, arrays=True, limit=1))
         return r.arrays
 
+    def _states(self, ids: Sequence[int]) -> list[tuple[int, str]]:
+        """(id, state) of each job: what ``wait`` re-asks each second, without building full views."""
+        r = self.request(Op.JOBS, S.JobsRequest(ids=list(ids), fields=["id", "state"]))
+        return [(row[0], row[1]) for row in r.rows]
+
     def job(self, job_id: int) -> JobView:
         return self.jobs([job_id])[0]
 
@@ -176,7 +181,7 @@ class Client:
             while True:
                 if time.monotonic() >= next_check or follower.gaps != gaps:
                     gaps = follower.gaps
-                    w.jobs_seen(self._chunked(self.jobs, [i for i in ids if i in w.plain]))
+                    w.states_seen(self._chunked(self._states, [i for i in ids if i in w.plain]))
                     if w.arrays:
                         w.arrays_seen(self.arrays(list(w.arrays)))
                     next_check = time.monotonic() + poll

@@ -39,6 +39,10 @@ class Waiting:
     def jobs_seen(self, views: Iterable[JobView]) -> None:
         self.plain -= {v.id for v in views if v.state in ENDED}
 
+    def states_seen(self, states: Iterable[tuple[int, str]]) -> None:
+        """(id, state) pairs, as a JOBS naming those fields answers."""
+        self.plain -= {i for i, state in states if state in ENDED}
+
     def arrays_seen(self, summaries: Iterable[ArrayView]) -> None:
         for a in summaries:
             self.ended_in[a.id] = ended_elements(a)
