@@ -277,3 +277,19 @@ def test_an_elements_history_starts_with_its_arrays_submission() -> None:
         e = st.history[jid][0]
         assert (e.time, e.event, e.detail) == (T0, "submitted", f"element of array {aid}"), jid
     assert [e.event for e in st.history[A.element_id(aid, 3)]] == ["submitted", "killed"]
+
+
+def test_switching_an_arrays_id_moves_the_elements_to_come_too() -> None:
+    """bswitch Q ID of an array: the elements not materialised yet pend in Q when they are (the old
+    code moved the materialised ones only)."""
+    from xce.core.state import Switch
+
+    st = cluster_state(queue(), queue("other"), hosts=(host("n1", slots=1000, mem="1000G"),))
+    aid = submit_array(st, "w[1-4]%1")
+    first = pending(st, aid)[0]
+    st.apply(Switch(time=T0 + 1, job_ids=[aid], queue="other"))
+    place(st, first)
+    finish(st, first)
+    (second,) = pending(st, aid)
+    assert (st.jobs[first].spec.queue, st.jobs[second].spec.queue) == ("other", "other")
+    assert st.history[aid][-1].event == "switched"

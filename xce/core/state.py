@@ -765,6 +765,12 @@ class ClusterState:
             raise InvalidRequest(f"queue {cmd.queue!r} does not exist (queues: {', '.join(sorted(self.queues))})")
         jobs = self._targets(ch, cmd.job_ids, "switch", PENDING | ACTIVE)
         specs = [into_queue(j.spec, self.queues.get(j.spec.queue), queue) for j in jobs]
+        arrays = [a for jid in cmd.job_ids if jid not in self.jobs and (a := self.arrays.get(jid)) is not None]
+        for arr, new in [(a, into_queue(a.spec, self.queues.get(a.spec.queue), queue)) for a in arrays]:
+            old = arr.spec.queue  # the elements to come pend there too (all checked before any changes)
+            arr.spec = new
+            ch.arrays.add(arr.id)
+            self._hist(arr.id, cmd.time, "switched", cmd.by, f"queue {old} -> {cmd.queue}")
         out = {}
         for job, new in zip(jobs, specs, strict=True):
             old, job.spec = job.spec.queue, new
