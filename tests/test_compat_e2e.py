@@ -169,6 +169,7 @@ def test_slurm_commands(tmp_path: Path) -> None:
         wait_for(lambda: _run(env, "squeue", "-h", "-o", "%i %t").stdout.split() == [sleeper, "R"], 30,
                  "squeue to show the sleeper running")
         _same_through_both_paths(env, "squeue", "-t", "all", "-o", "%i %j %t %T %R %C %l")
+        _same_through_both_paths(env, "sacct", "-X", "-o", "JobID,JobName,State,ExitCode,Elapsed,AllocCPUS,Account")
         assert _run(env, "scancel", "-Q", sleeper).returncode == 0
         wait_for(lambda: _sacct(env, sleeper)[1] == "CANCELLED", 30, "the cancelled job")
         assert _run(env, "squeue", "-h", "-o", "%i %t").stdout == ""  # finished: not listed without -t

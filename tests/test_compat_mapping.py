@@ -220,6 +220,15 @@ def test_each_squeue_letter_reads_only_the_fields_it_declares(letter: str, monke
     assert slurm_fmt.squeue_reads(None, "JobArrayID,StateCompact,Reason") == {"id", "state", "reason"}
 
 
+@pytest.mark.parametrize("name", sorted(slurm_fmt.SACCT_HEADERS.values()))
+def test_each_sacct_field_reads_only_the_fields_it_declares(name: str, monkeypatch: Any) -> None:
+    monkeypatch.setattr(slurm_fmt.time, "time", lambda: 100.0)
+    reads = slurm_fmt.sacct_reads(name)
+    for v in _SHAPES:
+        assert slurm_fmt.sacct_rows([_only(v, reads)], name, False, "|", False) == \
+            slurm_fmt.sacct_rows([v], name, False, "|", False)
+
+
 def test_squeue_refuses_unknown_letter() -> None:
     with pytest.raises(Refused, match="%Z"):
         slurm_fmt.squeue_format([], "%i %Z", header=True)

@@ -283,13 +283,14 @@ def sacct(s: Session, argv: list[str]) -> int:
          "--allclusters", "--array"}, "sacct")
     ids = _ids(values["--jobs"]) if "--jobs" in values else []
     user = None if "--allusers" in flags or ids else values.get("--user") or unix_user()
-    views = s.jobs(ids=ids, user=user)
+    fmt = "JobID,State,ExitCode" if "--brief" in flags else values.get("--format") or F.SACCT_DEFAULT
+    reads = F.sacct_reads(fmt) | {"id", "state"} | ({"name"} if "--name" in values else set())
+    views = s.jobs(ids=ids, user=user, reads=reads)
     wanted = _states(values.get("--state") or "all")
     views = [v for v in views if v.state in wanted
              and ("--name" not in values or v.name in values["--name"].split(","))]
     if "PEND" in wanted:  # an array's pending elements on one line, as Slurm's (--array: one each)
         views = F.fold_arrays(views, s.arrays(ids, user), each="--array" in flags, only=set(ids) if ids else None)
-    fmt = "JobID,State,ExitCode" if "--brief" in flags else values.get("--format") or F.SACCT_DEFAULT
     sep = "|" if {"--parsable2", "--parsable"} & flags else None
     print(F.sacct_rows(views, fmt, "--noheader" not in flags, sep, trailing="--parsable" in flags), end="")
     return 0

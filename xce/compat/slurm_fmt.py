@@ -178,6 +178,7 @@ class _Summary:
     def __init__(self, a: Any) -> None:
         self.id, self.name, self.user, self.queue, self.state, self.reason = a.id, a.name, a.user, a.queue, "PEND", ""
         self.slots, self.run_limit, self.mem_reserved, self.submit_time, self.hosts = 1, None, 0, None, []
+        self.project, self.mem_peak = "", 0
 
 
 def fold_arrays(views: Sequence[Any], arrays: Sequence[Any], *, each: bool, only: set[int] | None = None) -> list[Any]:
@@ -286,21 +287,30 @@ def squeue_fields(views: Sequence[Any], spec: str, header: bool) -> str:
     return "".join(rows + [line(lambda k, v=v: _COMMON[k][1](v)) for v in views])
 
 
-SACCT: dict[str, tuple[int, Getter]] = {
-    "jobid": (12, lambda v: getattr(v, "folded", None) or mapping.slurm_id(v.id)), "jobidraw": (12, lambda v: str(v.id)),
-    "jobname": (10, lambda v: v.name), "partition": (10, lambda v: mapping.partition_of(v.queue)),
-    "account": (10, lambda v: mapping.account_of(v.project)), "user": (9, lambda v: v.user),
-    "alloccpus": (10, lambda v: str(v.slots if v.hosts else 0)), "ncpus": (10, lambda v: str(v.slots)),
-    "state": (10, lambda v: mapping.slurm_state(v.state, v.reason).long),
-    "exitcode": (8, lambda v: mapping.slurm_exit_code(v.exit_code, v.signal)),
-    "elapsed": (10, lambda v: sacct_time(elapsed(v))),
-    "elapsedraw": (10, lambda v: str(int(elapsed(v)))),
-    "timelimit": (10, _sacct_limit),
-    "maxrss": (10, lambda v: mapping.slurm_mem(v.mem_peak) if v.mem_peak else ""),
-    "reqmem": (10, lambda v: mapping.slurm_mem(v.mem_reserved)),
-    "nodelist": (15, lambda v: _nodes(v) or "None assigned"), "nnodes": (8, lambda v: str(len(v.hosts))),
-    "submit": (19, lambda v: iso(v.submit_time)), "start": (19, lambda v: iso(v.start_time)),
-    "end": (19, lambda v: iso(v.end_time)), "reason": (20, lambda v: mapping.slurm_reason(v.state, v.reason)),
+# Each sacct field: its width, how it reads a JobView, and the JobView fields it reads (sacct asks
+# the controller for these only; tests/test_compat_mapping.py checks them).
+SACCT: dict[str, tuple[int, Getter, tuple[str, ...]]] = {
+    "jobid": (12, lambda v: getattr(v, "folded", None) or mapping.slurm_id(v.id), ("id",)),
+    "jobidraw": (12, lambda v: str(v.id), ("id",)),
+    "jobname": (10, lambda v: v.name, ("name",)),
+    "partition": (10, lambda v: mapping.partition_of(v.queue), ("queue",)),
+    "account": (10, lambda v: mapping.account_of(v.project), ("project",)),
+    "user": (9, lambda v: v.user, ("user",)),
+    "alloccpus": (10, lambda v: str(v.slots if v.hosts else 0), ("slots", "hosts")),
+    "ncpus": (10, lambda v: str(v.slots), ("slots",)),
+    "state": (10, lambda v: mapping.slurm_state(v.state, v.reason).long, ("state", "reason")),
+    "exitcode": (8, lambda v: mapping.slurm_exit_code(v.exit_code, v.signal), ("exit_code", "signal")),
+    "elapsed": (10, lambda v: sacct_time(elapsed(v)), ("start_time", "end_time")),
+    "elapsedraw": (10, lambda v: str(int(elapsed(v))), ("start_time", "end_time")),
+    "timelimit": (10, _sacct_limit, ("run_limit",)),
+    "maxrss": (10, lambda v: mapping.slurm_mem(v.mem_peak) if v.mem_peak else "", ("mem_peak",)),
+    "reqmem": (10, lambda v: mapping.slurm_mem(v.mem_reserved), ("mem_reserved",)),
+    "nodelist": (15, lambda v: _nodes(v) or "None assigned", ("hosts",)),
+    "nnodes": (8, lambda v: str(len(v.hosts)), ("hosts",)),
+    "submit": (19, lambda v: iso(v.submit_time), ("submit_time",)),
+    "start": (19, lambda v: iso(v.start_time), ("start_time",)),
+    "end": (19, lambda v: iso(v.end_time), ("end_time",)),
+    "reason": (20, lambda v: mapping.slurm_reason(v.state, v.reason), ("state", "reason")),
 }
 SACCT_HEADERS = {"jobid": "JobID", "jobidraw": "JobIDRaw", "jobname": "JobName", "partition": "Partition",
                  "account": "Account", "user": "User", "alloccpus": "AllocCPUS", "ncpus": "NCPUS",
@@ -310,8 +320,8 @@ SACCT_HEADERS = {"jobid": "JobID", "jobidraw": "JobIDRaw", "jobname": "JobName",
 SACCT_DEFAULT = "JobID,JobName,Partition,Account,AllocCPUS,State,ExitCode"
 
 
-def sacct_rows(views: Sequence[Any], fmt: str, header: bool, sep: str | None, trailing: bool) -> str:
-    """sacct's table (right-justified, dashes under the header) or ``|``-separated rows."""
+def _sacct_cols(fmt: str) -> list[tuple[str, int]]:
+    """``JobID,State%20`` -> (field, width) per column."""
     cols: list[tuple[str, int]] = []
     for item in fmt.replace(" ", ",").split(","):
         if not item:
@@ -321,6 +331,17 @@ def sacct_rows(views: Sequence[Any], fmt: str, header: bool, sep: str | None, tr
         if key not in SACCT:
             raise Refused(f"--format: {name} is not supported by this XCE ({','.join(SACCT_HEADERS.values())})")
         cols.append((key, int(width) if width.isdigit() else SACCT[key][0]))
+    return cols
+
+
+def sacct_reads(fmt: str) -> set[str]:
+    """The JobView fields a sacct format reads."""
+    return {r for k, _ in _sacct_cols(fmt) for r in SACCT[k][2]}
+
+
+def sacct_rows(views: Sequence[Any], fmt: str, header: bool, sep: str | None, trailing: bool) -> str:
+    """sacct's table (right-justified, dashes under the header) or ``|``-separated rows."""
+    cols = _sacct_cols(fmt)
     heads = [SACCT_HEADERS[k] for k, _ in cols]
     rows = [[SACCT[k][1](v) for k, _ in cols] for v in views]
     if sep is not None:
