@@ -293,3 +293,22 @@ def test_switching_an_arrays_id_moves_the_elements_to_come_too() -> None:
     (second,) = pending(st, aid)
     assert (st.jobs[first].spec.queue, st.jobs[second].spec.queue) == ("other", "other")
     assert st.history[aid][-1].event == "switched"
+
+
+def test_top_of_an_arrays_id_moves_every_pending_element_and_those_to_come() -> None:
+    """btop ARRAY: its pending elements and those to come go above the queue's other pending jobs
+    (the old code moved the first element only, and raised IndexError with none materialised)."""
+    from xce.core.state import Move
+
+    st = cluster()
+    aid = submit_array(st, "t[1-4]%2")
+    st.apply(Submit(time=T0, specs=[spec(priority=5)], reqs=[parse_resreq("rusage[mem=10M]")]))
+    assert st.apply(Move(time=T0 + 1, job_id=aid, to="top")) == 6
+    first, second = pending(st, aid)
+    assert (st.jobs[first].spec.priority, st.jobs[second].spec.priority) == (6, 6)
+    place(st, first)
+    finish(st, first)
+    assert {st.jobs[j].spec.priority for j in pending(st, aid)} == {6}  # the third, materialised since
+    place(st, second)
+    place(st, pending(st, aid)[0])
+    assert st.apply(Move(time=T0 + 3, job_id=aid, to="bottom")) == 4  # the fourth, none materialised: no error

@@ -781,17 +781,29 @@ class ClusterState:
 
     def move(self, cmd: Move, ch: Changes) -> int:
         """The job's new priority: one above (top) or below (bottom) every other pending job of its
-        queue; a job already above (below) them all keeps its own, so a move never goes the wrong way."""
-        job = self._targets(ch, [cmd.job_id], f"move to the {cmd.to}", PENDING)[0]
+        queue; a job already above (below) them all keeps its own, so a move never goes the wrong way.
+        An array's id moves the array: its pending elements and those to come."""
+        arr = self.arrays.get(cmd.job_id) if cmd.job_id not in self.jobs else None
+        if arr is None:
+            jobs = self._targets(ch, [cmd.job_id], f"move to the {cmd.to}", PENDING)
+            spec = jobs[0].spec
+        else:
+            jobs, spec = [j for j in self._elements(arr) if j.state in PENDING], arr.spec
+        moved = {j.id for j in jobs}
         others = [j.spec.priority for j in self.jobs.values()
-                  if j.state in PENDING and j.spec.queue == job.spec.queue and j.id != job.id]
-        own = job.spec.priority
+                  if j.state in PENDING and j.spec.queue == spec.queue and j.id not in moved]
+        own = spec.priority
         prio = (max(max(others, default=own) + 1, own) if others and cmd.to == "top"
                 else min(min(others, default=own) - 1, own) if others
                 else own + 1 if cmd.to == "top" else own - 1)
-        job.spec = msgspec.structs.replace(job.spec, priority=prio)
-        ch.jobs.add(job.id)
-        self._hist(job.id, cmd.time, f"moved to {cmd.to}", cmd.by, f"priority {prio}")
+        if arr is not None:
+            arr.spec = msgspec.structs.replace(arr.spec, priority=prio)
+            ch.arrays.add(arr.id)
+            self._hist(arr.id, cmd.time, f"moved to {cmd.to}", cmd.by, f"priority {prio}")
+        for job in jobs:
+            job.spec = msgspec.structs.replace(job.spec, priority=prio)
+            ch.jobs.add(job.id)
+            self._hist(job.id, cmd.time, f"moved to {cmd.to}", cmd.by, f"priority {prio}")
         return prio
 
     def modify_spec(self, cmd: ModifySpec, ch: Changes) -> str:
