@@ -11,7 +11,8 @@ What each variable holds (docs/jobs.md lists them for users):
   ``LSB_MCPU_HOSTS``: each host once with its slots ("a 2 b 2"); ``LSB_DJOB_HOSTFILE``:
   a file with one line per slot, as LSB_HOSTS; ``LSB_DJOB_NUMPROC``: all slots.
 - ``LSB_JOBID``: the job's id, or an array element's array id (LSF gives every element the
-  array's id and tells them apart by ``LSB_JOBINDEX``, which is 0 outside an array).
+  array's id and tells them apart by ``LSB_JOBINDEX``, which is 0 outside an array);
+  ``LSB_JOBNAME``: an element's is its array's name with its index (``sweep[7]``).
 - ``SLURM_NTASKS``: all slots; ``SLURM_CPUS_ON_NODE``: this host's; ``SLURM_NODEID``: this
   host's position in the allocation; ``SLURM_PROCID``/``SLURM_LOCALID``: 0 (the batch
   script is the first task); ``SLURM_JOB_NODELIST``: the hosts, comma-separated (a form
@@ -81,7 +82,9 @@ def job_name(spec: JobSpec) -> str:
 def lsb_vars(f: JobFacts) -> dict[str, str]:
     """LSF's names (IBM Spectrum LSF, "Environment variables set for job execution")."""
     e = f.element
-    out = {"LSB_JOBID": str(e.array_id if e else f.job_id), "LSB_JOBNAME": job_name(f.spec),
+    # An element's name is its array's with its index, as bjobs shows it ("sweep[7]").
+    name = f"{job_name(f.spec)}[{e.index}]" if e else job_name(f.spec)
+    out = {"LSB_JOBID": str(e.array_id if e else f.job_id), "LSB_JOBNAME": name,
            "LSB_QUEUE": f.spec.queue, "LSB_HOSTS": " ".join(slot_hosts(f.hosts, f.slots)),
            "LSB_MCPU_HOSTS": " ".join(f"{h} {n}" for h, n in zip(f.hosts, f.slots, strict=True)),
            "LSB_DJOB_HOSTFILE": f.hostfile, "LSB_DJOB_NUMPROC": str(sum(f.slots)),
