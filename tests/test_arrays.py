@@ -312,3 +312,19 @@ def test_top_of_an_arrays_id_moves_every_pending_element_and_those_to_come() -> 
     place(st, second)
     place(st, pending(st, aid)[0])
     assert st.apply(Move(time=T0 + 3, job_id=aid, to="bottom")) == 4  # the fourth, none materialised: no error
+
+
+def test_a_memory_limit_on_an_arrays_id_applies_to_every_element_not_ended() -> None:
+    """bmod -M ARRAY (and of an element not materialised yet): the old code said job not found."""
+    from xce.core.state import Modify
+
+    st = cluster()
+    aid = submit_array(st, "m[1-4]%1")
+    first = pending(st, aid)[0]
+    place(st, first)
+    st.apply(Modify(time=T0 + 1, job_id=aid, mem_limit=1 << 30))
+    assert st.jobs[first].spec.mem_limit == 1 << 30  # a running one too, as bmod -M
+    finish(st, first)
+    assert [st.jobs[j].spec.mem_limit for j in pending(st, aid)] == [1 << 30]  # the next, materialised since
+    st.apply(Modify(time=T0 + 3, job_id=A.element_id(aid, 4), mem_limit=2 << 30))
+    assert st.jobs[A.element_id(aid, 4)].spec.mem_limit == 2 << 30

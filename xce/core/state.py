@@ -957,16 +957,32 @@ class ClusterState:
         return "ok"
 
     def modify(self, cmd: Modify, ch: Changes) -> str:
-        job = self.job(cmd.job_id)
+        """bmod -M of a job not ended; of an array's id, of the array and each element not ended."""
+        arr = self.arrays.get(cmd.job_id) if cmd.job_id not in self.jobs else None
+        if arr is not None:
+            arr.spec = msgspec.structs.replace(arr.spec, mem_limit=self._mem_limit(arr.spec, cmd.mem_limit))
+            ch.arrays.add(arr.id)
+            self._hist(arr.id, cmd.time, "modified", cmd.by, "mem_limit")
+            for job in [j for j in self._elements(arr) if j.state not in TERMINAL]:
+                self._set_mem_limit(ch, job, cmd)
+            return "ok"
+        lazy = self._lazy_element(cmd.job_id)
+        job = self._materialise_one(ch, *lazy) if lazy is not None else self.job(cmd.job_id)
         if job.state in TERMINAL:
-            raise Conflict(f"job {job.id} has already ended ({job.state.value})")
-        queue = self.queues.get(job.spec.queue)
-        spec = msgspec.structs.replace(job.spec, mem_limit=cmd.mem_limit)
-        mem = apply_queue_limits(spec, queue).mem_limit if queue is not None else cmd.mem_limit
-        job.spec = msgspec.structs.replace(job.spec, mem_limit=mem)  # bmod -M changes -M only
+            raise Conflict(f"job {A.element_text(job.id)} has already ended ({job.state.value})")
+        self._set_mem_limit(ch, job, cmd)
+        return "ok"
+
+    def _mem_limit(self, spec: JobSpec, mem_limit: int | None) -> int | None:
+        """-M under the job's queue: its default for none, refused above its maximum."""
+        queue = self.queues.get(spec.queue)
+        new = msgspec.structs.replace(spec, mem_limit=mem_limit)
+        return apply_queue_limits(new, queue).mem_limit if queue is not None else mem_limit
+
+    def _set_mem_limit(self, ch: Changes, job: Job, cmd: Modify) -> None:
+        job.spec = msgspec.structs.replace(job.spec, mem_limit=self._mem_limit(job.spec, cmd.mem_limit))  # -M only
         ch.jobs.add(job.id)
         self._hist(job.id, cmd.time, "modified", cmd.by, "mem_limit")
-        return "ok"
 
     def cleanup(self, cmd: Cleanup, ch: Changes) -> int:
         drop = len(self.finished_order) - cmd.keep_finished

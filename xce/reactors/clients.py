@@ -342,8 +342,10 @@ def on_modify(ctx: Context, req: Request, body: S.ModifyRequest, out: Outbox) ->
 
     def modified(result: Result, out: Outbox) -> None:
         if isinstance(result, Ok):  # running: the workers enforce the new limit from now on
-            job = ctx.state.jobs.get(body.id)
-            if job is not None and job.state in ACTIVE:
+            st = ctx.state
+            jobs = [st.jobs[body.id]] if body.id in st.jobs else \
+                [j for j in st.jobs.values() if j.id >> SHIFT == body.id] if body.id in st.arrays else []
+            for job in (j for j in jobs if j.state in ACTIVE):  # an array's: each running element
                 for host in job.hosts:
                     if host not in job.finished_hosts:
                         dispatch(ctx, job, host, req.now, out)
