@@ -328,3 +328,13 @@ def test_a_memory_limit_on_an_arrays_id_applies_to_every_element_not_ended() -> 
     assert [st.jobs[j].spec.mem_limit for j in pending(st, aid)] == [1 << 30]  # the next, materialised since
     st.apply(Modify(time=T0 + 3, job_id=A.element_id(aid, 4), mem_limit=2 << 30))
     assert st.jobs[A.element_id(aid, 4)].spec.mem_limit == 2 << 30
+
+
+def test_the_pending_tail_listed_is_bounded_and_skips_elements_made_ahead() -> None:
+    st = cluster()
+    aid = submit_array(st, "b[1-50000]")
+    arr = st.arrays[aid]
+    st.apply(Kill(time=T0 + 1, job_ids=[A.element_id(aid, 1002)]))  # materialised ahead of the cursor
+    tail = list(A.pending_tail(arr))
+    assert len(tail) == A.LISTED_MAX and tail[0].id == A.element_id(aid, 1001)
+    assert A.element_id(aid, 1002) not in {j.id for j in tail} and not set(j.id for j in tail) & set(st.jobs)

@@ -28,6 +28,7 @@ from xce.core.model import ACTIVE, ArrayJob, Job, JobState
 
 WINDOW = 1000  # pending elements kept as Jobs per array: a scheduling round's worth
 TARGET_MAX = 100_000  # element ids one ID[RANGE] may expand to on the wire
+LISTED_MAX = 10_000  # unmaterialised elements JOBS lists per array (each a view built by the leader)
 
 
 def target_ids(target: JobTarget) -> list[int]:
@@ -104,7 +105,7 @@ def is_unmaterialised(arr: ArrayJob, index: int) -> bool:
     return index in spec and spec.position(index) >= arr.cursor and index not in arr.ahead
 
 
-def pending_tail(arr: ArrayJob, limit: int = TARGET_MAX) -> Iterator[Job]:
+def pending_tail(arr: ArrayJob, limit: int = LISTED_MAX) -> Iterator[Job]:
     """Up to ``limit`` of the elements that are pending without a Job, as the PEND Jobs they will
     be (bjobs ID lists them); nothing is materialised."""
     spec, ahead = indices(arr), set(arr.ahead)

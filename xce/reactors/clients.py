@@ -170,7 +170,7 @@ def _selected(jobs: dict[int, Job], arrays: dict[int, Any], body: S.JobsRequest)
 
 def _named(jobs: dict[int, Job], arrays: dict[int, Any], jid: int) -> list[Job] | None:
     """What JOBS lists for one id: the job; an array's every element (those not materialised as the
-    PEND Jobs they will be, up to arrays.TARGET_MAX); an element not materialised yet; None: unknown."""
+    PEND Jobs they will be, up to arrays.LISTED_MAX); an element not materialised yet; None: unknown."""
     if jid in jobs:
         return [jobs[jid]]
     if jid in arrays:
