@@ -53,6 +53,8 @@ def test_pending_job_control_modify_switch_top_bottom_and_jobs_l(cluster: Cluste
     first = submit(cluster, "--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done", cwd=tmp_path)
     held = submit(cluster, "-w", f"done({first})", "-o", "out.%J", "-P", "proj7", "-G", "grp7", "-We", "3",
                   "--", "echo", "a b", cwd=tmp_path)
+    wait_for(lambda: f"\n waiting for done({first}): job {first} is RUN;" in cluster.xce("jobs", "-p").stdout,
+             what="bjobs -p's reason under the job's row")
     assert cluster.xce("stop", str(held)).stdout == f"Job <{held}> is being stopped (now PSUSP)\n"
     r = cluster.xce("modify", "-J", "renamed", "-sp", "7", "-W", "2", "-R", "rusage[mem=10]", str(held))
     assert r.stdout == f"Parameters of job <{held}> are being changed: name, priority, resreq, run_limit\n"

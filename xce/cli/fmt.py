@@ -28,15 +28,21 @@ def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def job_rows(jobs: Sequence[Any], now: float) -> str:
+def job_rows(jobs: Sequence[Any], now: float, reasons: bool = False) -> str:
+    """The jobs table; ``reasons`` (bjobs -p): each job's reason on a line of its own under its row."""
     rows = []
     for j in jobs:
         run = (j.end_time or now) - j.start_time if j.start_time else None
         rows.append([element_text(j.id), j.user, j.state, j.queue, ",".join(j.hosts) or "-", j.slots,
                      fmt_bytes(j.mem_reserved), fmt_bytes(j.mem_actual), fmt_bytes(j.mem_peak),
                      pct(j.efficiency), fmt_duration(run), j.name or " ".join(j.command)[:30]])
-    return table(["JOBID", "USER", "STAT", "QUEUE", "HOSTS", "SLOTS", "RESV", "ACTUAL", "PEAK",
+    text = table(["JOBID", "USER", "STAT", "QUEUE", "HOSTS", "SLOTS", "RESV", "ACTUAL", "PEAK",
                   "EFF", "RUNTIME", "NAME"], rows)
+    if not reasons:
+        return text
+    head, *lines = text.split("\n")
+    return "\n".join([head, *(f"{line}\n {j.reason};" if j.reason else line
+                              for line, j in zip(lines, jobs, strict=True))])
 
 
 def job_long(j: Any, now: float) -> str:

@@ -162,7 +162,7 @@ def cmd_jobs(a: argparse.Namespace) -> int:
     elif a.l and jobs:
         print("\n\n".join(job_long(j, time.time()) for j in jobs))
     elif jobs:
-        print(job_rows(jobs, time.time()))
+        print(job_rows(jobs, time.time(), reasons="p" in flags))
     elif not missing:
         print(_none_found(flags, a.a))
     return 1 if missing else 0
