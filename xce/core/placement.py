@@ -429,7 +429,9 @@ class _Class:
     plain: tuple | None = None  # _Beaten.key of the class's demand
     # The round's (slots free, memory room) of each ranking's hosts by id(candidates), emptied on
     # every commit: the classes sharing a ranking share it (``_capacity``).  None: not kept.
-    rooms: dict[int, list[tuple[int, int, str]]] | None = None
+    rooms: dict[int, list[tuple[int, int]]] | None = None
+    # Each ranking's hosts' places in it, by id(candidates): the round's, kept for its life.
+    where: dict[int, dict[str, int]] = field(default_factory=dict)
 
 
 UNEXPLAINED = "not placed"  # a misfit's reason under explain=False (truthy: a class's failed mark), never shown
@@ -536,7 +538,8 @@ class _Round:
         self.cfree = dict(cluster_free or {})
         self.cnames = {n: 0 for n in cluster_names}
         self.free_slots = sum(max(0, h.slots_free) for h in caps.values() if h.schedulable is None)
-        self.rooms: dict[int, list[tuple[int, int, str]]] = {}  # _Class.rooms
+        self.rooms: dict[int, list[tuple[int, int]]] = {}  # _Class.rooms
+        self.where: dict[int, dict[str, int]] = {}  # _Class.where
         self.no_room: dict[tuple[int, int], str] = {}  # (slots needed, slots free) -> that reason
         self.bf = Backfill(backfill, now, fit_reason, _place_fresh, releases, fits, explain)
         self.limits = limits
@@ -577,7 +580,8 @@ class _Round:
                 cands.sort(key=rank_key(d))
                 self.ranked[rk] = cands, max((h.slots_total for h in cands), default=0)
             cands, widest = self.ranked[rk]
-            cls = self.classes[d] = _Class(cands, widest=widest, plain=_Beaten.key(d), rooms=self.rooms)
+            cls = self.classes[d] = _Class(cands, widest=widest, plain=_Beaten.key(d), rooms=self.rooms,
+                                                where=self.where)
             if not cls.candidates:
                 cls.failed = (never_fits(d, self.caps.values()) or _no_candidate(d, self.caps.values()))
                 cls.reservable = False
@@ -873,28 +877,37 @@ def _capacity(d: Demand, cls: _Class, reserved: Reserved | None = None) -> int:
         if rooms is None:
             rooms = cls.rooms[id(cls.candidates)] = _rooms(d, cls.candidates, 0)
     m = d.mem_task
+    total = sum(k for k, _ in rooms) if not m else sum(min(k, room // m) for k, room in rooms if room >= m)
     if reserved is None:
-        if not m:
-            return sum(k for k, _, _ in rooms)
-        return sum(min(k, room // m) for k, room, _ in rooms if room >= m)
+        return total
+    # Less, on each of the few hosts with a point the job would overlap, what that point takes off.
     points, end = reserved
-    total = 0
-    for k, room, name in rooms:
-        if m:
-            k = min(k, room // m)
-        for p in points.get(name, ()):
+    cands, start = cls.candidates, cls.spread_pos
+    where = cls.where.get(id(cands))
+    if where is None:
+        where = cls.where[id(cands)] = {h.name: i for i, h in enumerate(cands)}
+    for name, pts in points.items():
+        i = where.get(name)
+        if i is None or i < start:
+            continue  # not counted above
+        h = cands[i]
+        room = h.mem_room(d)
+        if h.slots_free <= 0 or (m and room < m):
+            continue
+        k = min(h.slots_free, room // m) if m else h.slots_free
+        left = k
+        for p in pts:
             if p.start < end:
                 c = p.cap
-                k = 0 if c.held else min(k, c.slots_free, c.mem_room(d) // m if m else k)
-        if k > 0:
-            total += k
+                left = 0 if c.held else min(left, c.slots_free, c.mem_room(d) // m if m else left)
+        total -= k - max(0, left)
     return total
 
 
-def _rooms(d: Demand, cands: list[HostCap], start: int) -> list[tuple[int, int, str]]:
-    """(slots free, memory room, name) of the hosts of ``cands[start:]`` with a slot free.  The
-    room depends on the demand only by ``reclaim``, which its ranking (``cands``) shares."""
-    return [(h.slots_free, h.mem_room(d), h.name) for h in cands[start:] if h.slots_free > 0]
+def _rooms(d: Demand, cands: list[HostCap], start: int) -> list[tuple[int, int]]:
+    """(slots free, memory room) of the hosts of ``cands[start:]`` with a slot free.  The room
+    depends on the demand only by ``reclaim``, which its ranking (``cands``) shares."""
+    return [(h.slots_free, h.mem_room(d)) for h in cands[start:] if h.slots_free > 0]
 
 
 def _alloc(d: Demand, h: HostCap, slots: int, first: bool) -> Alloc:
