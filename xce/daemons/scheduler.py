@@ -181,8 +181,10 @@ class Scheduler:
         full = not any(h.schedulable is None and h.slots_free > 0 for h in caps.values())
         changed = self._changed_reasons(plan)
         # Told only once no job keeps a reason from before the slots ran out: a job walked while
-        # a slot was free is told the full cluster's reason by the next round.
-        self.full_and_told = full and not self.unsettled
+        # a slot was free is told the full cluster's reason by the next round.  (With preemption
+        # the walk reads every job each round: as before, a full round is taken as told, or a
+        # full cluster would walk its whole queue at every event.)
+        self.full_and_told = full and (rules.on or not self.unsettled)
         if not plan.placements and not changed and not preempts and not resume:
             return
         req = S.PlaceRequest(
