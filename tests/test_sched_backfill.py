@@ -15,6 +15,7 @@ from xce.core.sched.backfill import BackfillRules, Release, releases, when
 EASY = BackfillRules()
 OFF = BackfillRules(mode="off")
 CONSERVATIVE = BackfillRules(mode="conservative", depth=2)
+FCFS = BackfillRules(mode="fcfs")
 
 
 def rel(host: str, end: float, slots: int, mem: str | int = 0) -> Release:
@@ -61,6 +62,10 @@ CASES = [
      [rel("n1", 600, 4), rel("n2", 900, 2)],
      [wide(1), wide(2), small(3, 3600, slots=2), small(4, 300, slots=2)], {4: ["n2"]},
      {1: "on n1", 2: "on n2", 3: "backfill: would delay job 2"}),
+    ("strict FCFS: the wide job waits and holds both small ones, however short",
+     FCFS, [cap("n1", slots=4, slots_free=2)], [rel("n1", 600, 2)],
+     [small(2, 300), wide(1), small(3, 300), small(4, None)], {2: ["n1"]},
+     {1: "slots: needs 4", 3: "fcfs: waiting behind job 1", 4: "fcfs: waiting behind job 1"}),
     ("no known end: no reservation, greedy as before",
      EASY, [cap("n1", slots=4, slots_free=2)], [],
      [wide(1), small(2, 3600)], {2: ["n1"]}, {1: "slots: needs 4"}),
@@ -73,8 +78,17 @@ def test_backfill(name: str, rules, hosts, rels, pending, expect, reasons) -> No
     assert placed(plan) == expect
     for jid, part in reasons.items():
         assert part in plan.reasons[jid], (jid, plan.reasons[jid])
-    if name.startswith("no known end") or rules is OFF:
+    if name.startswith("no known end") or rules in (OFF, FCFS):
         assert plan.reservations == [] and "reserved" not in plan.reasons[1]
+
+
+def test_strict_fcfs_without_words_places_as_with_them() -> None:
+    """The simulator's rounds (explain=False) take no quiet walk under FCFS: it would pass the head."""
+    pending = [small(2, 300), wide(1), small(3, 300)]
+    for explain in (True, False):
+        plan = schedule(caps(cap("n1", slots=4, slots_free=2)), pending, T0, backfill=FCFS,
+                        releases=[rel("n1", 600, 2)], explain=explain)
+        assert placed(plan) == {2: ["n1"]}, explain
 
 
 def test_conservative_reservations_follow_each_other_on_one_host() -> None:

@@ -21,7 +21,7 @@ BAD = [
     ({"fairshare": {"tree": {"members": {"g": {"by": "team"}}}}}, "key fairshare.tree.members.g.by: must be"),
     ({"fairshare": {"queues": {"nope": {}}}}, "key fairshare.queues.nope: no such queue (queues: normal, reclaim)"),
     ({"fairshare": {"tree": {"colour": 1}}}, "key fairshare.tree: Object contains unknown field `colour`"),
-    ({"backfill": {"mode": "aggressive"}}, "key backfill.mode: must be 'off', 'easy' or 'conservative'"),
+    ({"backfill": {"mode": "aggressive"}}, "key backfill.mode: must be one of 'off', 'easy', 'conservative', 'fcfs', got 'aggressive'"),
     ({"backfill": {"depth": 0}}, "key backfill.depth: must be >= 1"),
     ({"backfill": {"queue_run_limit": {"normal": -5}}}, "key backfill.queue_run_limit.normal: must be > 0"),
     ({"limits": [{"name": "a", "per": "user"}]}, "key limits[0]: limit 'a' caps nothing"),

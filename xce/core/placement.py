@@ -502,18 +502,31 @@ def schedule(caps: Mapping[str, HostCap], pending: Iterable[Job], now: float,
     plan = Plan()
     rnd = _Round(caps, now, cluster_free, cluster_names, backfill, releases, limits, explain, reclaim_queues,
                  queue_hosts or {})
+    fcfs = backfill.mode == "fcfs"
     jobs = iter(pending)
     for job in jobs:
         # Once holding a job can no longer give it a reservation, holding it only gives its reason.
-        if not explain and not rnd.may_reserve():
+        if not explain and not fcfs and not rnd.may_reserve():
             rnd.place_quietly(chain((job,), jobs), plan)
             break
         if stop_when_full and rnd.free_slots <= 0 and not rnd.may_reserve():
             plan.stopped = True
             break
+        placed = len(plan.placements)
         rnd.place(job, plan)
+        if fcfs and len(plan.placements) == placed:
+            fcfs_hold(job, jobs, plan, explain)
+            break
     plan.reservations = rnd.bf.reservations
     return plan
+
+
+def fcfs_hold(head: Job, behind: Iterable[Job], plan: Plan, explain: bool) -> None:
+    """Strict FCFS: every job behind a head that cannot start waits for it, whatever fits."""
+    if explain:
+        why = f"fcfs: waiting behind job {head.id}"
+        for job in behind:
+            plan.reasons[job.id] = why
 
 
 class _Round:

@@ -23,6 +23,7 @@ from xce.core.sched.backfill import BackfillRules
 GREEDY = BackfillRules(mode="off")  # queue priority, then submit; any job that fits starts
 EASY = BackfillRules(mode="easy")   # the daemons' default: the first blocked job holds a reservation
 CONSERVATIVE = BackfillRules(mode="conservative", depth=8)  # the first 8 blocked jobs hold one each
+FCFS = BackfillRules(mode="fcfs")  # strict first come, first served: the first job that waits holds all behind it
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,10 @@ POLICIES: dict[str, Policy] = {
                             _VIEWS[2][1] + "; fairshare and EASY backfill (the daemons' defaults)", fairshare=True),
     "xce-conservative": Policy("xce-conservative", MEM_VIEWS["xce"], CONSERVATIVE,
                                _VIEWS[2][1] + "; conservative backfill (reservations for the first 8 blocked jobs)"),
+    "xce-fcfs": Policy("xce-fcfs", MEM_VIEWS["xce"], FCFS,
+                       _VIEWS[2][1] + "; strict FCFS: no job passes the first one that waits (no backfilling)"),
+    "flat-fcfs": Policy("flat-fcfs", MEM_VIEWS["flat"], FCFS,
+                        _VIEWS[0][1] + "; strict FCFS: no job passes the first one that waits (no backfilling)"),
     # Issue 18: memory reserved but unused goes back to work.
     "xce+reclaim": Policy("xce+reclaim", MEM_VIEWS["xce"], GREEDY, "xce; reclaiming jobs on settled slack",
                           reclaim=True),

@@ -19,6 +19,7 @@ from xce.core.hostgroups import ALL, HostListError, HostSet, resolve
 from xce.core.jobspec.arrays import ARRAY_SIZE_CAP
 from xce.core.model import RECLAIM_POLICIES, check_mem_limit
 from xce.core.resources import BUILTIN, ResourceDef
+from xce.core.sched.backfill import MODES
 from xce.core.units import parse_mem
 from xce.site.local import (  # one definition, shared with the fast CLI path
     CLUSTER_FILE,
@@ -166,7 +167,7 @@ class FairshareConf(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class BackfillConf(msgspec.Struct, forbid_unknown_fields=True):
-    mode: str = "easy"  # off | easy | conservative
+    mode: str = "easy"  # off (greedy) | easy | conservative | fcfs (strict, no backfilling)
     depth: int = 1      # conservative: how many blocked jobs hold a reservation
     default_run_limit: float = 0.0  # seconds a job without -W/-We is expected to run; 0: unknown
     queue_run_limit: dict[str, float] = {}
@@ -454,8 +455,8 @@ def _check_policy(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:
             raise bad(f"fairshare.queues.{q}", f"no such queue (queues: {', '.join(cfg.queues)})")
         _check_tree(tree, f"fairshare.queues.{q}", bad)
     bf = cfg.backfill
-    if bf.mode not in ("off", "easy", "conservative"):
-        raise bad("backfill.mode", f"must be 'off', 'easy' or 'conservative', got {bf.mode!r}")
+    if bf.mode not in MODES:
+        raise bad("backfill.mode", f"must be one of {', '.join(map(repr, MODES))}, got {bf.mode!r}")
     if bf.depth < 1:
         raise bad("backfill.depth", f"must be >= 1, got {bf.depth}")
     if bf.default_run_limit < 0:

@@ -39,7 +39,10 @@ if TYPE_CHECKING:
     from xce.core.accounting import Ledger
     from xce.core.placement import Demand, HostCap
 
-MODES = ("off", "easy", "conservative")
+MODES = ("off", "easy", "conservative", "fcfs")
+# "off": no reservation, any job that fits starts (greedy); "fcfs": strict first come, first
+# served, no backfilling at all: the first job that cannot start holds every job behind it
+# (the baseline the backfill literature compares EASY and conservative with).
 
 Fit = Callable[["Demand", "HostCap", int, bool], "str | None"]
 Fits = Callable[["Demand", "HostCap", int, bool], bool]  # ``Fit(...) is None``, without the words
@@ -57,7 +60,7 @@ class BackfillRules:
     @property
     def reservations(self) -> int:
         """How many blocked jobs hold a reservation in a round."""
-        return 0 if self.mode == "off" else 1 if self.mode == "easy" else self.depth
+        return 0 if self.mode in ("off", "fcfs") else 1 if self.mode == "easy" else self.depth
 
     def runtime(self, spec: JobSpec) -> float:
         """How long a job is expected to run (seconds; inf: unknown, it holds what it takes for
