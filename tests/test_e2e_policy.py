@@ -179,3 +179,37 @@ def test_a_site_configs_host_attributes_place_jobs_by_select(tmp_path) -> None:
         c.kill([again])
         wait_for(lambda: c.job(again).state == "EXIT", 20, "the requeued job killed while pending")
         assert slot_seconds() > before + 2 * 0.9  # a slot for 2 s at least, barely decayed
+
+
+FAIR_SITE = """
+[fairshare]
+mem_weight = 0.0
+
+[fairshare.tree]
+by = "project"
+members = { default = 1 }
+"""
+
+
+def test_equal_share_projects_interleave_where_submit_order_would_not(tmp_path) -> None:
+    """Fairshare end to end (issue 16): project a submits three jobs, then b three, behind a
+    blocker on one slot.  Submit order would run a, a, a; equal shares run b's first job second
+    (a has used a slot, b nothing) and give each project two of the first four.  (By project:
+    users would need Unix accounts to run as; the tree's principal is the only difference.)"""
+    from conftest import local_cluster
+
+    site = tmp_path / "site.toml"
+    site.write_text(FAIR_SITE)
+    with local_cluster(tmp_path, "--hosts", "1", "--slots-per-host", "1", "--heartbeat", "0.5",
+                       "--config", str(site)) as cl:
+        c = cl.client
+        blocker = c.submit("sleep 30")
+        wait_for(lambda: c.job(blocker).state == "RUN", 20, "the blocker running")
+        ids = c.submit_many([{"command": "sleep 1", "project": p} for p in "aaabbb"])
+        c.kill([blocker])
+        views = c.wait(ids, timeout=90)
+        started = [v.project for v in sorted(views, key=lambda v: v.start_time or 0)]
+        assert all(v.state == "DONE" for v in views), views
+        assert started[:2] == ["a", "b"] and sorted(started[:4]) == ["a", "a", "b", "b"], started
+        share = {tuple(r.path): r for r in c.fairshare().rows}
+        assert share[("a",)].slot_seconds > 0 and share[("b",)].slot_seconds > 0, share
