@@ -19,6 +19,7 @@ from xce.proto import schema as S
 from xce.proto.opcodes import Op
 from xce.reactors.context import Context, Peek
 from xce.reactors.outbox import Outbox, Request
+from xce.reactors.relay import expire, settle
 
 PEEK_WAIT = 5.0        # seconds a client waits for the worker's answer to its peek
 PEEK_MAX = 1 << 20     # bytes of each file a peek may ask for
@@ -90,8 +91,8 @@ def on_peek(ctx: Context, req: Request, body: S.PeekRequest, out: Outbox) -> Non
 
 def on_job_output(ctx: Context, req: Request, body: S.JobOutput, out: Outbox) -> None:
     out.reply(req, S.Ack())
-    waiting = ctx.book.peeks.pop(body.ticket, None)
-    if waiting is None or waiting.job_id != body.job_id:
+    waiting = settle(ctx.book.peeks, body.ticket, body.job_id)
+    if waiting is None:
         return  # expired, or not ours
     if body.error:
         out.error(waiting.client, Unavailable(f"peek: {body.error}"))
@@ -102,10 +103,7 @@ def on_job_output(ctx: Context, req: Request, body: S.JobOutput, out: Outbox) ->
 
 
 def expire_peeks(ctx: Context, now: float, out: Outbox) -> None:
-    for ticket, p in list(ctx.book.peeks.items()):
-        if now - p.sent > PEEK_WAIT:
-            del ctx.book.peeks[ticket]
-            out.error(p.client, Unavailable(f"peek: job {p.job_id}'s host did not answer within {PEEK_WAIT:g} s"))
+    expire(ctx.book.peeks, now, PEEK_WAIT, "peek", out)
 
 
 def unpeekable(job: Job) -> S.PeekReply:

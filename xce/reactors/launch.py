@@ -25,6 +25,7 @@ from xce.proto.opcodes import Op
 from xce.reactors.context import Context, Peek
 from xce.reactors.outbox import Outbox, Request
 from xce.reactors.orders import array_element
+from xce.reactors.relay import expire, settle
 from xce.security.launch import make_token, verify_token
 
 LAUNCH_WAIT = 10.0         # seconds a client waits for the worker's answer
@@ -95,8 +96,8 @@ def _wait(ctx: Context, req: Request, job: Job) -> int:
 
 def on_task_state(ctx: Context, req: Request, body: S.TaskState, out: Outbox) -> None:
     out.reply(req, S.Ack())
-    waiting = ctx.book.launches.pop(body.ticket, None)
-    if waiting is None or waiting.job_id != body.job_id:
+    waiting = settle(ctx.book.launches, body.ticket, body.job_id)
+    if waiting is None:
         return  # expired, or not ours
     if body.error:
         out.error(waiting.client, XceError.from_wire(body.code or "unavailable", body.error, {}))
@@ -107,7 +108,4 @@ def on_task_state(ctx: Context, req: Request, body: S.TaskState, out: Outbox) ->
 
 
 def expire_launches(ctx: Context, now: float, out: Outbox) -> None:
-    for ticket, w in list(ctx.book.launches.items()):
-        if now - w.sent > LAUNCH_WAIT:
-            del ctx.book.launches[ticket]
-            out.error(w.client, Unavailable(f"launch: job {w.job_id}'s host did not answer within {LAUNCH_WAIT:g} s"))
+    expire(ctx.book.launches, now, LAUNCH_WAIT, "launch", out)
