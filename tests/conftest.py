@@ -106,6 +106,30 @@ class Cluster:
         return "\n".join(out)
 
 
+STREAMING_JOB = "echo one; echo oops >&2; while [ ! -e {marker} ]; do sleep 0.1; done; echo two; exit 4"
+
+
+def run_streaming(argv: list[str], tmp_path: Path, **kw: Any) -> tuple[list[str], str, str, int]:
+    """Run an interactive submit (``-I``) of STREAMING_JOB: the job writes "two" only once "one"
+    has reached us, so the output must stream, not only arrive at the end.  Returns (the first
+    two stdout lines, the rest of stdout, stderr, exit code)."""
+    import threading
+
+    p = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=(tmp_path / "stderr").open("w"),
+                         text=True, **kw)
+    watchdog = threading.Timer(60, p.kill)  # a broken stream would wait for the marker for ever
+    watchdog.start()
+    try:
+        assert p.stdout is not None
+        lines = [p.stdout.readline(), p.stdout.readline()]
+        (tmp_path / "seen").touch()
+        rest = p.stdout.read()  # from the same buffered reader: communicate() would skip what it holds
+        p.wait()
+    finally:
+        watchdog.cancel()
+    return lines, rest, (tmp_path / "stderr").read_text(), p.returncode
+
+
 @contextlib.contextmanager
 def local_cluster(tmp_path: Path, *args: str) -> Iterator[Cluster]:
     sd = tmp_path / "xce"

@@ -6,13 +6,12 @@ import json
 import os
 import re
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import Cluster, local_cluster, wait_for
+from tests.conftest import STREAMING_JOB, Cluster, local_cluster, run_streaming, wait_for
 
 
 def _env(c: Cluster, flavor: str) -> dict[str, str]:
@@ -227,25 +226,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 def test_bsub_minus_i_streams_the_output_and_exits_with_the_jobs_code(cluster: Cluster, tmp_path: Path) -> None:
     """The job writes "two" only once "one" has reached this terminal: the output streams, not only at the end."""
-    marker = tmp_path / "seen"
-    job = f"echo one; echo oops >&2; while [ ! -e {marker} ]; do sleep 0.1; done; echo two; exit 4"
-    p = subprocess.Popen(["bsub", "-I", job], env=_env(cluster, "lsf"), cwd=tmp_path, stdout=subprocess.PIPE,
-                         stderr=(tmp_path / "stderr").open("w"), text=True)
-    watchdog = threading.Timer(60, p.kill)  # a broken stream would wait for the marker for ever
-    watchdog.start()
-    try:
-        assert p.stdout is not None
-        lines = [p.stdout.readline(), p.stdout.readline()]
-        marker.touch()
-        rest = p.stdout.read()  # from the same buffered reader: communicate() would skip what it holds
-        p.wait()
-    finally:
-        watchdog.cancel()
-    err = (tmp_path / "stderr").read_text()
+    job = STREAMING_JOB.format(marker=tmp_path / "seen")
+    lines, rest, err, code = run_streaming(["bsub", "-I", job], tmp_path, env=_env(cluster, "lsf"))
     assert re.fullmatch(r"Job <\d+> is submitted to queue <normal>\.\n", lines[0]) and lines[1] == "one\n", \
         (lines, err)
     assert rest == "oops\ntwo\n", (lines, rest, err)
-    assert p.returncode == 4, err
+    assert code == 4, err
     assert "<<Waiting for dispatch ...>>" in err and "<<Starting on" in err
     r = _run(_env(cluster, "lsf"), "bsub", "-Is", "bash")
     assert (r.returncode, r.stdout) == (255, "") and "-Is is not supported" in r.stderr

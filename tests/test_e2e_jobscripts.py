@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Cluster, local_cluster
+from conftest import STREAMING_JOB, Cluster, local_cluster, run_streaming
 
 SCRIPT = """#!/bin/sh
 # a comment in the leading block
@@ -103,25 +101,12 @@ def test_minus_k_exits_with_the_jobs_code(cluster: Cluster, tmp_path: Path) -> N
 
 def test_minus_i_shows_the_output_while_it_runs(cluster: Cluster, tmp_path: Path) -> None:
     """The job writes "two" only once "one" has reached this terminal: so the output streams, not only at the end."""
-    marker = tmp_path / "seen"
-    job = f"echo one; echo oops >&2; while [ ! -e {marker} ]; do sleep 0.1; done; echo two; exit 4"
-    p = subprocess.Popen([sys.executable, "-m", "xce.cli.main", "--state-dir", str(cluster.state_dir), "submit",
-                          "-I", "--", "sh", "-c", job], cwd=tmp_path, stdout=subprocess.PIPE,
-                         stderr=(tmp_path / "stderr").open("w"), text=True)
-    watchdog = threading.Timer(60, p.kill)  # a broken stream would wait for the marker for ever
-    watchdog.start()
-    try:
-        assert p.stdout is not None
-        lines = [p.stdout.readline(), p.stdout.readline()]
-        marker.touch()
-        rest = p.stdout.read()  # from the same buffered reader: communicate() would skip what it holds
-        p.wait()
-    finally:
-        watchdog.cancel()
-    err = (tmp_path / "stderr").read_text()
+    job = STREAMING_JOB.format(marker=tmp_path / "seen")
+    lines, rest, err, code = run_streaming([sys.executable, "-m", "xce.cli.main", "--state-dir", str(cluster.state_dir),
+                                            "submit", "-I", "--", "sh", "-c", job], tmp_path)
     assert "is submitted to queue" in lines[0] and lines[1] == "one\n", (lines, err)
     assert rest == "oops\ntwo\n", (lines, rest, err)  # stderr went with stdout (no -e): both here, in order
-    assert p.returncode == 4, err
+    assert code == 4, err
     assert "<<Starting on" in err
 
 
