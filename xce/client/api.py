@@ -27,7 +27,7 @@ from xce.client.follow import EventFollower
 from xce.client.waiting import Waiting
 from xce.core.errors import InvalidRequest
 from xce.core.jobspec.build import STDIN_NAME
-from xce.core.model import TERMINAL, HistEvent, JobSpec, check_spec
+from xce.core.model import TERMINAL, HistEvent, JobSpec, check_spec, spec_bytes
 from xce.core.units import parse_mem
 from xce.core.views import ArrayView, HostView, JobView
 from xce.proto import schema as S
@@ -95,7 +95,7 @@ class Client:
         """Submit jobs at once (all or none); ``key`` to make a retry of your own safe too."""
         # asked once for the batch, not once a job (gethostname is a system call)
         defaults = {"user": unix_user(), "cwd": os.getcwd(), "submit_host": socket.gethostname()}
-        specs = [j if isinstance(j, JobSpec) else make_spec(**{**defaults, **j}) for j in jobs]
+        specs = _specs(jobs, defaults)
         return self.request(Op.SUBMIT, writes.submit(specs, key=key or writes.new_key(), dry_run=dry_run)).ids
 
     def jobs(self, ids: Sequence[int] = (), user: str | None = None, all: bool = False,
@@ -257,6 +257,36 @@ class Client:
 
 
 def make_spec(command: Sequence[str] | str, **fields: Any) -> JobSpec:
+    spec = _built(command, **fields)
+    check_spec(spec)  # refused here as the controller would refuse it
+    return spec
+
+
+def _specs(jobs: Sequence[JobSpec | dict[str, Any]], defaults: dict[str, Any]) -> list[JobSpec]:
+    """The batch's specs, each refused before sending as ``make_spec`` refuses it (the same error).
+
+    A batch repeats itself (``[spec] * 5000``): one dict given many times is built once, and
+    each distinct spec (by ``spec_bytes``, as the controller's door counts them) checked once.
+    """
+    made: dict[int, JobSpec] = {}  # by id(): ``jobs`` keeps each dict alive, so no id is reused
+    checked: set[bytes] = set()
+    out: list[JobSpec] = []
+    for j in jobs:
+        if isinstance(j, JobSpec):
+            out.append(j)
+            continue
+        spec = made.get(id(j))
+        if spec is None:
+            spec = made[id(j)] = _built(**{**defaults, **j})
+            shape = spec_bytes(spec)
+            if shape not in checked:
+                check_spec(spec, shape)
+                checked.add(shape)
+        out.append(spec)
+    return out
+
+
+def _built(command: Sequence[str] | str, **fields: Any) -> JobSpec:
     if isinstance(command, str):
         command = ["/bin/sh", "-c", command]
     if "user" not in fields:
@@ -273,5 +303,4 @@ def make_spec(command: Sequence[str] | str, **fields: Any) -> JobSpec:
     except msgspec.ValidationError as e:
 
         raise InvalidRequest(f"bad job field: {e}") from None
-    check_spec(spec)  # refused here as the controller would refuse it
     return spec
