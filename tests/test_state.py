@@ -223,6 +223,26 @@ def test_submit_needs_one_resreq_per_spec() -> None:
     assert st.jobs == {}
 
 
+def test_a_batch_of_repeated_specs_admits_each_job_as_a_submit_of_its_own_would() -> None:
+    """A run of equal specs is admitted once: every job still gets its queue, its queue's
+    limits and its own 'submitted' entry, and a dependency is checked for each job."""
+    queues = (queue("normal"), queue("short", run_limit_default=60.0, mem_limit_max=2 << 30))
+    a, b = spec(queue=""), spec(queue="short", mem_limit=1 << 30)
+    dep = spec(queue="", depend=parse_depend('done("first")'))
+    batch = [a, a, b, b, a, spec(queue="", name="first"), dep, dep]
+    st = cluster_state(*queues)
+    ids = submit(st, *batch)
+    for s, jid in zip(batch, ids, strict=True):
+        alone = cluster_state(*queues)
+        submit(alone, spec(queue="", name="first"))  # what the dependency names, as in the batch
+        assert st.jobs[jid].spec == alone.jobs[submit(alone, s)[0]].spec
+        assert [(e.event, e.detail) for e in st.history[jid]] == [("submitted", f"queue {st.jobs[jid].spec.queue}")]
+    assert st.jobs[ids[2]].spec.run_limit == 60.0 and st.jobs[ids[0]].spec.queue == "normal"
+    assert len(st.history) == len(batch)
+    with pytest.raises(NotFound, match='dependency "first"'):  # each dependency checked: the first refuses
+        submit(cluster_state(), dep, dep)
+
+
 # ---- place ---------------------------------------------------------------------------------
 
 def test_place_records_the_placement() -> None:

@@ -426,8 +426,11 @@ class ClusterState:
         self.finished_order.append(job.id)
 
     def _hist(self, job_id: int, time: float, event: str, by: str, detail: str = "") -> None:
+        self._log(job_id, HistEvent(time, event, by, detail))
+
+    def _log(self, job_id: int, event: HistEvent) -> None:
         events = self.history.setdefault(job_id, [])
-        events.append(HistEvent(time, event, by, detail))
+        events.append(event)
         if len(events) > HIST_KEPT:
             del events[1]  # keep "submitted"
 
@@ -548,9 +551,16 @@ class ClusterState:
         if len(cmd.specs) != len(cmd.reqs):
             raise InvalidRequest(f"submit: {len(cmd.specs)} specs but {len(cmd.reqs)} resource requirements")
         specs: list[JobSpec] = []
+        last: JobSpec | None = None
+        admitted = None
         for spec in cmd.specs:  # all or nothing: check every job first
-            specs.append(self._admit(spec, specs))
+            # a batch repeats one spec: a run of equal ones without a dependency (the one
+            # check that reads ``specs``) is admitted once and shares the admitted spec
+            if spec != last or spec.depend is not None:
+                last, admitted = spec, self._admit(spec, specs)
+            specs.append(admitted)  # type: ignore[arg-type]  # set at the first spec
         ids = []
+        submitted: tuple[JobSpec, HistEvent] | None = None  # one entry for a run of one admitted spec
         for spec, req in zip(specs, cmd.reqs, strict=True):
             if spec.array is not None:  # one entity, whatever its size
                 arr = ArrayJob(id=self.next_job_id, spec=spec, req=req, submit_time=cmd.time, by=cmd.by)
@@ -565,7 +575,9 @@ class ClusterState:
             self.jobs[job.id] = job
             ch.jobs.add(job.id)
             ch.settle.append(job.id)
-            self._hist(job.id, cmd.time, "submitted", cmd.by, f"queue {spec.queue}")
+            if submitted is None or submitted[0] is not spec:
+                submitted = spec, HistEvent(cmd.time, "submitted", cmd.by, f"queue {spec.queue}")
+            self._log(job.id, submitted[1])
             if spec.depend is not None:
                 self._depend(ch, job)
             ids.append(job.id)
