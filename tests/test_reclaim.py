@@ -47,7 +47,7 @@ def test_lendable_is_the_slack_at_the_peak_less_the_margin() -> None:
 
 
 def _ledger() -> Ledger:
-    led = Ledger()
+    led = Ledger(FAST)
     led.open(1, "n1", 6 * G, {"slots": 1}, since=T0)                    # the owner
     led.open(2, "n1", 2 * G, {"slots": 1}, since=T0, reclaiming=True)   # a borrower lends nothing
     led.open(3, "n1", 2 * G, {"slots": 1}, since=T0)                    # never reported: lends nothing
@@ -71,6 +71,48 @@ def test_a_peak_rise_unsettles_but_the_noise_of_a_steady_job_does_not() -> None:
     led.observe_host("n1", [1], None, [3 * G], [3 * G], [0.0], now=T0 + 4)         # the owner grows back
     assert led.reclaimable("n1", T0 + 4.5, FAST) == 0
     assert led.reclaimable("n1", T0 + 5, FAST) == A.lendable(6 * G, 3 * G, FAST)   # settled again
+
+
+def test_a_settled_jobs_rise_within_its_margin_lowers_its_loan_by_the_rise() -> None:
+    led = _ledger()                                   # the owner: 6G reserved, peak 1G, settled at T0 + 2
+    before = led.reclaimable("n1", T0 + 2, FAST)
+    led.observe_host("n1", [1], None, [G + 500 * M], [G + 500 * M], [0.0], now=T0 + 3)   # +500M < margin 614M
+    assert led.reclaimable("n1", T0 + 3, FAST) == before - 500 * M                      # still settled, lends less
+    assert A.large_rise(G, G + 500 * M, 6 * G, A.kept_back(6 * G, FAST)) is False
+
+
+def test_a_large_rise_of_a_settled_job_cancels_its_loan() -> None:
+    led = _ledger()
+    led.observe_host("n1", [1], None, [G + 700 * M], [G + 700 * M], [0.0], now=T0 + 3)   # +700M > margin 614M
+    assert led.reclaimable("n1", T0 + 3.5, FAST) == 0
+    assert led.reclaimable("n1", T0 + 4, FAST) == A.lendable(6 * G, G + 700 * M, FAST)  # settled again at it
+
+
+def test_small_rises_add_up_to_a_large_one_from_the_peak_it_settled_at() -> None:
+    led = _ledger()
+    led.observe_host("n1", [1], None, [G + 400 * M], [G + 400 * M], [0.0], now=T0 + 3)
+    assert led.reclaimable("n1", T0 + 3, FAST) > 0
+    led.observe_host("n1", [1], None, [G + 800 * M], [G + 800 * M], [0.0], now=T0 + 3.5)  # 800M past 1G: large
+    assert led.reclaimable("n1", T0 + 3.5, FAST) == 0
+
+
+def test_while_it_settles_any_rise_past_noise_restarts_the_window() -> None:
+    led = Ledger(FAST)
+    led.open(1, "n1", 6 * G, {"slots": 1}, since=T0)
+    led.observe_host("n1", [1], None, [G], [G], [0.0], now=T0 + 0.5)
+    led.observe_host("n1", [1], None, [G + 100 * M], [G + 100 * M], [0.0], now=T0 + 1.2)   # small, but not settled
+    assert led.reclaimable("n1", T0 + 2, FAST) == 0
+    assert led.reclaimable("n1", T0 + 2.2, FAST) == A.lendable(6 * G, G + 100 * M, FAST)
+
+
+def test_with_no_margin_every_rise_past_noise_unsettles() -> None:
+    rules = ReclaimRules(min_run=1.0, window=1.0, margin=0.0)
+    led = Ledger(rules)
+    led.open(1, "n1", 6 * G, {"slots": 1}, since=T0)
+    led.observe_host("n1", [1], None, [G], [G], [0.0], now=T0)
+    assert led.reclaimable("n1", T0 + 1) == 5 * G     # the ledger's own rules
+    led.observe_host("n1", [1], None, [G + 100 * M], [G + 100 * M], [0.0], now=T0 + 2)
+    assert led.reclaimable("n1", T0 + 2.5) == 0
 
 
 def test_the_whole_column_path_dates_peaks_too() -> None:

@@ -16,14 +16,17 @@ Other batch systems' memory views, for the simulator's side-by-side policies
 Reclaimable memory (docs/accounting.md "Reclaimable memory"): the slack a settled job has
 never used even at its peak, less a safety margin, lent to jobs that accept reclamation::
 
-    settled(job)        = run time >= min_run  and  no peak rise (past PEAK_STEP) for window
+    settled(job)        = run time >= min_run  and  no large rise of its peak for window
+    large rise          = peak > settled peak + max(noise, margin x reserved if settled else 0)
     lendable(job)       = max(0, slack(reserved, peak) - margin x reserved)     # settled, not reclaiming
     reclaimable(host)   = sum(lendable of the settled jobs on host)             # <= sum(slack)
     reclaim_room(host)  = available_for_scheduling(host) + reclaimable(host)   # what a reclaiming job may take
 
-A reclaiming job is charged like any other (its reservation is slack until it reports), so
-the room falls as it is placed; a room below 0 (an owner grew, its peak rose and it is no
-longer settled; or a reclaiming job outgrew its reservation) sends reclaiming jobs away.
+A settled job whose peak rises within its margin stays settled and lends less by the rise
+(lendable follows the peak); a large rise (past the margin, counted from the peak it settled
+at) unsettles it, and it lends nothing for ``window``.  A reclaiming job is charged like any
+other (its reservation is slack until it reports), so the room falls as it is placed; a room
+below 0 (an owner grew; or a reclaiming job outgrew its reservation) sends reclaiming jobs away.
 
 Memory pressure (the worker's MEMPRESSURE kill, the controller's reclaim) takes a reclaiming
 job first, then the job furthest above its reservation in force, never one within it:
@@ -108,23 +111,32 @@ class ReclaimRules:
 
 
 RECLAIM = ReclaimRules()
-PEAK_STEP = 1 << 20  # a peak "rose" when it passed the settled one by this, or 1 % of the reservation
+PEAK_STEP = 1 << 20  # below this, or 1 % of the reservation, a peak's rise is the noise of a steady job
 
 
-def peak_rose(settled_peak: int, peak: int, reserved: int) -> bool:
-    """Whether ``peak`` is a rise that unsettles a job (not the noise of a steady one)."""
-    return peak > settled_peak + max(PEAK_STEP, reserved // 100)
+def kept_back(reserved: int, rules: ReclaimRules) -> int:
+    """A lender's safety margin: the part of its slack it never lends, and the rise it may take
+    while settled (``large_rise``)."""
+    return int(reserved * rules.margin)
+
+
+def large_rise(settled_peak: int, peak: int, reserved: int, allowance: int = 0) -> bool:
+    """Whether ``peak`` passed ``settled_peak`` (the peak the job last settled at) by more than the
+    noise of a steady job and more than ``allowance``: the job's margin (``kept_back``) once it
+    is settled, 0 while it settles.  A large rise restarts its settling window; a settled job's
+    smaller one only lowers its loan (``lendable`` follows the peak)."""
+    return peak > settled_peak + max(PEAK_STEP, reserved // 100, allowance)
 
 
 def settled(since: float, peak_at: float, now: float, rules: ReclaimRules) -> bool:
-    """A job that has run ``min_run`` seconds (``since`` its start) and whose peak has not risen
-    for ``window`` seconds (``peak_at``: its last rise)."""
+    """A job that has run ``min_run`` seconds (``since`` its start) and whose peak has had no large
+    rise for ``window`` seconds (``peak_at``: its last one)."""
     return now - since >= rules.min_run and now - peak_at >= rules.window
 
 
 def lendable(reserved: int, peak: int, rules: ReclaimRules) -> int:
     """What a settled job lends: the slack it left even at its peak, less the margin."""
-    return max(0, slack(reserved, peak) - int(reserved * rules.margin))
+    return max(0, slack(reserved, peak) - kept_back(reserved, rules))
 
 
 def reclaim_room(available_mem: int, reclaimable: int) -> int:
@@ -144,7 +156,7 @@ class HostBook:
     reported (``unreported``), which gives every formula its "whole reservation is
     slack" answer; ``over_base`` is the reservation, or NO_OVERAGE where it is 0.
     Settling (``settled``): ``since`` the job's start, ``peak_at`` when its peak last rose
-    (``peak_rose``) to ``settled_peak``; ``reclaiming`` holds the jobs that borrow (and so lend nothing).
+    (a ``large_rise``) to ``settled_peak``; ``reclaiming`` holds the jobs that borrow (and so lend nothing).
     """
 
     __slots__ = ("ids", "index", "attempt", "reserved", "over_base", "actual", "peak", "cpu", "allocated",
@@ -202,9 +214,14 @@ class HostBook:
         self.unreported.discard(job_id)
         self.reclaiming.discard(job_id)
 
-    def rose(self, i: int, now: float | None) -> None:
-        """Slot ``i``'s peak moved: a rise past the settled peak restarts its settling window."""
-        if now is not None and peak_rose(self.settled_peak[i], self.peak[i], self.reserved[i]):
+    def rose(self, i: int, now: float | None, rules: ReclaimRules) -> None:
+        """Slot ``i``'s peak moved: a large rise (``large_rise``) restarts its settling window."""
+        if now is None:
+            return
+        r = self.reserved[i]
+        lends = self.ids[i] not in self.unreported and settled(self.since[i], self.peak_at[i], now, rules)
+        allow = kept_back(r, rules) if lends else 0  # a first report dates its peak, whatever the time
+        if large_rise(self.settled_peak[i], self.peak[i], r, allow):
             self.settled_peak[i], self.peak_at[i] = self.peak[i], now
 
     def reclaimable(self, now: float, rules: ReclaimRules) -> int:
@@ -422,7 +439,8 @@ def derive(accounts: Iterable[Account]) -> dict[str, HostTotals]:
 class Ledger:
     """Accounts per (job, host), kept per host as columns, and delta-maintained host totals."""
 
-    def __init__(self) -> None:
+    def __init__(self, rules: ReclaimRules = RECLAIM) -> None:
+        self.rules = rules  # which rise of a peak unsettles a job (HostBook.rose)
         self.accounts: dict[tuple[int, str], Account] = {}
         self.by_job: dict[int, list[Account]] = {}
         self.books: dict[str, HostBook] = {}
@@ -520,7 +538,7 @@ class Ledger:
                 peak = old_peak
             p_col[i] = peak
             if peak > old_peak:
-                b.rose(i, now)
+                b.rose(i, now, self.rules)
             if first:
                 unreported.discard(jid)
             out[0].append(jid)
@@ -562,7 +580,7 @@ class Ledger:
             rose = [i for i, (old, new) in enumerate(zip(b.peak, new_peak)) if new > old]
             b.peak[:] = new_peak
             for i in rose:
-                b.rose(i, now)
+                b.rose(i, now, self.rules)
         b.unreported.clear()
         return b.ids.copy(), actuals, new_peak, cpu_times
 
@@ -613,10 +631,10 @@ class Ledger:
         book = self.books.get(host)
         return list(book.ids) if book is not None else []
 
-    def reclaimable(self, host: str, now: float, rules: ReclaimRules = RECLAIM) -> int:
-        """The host's reclaimable memory at ``now`` (the module docstring's term)."""
+    def reclaimable(self, host: str, now: float, rules: ReclaimRules | None = None) -> int:
+        """The host's reclaimable memory at ``now`` (the module docstring's term; the ledger's rules by default)."""
         b = self.books.get(host)
-        return b.reclaimable(now, rules) if b is not None else 0
+        return b.reclaimable(now, rules or self.rules) if b is not None else 0
 
     def reclaiming(self, host: str) -> set[int]:
         """The jobs on ``host`` that run on reclaimable memory."""

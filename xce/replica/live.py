@@ -54,16 +54,23 @@ def mem_decay(job: Job) -> tuple[int | None, bool]:
 
 class Live:
     def __init__(self, rules: accounting.ReclaimRules = accounting.RECLAIM) -> None:
-        self.ledger = Ledger()
+        self.ledger = Ledger(rules)
         self.os_available: dict[str, int] = {}
         self.last_seen: dict[str, float] = {}
         self.reasons: dict[int, str] = {}
         self.decaying: set[int] = set()
         self.attempts: dict[int, int] = {}
         # Reclamation: the reclaimable queues (from the hard queues, set by the owner before it
-        # syncs jobs) and when a job has settled (the site's [reclaim]).
+        # syncs jobs); when a job has settled is the site's [reclaim] (``rules``, kept by the ledger).
         self.reclaim_queues: frozenset[str] = frozenset()
-        self.rules = rules
+
+    @property
+    def rules(self) -> accounting.ReclaimRules:
+        return self.ledger.rules
+
+    @rules.setter
+    def rules(self, rules: accounting.ReclaimRules) -> None:
+        self.ledger.rules = rules
 
     def sync_job(self, job: Job, now: float) -> None:
         """Open or close the job's accounts to match its hard state."""
@@ -166,7 +173,7 @@ class Live:
 
     def rebuild(self, jobs: Iterable[Job], now: float) -> None:
         """Re-derive every account from hard job state (after a snapshot or failover)."""
-        self.ledger = Ledger()
+        self.ledger = Ledger(self.ledger.rules)
         self.decaying.clear()
         self.attempts.clear()
         for job in jobs:
