@@ -8,16 +8,16 @@ from __future__ import annotations
 import signal
 
 import pytest
-from builders import T0, cap, caps, host, job, queue
+from builders import T0, alloc, cap, caps, host, job, queue, spec
 from reactor_kit import Kit, kit
 
 from xce.core import accounting as A
 from xce.core.accounting import Ledger, ReclaimRules
-from xce.core.errors import ConfigError
+from xce.core.errors import ConfigError, InvalidRequest
 from xce.core.model import JobState
 from xce.core.placement import demand_of, fit_reason, schedule
 from xce.core.resreq import parse_resreq
-from xce.core.state import Finish, Kill, Requeue, SysResume, SysSuspend
+from xce.core.state import Finish, Kill, Place, Requeue, Submit, SysResume, SysSuspend
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
 from xce.replica.audit import audit
@@ -221,6 +221,49 @@ def test_an_owner_growing_back_requeues_the_reclaiming_job_and_never_touches_the
     assert problems == []
 
 
+def _kit_unreserved(policy: str = "requeue") -> tuple[Kit, int, int]:
+    """node1 (8G): an owner reserving 6G settled at 1G, and a reclaiming job that reserves no memory."""
+    k = kit(host("node1", mem="8G"), queues=(queue("normal"), queue("reclaim", reclaimable=True,
+                                                                    reclaim_policy=policy)))
+    k.ctx.live.rules = FAST
+    k.ctx.live.reclaim_queues = frozenset({"reclaim"})
+    k.worker("node1")
+    owner = k.run_job("node1", mem="6G")
+    beat(k, {owner.id: G}, os_available=7 * G)
+    k.now += 2  # settled
+    s = spec(mem=None, queue="reclaim")
+    (jid,) = k.state.apply(Submit(time=T0, specs=[s], reqs=[parse_resreq(s.resreq)]))
+    k.state.apply(Place(time=k.now, job_id=jid, attempt=0, allocs=[alloc("node1", 1, 0)]))
+    k.ctx.live.sync_job(k.state.jobs[jid], k.now)
+    return k, owner.id, jid
+
+
+def test_a_reclaiming_job_that_reserves_nothing_is_killed_once_it_uses_memory_not_requeued() -> None:
+    # Requeued, it would be placed again at once (it needs no room: ok_reclaim) and sent away
+    # again, for ever.  Before the fix: a Requeue here.
+    k, owner, lent = _kit_unreserved()
+    beat(k, {owner: G, lent: 3 * G}, os_available=4 * G)
+    k.now += 1
+    out = beat(k, {owner: 4 * G, lent: 3 * G}, os_available=1 * G)    # the owner grows back: room -1G
+    ((cmd, _),) = out.commits
+    assert isinstance(cmd, Kill) and cmd.job_ids == [lent]
+    assert cmd.reason.startswith("RECLAIMED") and "over its own reservation (uses 3.0G of 0B)" in cmd.reason
+    k.commit_all(out)
+    k.state.apply(Finish(time=k.now, job_id=lent, attempt=k.state.jobs[lent].attempt, host="node1", signal=9,
+                         reason=cmd.reason))
+    assert k.state.jobs[lent].state == JobState.EXIT   # nothing to grow: no retry, no loop
+    assert k.state.jobs[owner].state == JobState.RUN and not k.state.jobs[owner].kill_requested
+
+
+def test_a_reclaiming_job_that_holds_no_memory_is_not_sent_away_for_nothing() -> None:
+    k, owner, lent = _kit_unreserved()
+    k.ctx.cfg.worker.mem_floor = "2G"
+    beat(k, {owner: G, lent: 0}, os_available=7 * G)
+    k.now += 1
+    assert not beat(k, {owner: 7 * G, lent: 0}, os_available=1 * G).commits   # under the floor, but sent away
+    assert not k.state.jobs[lent].kill_requested                             # it would give nothing back
+
+
 def test_under_the_floor_a_reclaiming_job_goes_even_with_room() -> None:
     k, owner, lent = _kit(policy="kill")
     k.ctx.cfg.worker.mem_floor = "5G"
@@ -284,3 +327,19 @@ def test_a_job_suspended_for_reclaim_is_reclaims_to_resume_not_preemptions() -> 
     assert reclaim_suspended(job(state=JobState.SSUSP, suspend_reason="RECLAIMED: host node1's owners want ..."))
     assert not reclaim_suspended(job(state=JobState.SSUSP, suspend_reason="preempted by job 3 of queue high"))
     assert not reclaim_suspended(job(state=JobState.RUN, suspend_reason="RECLAIMED: ..."))
+
+
+# ---- submit --------------------------------------------------------------------------------------
+
+def test_submit_refuses_a_reclaiming_job_that_reserves_no_memory_by_name() -> None:
+    k = kit(host("node1", mem="8G"), queues=(queue("normal"), queue("reclaim", reclaimable=True)))
+    for s, how in ((spec(mem=None, queue="reclaim"), "queue reclaim"), (spec(mem=None, reclaim=True), "--reclaim"),
+                   (spec(mem=None, resreq="rusage[mem=auto]", queue="reclaim"), "queue reclaim")):
+        out = k.call(Op.SUBMIT, S.SubmitRequest(jobs=[s], key="k-000001"))
+        ((_, e),) = out.errors
+        assert isinstance(e, InvalidRequest) and e.message.startswith(
+            f"reclaim: a job that runs on reclaimable memory ({how}) must reserve memory"), e.message
+    assert "(auto: no history of" in e.message                     # the sizing's basis says why it has none
+    out = k.commit_all(k.call(Op.SUBMIT, S.SubmitRequest(jobs=[spec(mem="1G", queue="reclaim"),
+                                                               spec(mem=None)], key="k-000002")))
+    assert not out.errors                                          # a reservation, or no reclaim: admitted

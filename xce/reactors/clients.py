@@ -18,7 +18,8 @@ from xce.core.autosize import sized, wants_sizing
 from xce.core.jobspec.arrays import size_error
 from xce.core.errors import Infeasible, InvalidRequest, LimitReached, NotFound, XceError
 from xce.core.limits import KILL_REASON, check_text
-from xce.core.model import ACTIVE, TERMINAL, Job, JobSpec, check_mem_limit, check_spec, spec_bytes
+from xce.core import reclaim
+from xce.core.model import ACTIVE, TERMINAL, Job, JobSpec, check_mem_limit, check_spec, reclaim_queues, spec_bytes
 from xce.core.placement import demand_of, host_caps, never_fits
 from xce.core.recommend import history_key
 from xce.core.resreq import ResReq
@@ -105,6 +106,7 @@ def _admitter(ctx: Context) -> Any:
     verdicts: dict[tuple[int, ResReq], str | None] = {}
     admitted: dict[bytes, tuple[Any, Any]] = {}
     history = _history(ctx)
+    reclaimables = reclaim_queues(queues.values())
 
     def admit(spec: Any) -> tuple[Any, Any]:
         shape = spec_bytes(spec)
@@ -123,6 +125,9 @@ def _admitter(ctx: Context) -> Any:
         if wants_sizing(parsed, queues[q]):
             parsed = sized(parsed, "/".join(history_key(spec.user, spec.name, spec.command, q)[:2]),
                            queues[q], history(spec))
+        unreserved = reclaim.unreserved(spec, parsed, reclaimables)
+        if unreserved:
+            raise InvalidRequest(unreserved)
         key = (spec.slots, parsed)
         if key not in verdicts:
             verdicts[key] = never_reason(ctx, spec.slots, parsed, caps)
