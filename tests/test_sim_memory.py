@@ -147,4 +147,4 @@ def test_a_reclaiming_job_over_its_own_reservation_is_killed_not_requeued_at_its
     k.now += 1
     ((cmd, _),) = beat(k, {owner: 4 * G, lent: 5 * G}, os_available=0).commits
     assert isinstance(cmd, Kill) and cmd.job_ids == [lent]
-    assert cmd.reason.startswith("RECLAIMED") and cmd.reason.endswith("the job is over its own reservation")
+    assert cmd.reason.startswith("RECLAIMED") and cmd.reason.endswith("the job is over its own reservation (uses 5.0G of 4.0G)")
