@@ -9,6 +9,7 @@ from __future__ import annotations
 import pickle
 import re
 
+import msgspec
 import pytest
 from builders import T0, alloc, cluster_state, host, queue, spec, submit
 from hypothesis import given, settings
@@ -16,7 +17,7 @@ from hypothesis import strategies as st_
 
 from xce.core.errors import IllegalTransition, InvalidRequest, NotFound
 from xce.core.jobspec.depend import parse_depend
-from xce.core.model import ACTIVE, JobState
+from xce.core.model import ACTIVE, PREEXEC_FAILED, JobState
 from xce.core.resreq import parse_resreq
 from xce.core.state import (
     TRANSITIONS,
@@ -33,6 +34,7 @@ from xce.core.state import (
     RegisterHost,
     Requeue,
     Resume,
+    SetQueues,
     SpecPatch,
     Stop,
     Switch,
@@ -103,6 +105,12 @@ def _lost(st):
     st.apply(HostLost(time=T0 + 5, name="n1"))
 
 
+def _preexec_held(st):  # its -E failed as often as its queue allows (here once)
+    st.apply(SetQueues(time=T0 + 4, default_queue=st.default_queue,
+                       queues=[msgspec.structs.replace(q, max_preexec_retry=1) for q in st.queues.values()]))
+    finish(st, 1, 2, reason=PREEXEC_FAILED, t=T0 + 5)
+
+
 PATHS = {
     (S.PEND, "place"): (lambda st: None, _running),
     (S.PEND, "kill"): (lambda st: None, lambda st: st.apply(Kill(time=T0 + 1, job_ids=[1]))),
@@ -130,6 +138,10 @@ PATHS = {
     (S.UNKWN, "done"): (_unkwn, lambda st: finish(st, 1, 0, t=T0 + 4)),
     (S.UNKWN, "exit"): (_unkwn, _lost),
     (S.UNKWN, "requeue"): (_unkwn, _requeue_running),
+    (S.RUN, "preexec_hold"): (_running, _preexec_held),
+    (S.USUSP, "preexec_hold"): (_ususp, _preexec_held),
+    (S.SSUSP, "preexec_hold"): (_ssusp, _preexec_held),
+    (S.UNKWN, "preexec_hold"): (_unkwn, _preexec_held),
     (S.DONE, "requeue"): (_done, lambda st: st.apply(Requeue(time=T0 + 4, job_ids=[1]))),
     (S.EXIT, "requeue"): (_exit, lambda st: st.apply(Requeue(time=T0 + 4, job_ids=[1]))),
 }

@@ -11,7 +11,7 @@ from builders import T0, alloc, cluster_state, host, queue, spec, submit
 
 from xce.core.jobspec.depend import parse_depend
 from xce.core.errors import Conflict, IllegalTransition, InvalidRequest, NotFound
-from xce.core.model import Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue
+from xce.core.model import PREEXEC_FAILED, Alloc, Host, HostUsage, Job, JobSpec, JobState, Queue
 from xce.core.resreq import OrderKey, ResReq, RusageItem, parse_resreq
 from xce.core.views import ArrayView
 from xce.core.state import (
@@ -578,7 +578,7 @@ FULL_SPEC = JobSpec(command=["python", "-c", "pass"], name="full", user="ann", q
                     stdout="out.%J", stderr="err.%J", rerunnable=True, priority=5,
                     run_limit=600.0, run_estimate=300.0, project="climate", group="geo",
                     stdout_overwrite=True, stderr_overwrite=True, submit_host="login1", script="#!/bin/sh\ntrue\n",
-                    reclaim=True, exclusive=True)
+                    reclaim=True, exclusive=True, pre_exec="test -d /scratch")
 
 
 def full_state() -> ClusterState:
@@ -594,7 +594,8 @@ def full_state() -> ClusterState:
                                          mem_retry_factor=1.5, mem_retry_max=8 * G, mem_default=G,
                                          mem_default_auto=True, mem_auto_fallback=2 * G, mem_auto_margin=0.2,
                                          hosts=("n1", "n2"), hosts_not=("n3",),  # (hosts given, hosts_not is unread)
-                                         mem_limit_default=G, mem_limit_max=16 * G)],
+                                         mem_limit_default=G, mem_limit_max=16 * G, max_preexec_retry=3,
+                                         preexec_retry_action="exit")],
                   default_queue="re"),
         *[RegisterHost(time=T0, host=mk(n)) for n in ("n1", "n2", "n3")],
         Submit(time=T0 + 1, specs=[FULL_SPEC], reqs=[FULL_REQ], key="k1"),
@@ -613,11 +614,16 @@ def full_state() -> ClusterState:
         Place(time=T0 + 4.95, job_id=1, attempt=2,
               allocs=[Alloc("n2", 1, G + G // 2, {"slots": 1, "gpu": 1}),
                       Alloc("n3", 1, G + G // 2, {"slots": 1, "gpu": 1})]),
+        *[Finish(time=T0 + 4.96, job_id=1, attempt=3, host=h, exit_code=1, reason=PREEXEC_FAILED)
+          for h in ("n2", "n3")],                                                # its -E failed: PEND again
+        Place(time=T0 + 4.97, job_id=1, attempt=3,
+              allocs=[Alloc("n2", 1, G + G // 2, {"slots": 1, "gpu": 1}),
+                      Alloc("n3", 1, G + G // 2, {"slots": 1, "gpu": 1})]),
         Kill(time=T0 + 5, job_ids=[1], reason="over budget", evict=True),      # preempted by kill
-        Finish(time=T0 + 6, job_id=1, attempt=3, host="n2", exit_code=137, signal=9, reason="killed",
+        Finish(time=T0 + 6, job_id=1, attempt=4, host="n2", exit_code=137, signal=9, reason="killed",
                usage=HostUsage(host="n2", reserved=G, actual=G // 2, peak=G // 3 * 2, charged_peak=G,
                                cpu_time=12.5, slack_integral=3.0e9)),
-        Finish(time=T0 + 7, job_id=1, attempt=3, host="n3", exit_code=137, signal=9, reason="killed",
+        Finish(time=T0 + 7, job_id=1, attempt=4, host="n3", exit_code=137, signal=9, reason="killed",
                usage=HostUsage(host="n3", reserved=G, actual=G // 4, peak=G // 2, charged_peak=G,
                                cpu_time=11.0, slack_integral=2.0e9)),
         # Cleanup keeps one finished job: job 2, which ended first, is dropped and its fairshare
@@ -638,7 +644,8 @@ WHILE_ALIVE = (".spec.depend", ".spec.array", ".spec.index", ".held", ".prior", 
 def test_the_full_state_sets_every_field() -> None:
     st = full_state()
     job, h1 = st.jobs[1], st.hosts["n1"]
-    assert job.state == S.EXIT and job.kill_requested and job.requeues == 2 and job.attempt == 3
+    assert job.state == S.EXIT and job.kill_requested and job.requeues == 3 and job.attempt == 4
+    assert job.preexec_fails == 1
     assert job.mem_tries == 1 and job.spec.mem_limit == 6 * G and job.req.rusage[0].amount == G + G // 2
     assert [f for f in unset_fields(job) if not f.endswith(WHILE_ALIVE)] == []
     assert unset_fields(h1) == []

@@ -66,6 +66,8 @@ def job_long(j: Any, now: float) -> str:
                      + (f"{j.run_estimate / 60:g} min" if j.run_estimate is not None else "-"))
     if j.depend:
         lines.append(f"  Dependency: {j.depend}")
+    if j.pre_exec:
+        lines.append(f"  Pre-execution command: {j.pre_exec}")
     if j.priority or j.run_limit is not None:
         lines.append(f"  Priority: {j.priority}   Run limit: " +
                      (f"{j.run_limit / 60:g} min" if j.run_limit is not None else "-"))

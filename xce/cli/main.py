@@ -725,7 +725,7 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_wait)
 
     # Its words are bsub's (-sp, -We ...), which argparse cannot read: _run hands them over unparsed.
-    s = sub.add_parser("modify", help="change a job (bmod): -M, and -R -n -q -J -W -sp -w of a pending job",
+    s = sub.add_parser("modify", help="change a job (bmod): -M, and -R -n -q -J -W -sp -w -E/-En of a pending job",
                        add_help=False)
     s.set_defaults(func=cmd_modify)
 

@@ -33,7 +33,7 @@ SPEC_DEFAULTS: dict[str, object] = {
     "cwd": "", "env": {}, "stdout": None, "stderr": None, "rerunnable": None,
     "priority": 0, "run_limit": None, "run_estimate": None, "project": "", "group": "",
     "depend": None, "array": None, "index": 0, "stdout_overwrite": False, "stderr_overwrite": False,
-    "submit_host": "", "script": "", "reclaim": False, "exclusive": False}
+    "submit_host": "", "script": "", "reclaim": False, "exclusive": False, "pre_exec": ""}
 # Option -> the JobSpec field this path sets from its word: the one table's ``door`` fields
 # (xce/core/jobspec/options.py, stdlib only), and `xce submit`'s long spellings of them.
 _DOOR = {name: spec.door for name, spec in BSUB_OPTIONS.items() if spec.door}
@@ -123,6 +123,8 @@ def spec_of(a: Args) -> dict[str, object] | None:
 
     if script_file(a.command[0]) or "[" in a.fields.get("name", "") or "]" in a.fields.get("name", ""):
         return None  # a job script, or an array: the full path's builder decides
+    if "pre_exec" in a.fields and (not a.fields["pre_exec"].strip() or "\0" in a.fields["pre_exec"]):
+        return None  # the full path's -E parser names what is wrong
     spec = dict(SPEC_DEFAULTS)
     spec.update(command=list(a.command), user=unix_user(), cwd=os.getcwd(), env=dict(os.environ),
                 submit_host=os.uname().nodename)  # socket.gethostname(), as make_spec sets it

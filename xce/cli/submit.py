@@ -39,6 +39,7 @@ block (the command line wins):
   -W [HH:]MM (run limit)  -We [HH:]MM (estimate)  -o/-oo FILE  -e/-eo FILE (%J job id, %I index)
   -cwd DIR  -P PROJECT  -G GROUP  -w 'done(12) && ended(13)'  -sp PRIORITY
   -env all|none|VAR,...  -K (wait, exit with the job's code)  -I (show its output as it runs)
+  -E "CMD" (pre-execution: run before the job on its first host; a failure sends it back to PEND)
 XCE's own: --cwd DIR  --rerunnable  --reclaim (run on reclaimable memory; docs/accounting.md)
   --dry-run  --json  --state-dir DIR  --timeout S
 See docs/cli.md and docs/jobmodel.md."""

@@ -47,6 +47,7 @@ SPEC_LIMITS: tuple[FieldLimit, ...] = (
     FieldLimit("stderr", 4 * KiB, None, "a path (PATH_MAX)"),
     FieldLimit("submit_host", 255, None, "the submitting host's name (DNS: 253)"),
     FieldLimit("script", 512 * KiB, None, "a job script as submitted (Slurm's default cap is 4 MB)"),
+    FieldLimit("pre_exec", 4 * KiB, None, "a pre-execution command (-E; LSF takes 4094 characters)"),
 )
 SPEC_FIELD: Mapping[str, FieldLimit] = {f.field: f for f in SPEC_LIMITS}
 

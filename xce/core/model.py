@@ -98,6 +98,9 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults
     # Placement controls (docs/scheduling.md): -x, the only job on each of its hosts while it runs.
     # Appended with a default, as above.
     exclusive: bool = False
+    # -E (docs/jobs.md "Pre-execution"): a /bin/sh command the first host runs before the job's, as
+    # its user, in its environment and cwd; "" (the default, so absent on the wire): none.
+    pre_exec: str = ""
 
 
 def check_mem_limit(limit: int | None) -> None:
@@ -229,6 +232,7 @@ class Job(msgspec.Struct, kw_only=True, gc=False):
     suspend_reason: str = ""         # why the system suspended it (SSUSP); "" once it runs again
     runs: list[PastRun] = []         # its runs before a requeue: every run's usage is charged (fairshare)
     evictions: int = 0               # times preempted or RECLAIMED (a queue's max_preempt counts them)
+    preexec_fails: int = 0           # -E failures, against its queue's max_preexec_retry (0 again on resume)
 
     @property
     def hosts(self) -> list[str]:
@@ -293,9 +297,17 @@ class Queue(msgspec.Struct, kw_only=True, frozen=True, gc=False):
     # LSF MEMLIMIT (bytes; xce/core/model.apply_queue_limits), appended with defaults.
     mem_limit_default: int | None = None    # -M given to a job without one
     mem_limit_max: int | None = None        # a larger -M is refused at submit, bswitch and bmod
+    # -E failures (LSF MAX_PREEXEC_RETRY, LOCAL_MAX_PREEXEC_RETRY_ACTION), appended with defaults: after
+    # this many a job is held (PSUSP, "suspend") or ended EXIT with the pre-exec's code ("exit").
+    max_preexec_retry: int = 5
+    preexec_retry_action: str = "suspend"
 
 
 RECLAIM_POLICIES = ("requeue", "suspend", "kill")
+PREEXEC_ACTIONS = ("suspend", "exit")
+# The reason a worker reports for a run whose -E command failed (exit code: the pre-exec's):
+# the job's command never ran, and the state machine sends it back to PEND (xce/core/state.py).
+PREEXEC_FAILED = "PREEXEC_FAILED"
 
 
 RECLAIMED = "RECLAIMED"  # the reason of a job sent away, or suspended, for its lenders (reactors/reclaim.py)

@@ -15,7 +15,9 @@ IllegalTransition naming the job, the event and its state::
     RUN/USUSP/SSUSP --unknown--> UNKWN (host silent, not yet decided) --back--> RUN (then its
           prior suspension again); host lost decides: --requeue--> PEND or --exit--> EXIT
     RUN/USUSP/SSUSP/UNKWN --done/exit--> DONE/EXIT; --requeue--> PEND (rerunnable host loss,
-          or brequeue once the old processes have ended)
+          or brequeue once the old processes have ended, or its -E pre-exec failed)
+    RUN/USUSP/SSUSP/UNKWN --preexec_hold--> PSUSP (its -E failed the queue's max_preexec_retry
+          times, LSF's LOCAL_MAX_PREEXEC_RETRY_ACTION=SUSPEND; "exit" ends it --exit--> EXIT)
 
 A suspended or UNKWN job is ACTIVE (xce/core/model.py): its reservation and actual
 memory stay charged.  A pending job whose ``-w`` dependency is not satisfied is PEND
@@ -61,6 +63,7 @@ from xce.core.model import (
     HistEvent,
     Host,
     HostUsage,
+    PREEXEC_FAILED,
     Job,
     JobSpec,
     JobState,
@@ -106,6 +109,10 @@ TRANSITIONS: dict[tuple[JobState, str], JobState] = {
     (S.UNKWN, "done"): S.DONE,
     (S.UNKWN, "exit"): S.EXIT,
     (S.UNKWN, "requeue"): S.PEND,
+    (S.RUN, "preexec_hold"): S.PSUSP,
+    (S.USUSP, "preexec_hold"): S.PSUSP,
+    (S.SSUSP, "preexec_hold"): S.PSUSP,
+    (S.UNKWN, "preexec_hold"): S.PSUSP,
     (S.DONE, "requeue"): S.PEND,
     (S.EXIT, "requeue"): S.PEND,
 }
@@ -237,6 +244,7 @@ class SpecPatch(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     run_limit: float | None | msgspec.UnsetType = UNSET  # None: no limit
     priority: int | msgspec.UnsetType = UNSET
     depend: Expr | None | msgspec.UnsetType = UNSET       # None: drop the dependency
+    pre_exec: str | msgspec.UnsetType = UNSET             # "": drop the -E
 
     def fields(self) -> list[str]:
         return [f for f in self.__struct_fields__ if getattr(self, f) is not msgspec.UNSET]
@@ -434,10 +442,11 @@ class ClusterState:
         if len(events) > HIST_KEPT:
             del events[1]  # keep "submitted"
 
-    def _back_to_pending(self, ch: Changes, job: Job, why: str, time: float, by: str) -> None:
+    def _back_to_pending(self, ch: Changes, job: Job, why: str, time: float, by: str,
+                         event: str = "requeue") -> None:
         if job.state in TERMINAL:
             self.finished_order.remove(job.id)  # O(n): brequeue of an ended job is rare
-        self._set(ch, job, "requeue", time, by, why)
+        self._set(ch, job, event, time, by, why)
         if job.start_time is not None:  # the run's usage stays charged (fairshare), in the job's hard state
             job.runs = [*job.runs, past_run(job, time)]
         job.allocs, job.finished_hosts, job.usage = [], [], []
@@ -447,6 +456,25 @@ class ClusterState:
         job.prior = None
         job.suspend_reason = ""
         job.reason = f"requeued: {why}"
+
+    def _after_preexec(self, ch: Changes, job: Job, time: float, by: str) -> bool:
+        """A run whose -E failed (the command never ran): PEND again for a new attempt, and after
+        the queue's max_preexec_retry failures held (PSUSP) or, for "exit", left to end EXIT."""
+        if job.reason != PREEXEC_FAILED or job.kill_requested:
+            return False
+        queue, fails = self._queue(job), job.preexec_fails + 1
+        what = f"pre-execution command {_quoted(job.spec.pre_exec)} exited {job.exit_code}"
+        if fails < queue.max_preexec_retry:
+            self._back_to_pending(ch, job, f"{what} (failure {fails} of {queue.max_preexec_retry})", time, by)
+        elif queue.preexec_retry_action == "exit":
+            job.reason = f"{what}: failed {fails} times, the queue's max_preexec_retry"
+            job.preexec_fails = fails
+            return False
+        else:
+            self._back_to_pending(ch, job, f"{what}: failed {fails} times", time, by, "preexec_hold")
+            job.reason = f"held: {what}, {fails} failures (the queue's max_preexec_retry); xce resume to retry"
+        job.preexec_fails = fails
+        return True
 
     def _retry_with_more_memory(self, ch: Changes, job: Job, time: float, by: str) -> bool:
         """A run killed for its memory, in a queue that allows it: PEND again, larger (memretry.py)."""
@@ -634,6 +662,8 @@ class ClusterState:
                 self._back_to_pending(ch, job, job.reason.removeprefix("requeue requested: "), cmd.time, cmd.host)
                 return "ok"
             ok = job.exit_code == 0 and job.signal is None and not job.reason
+            if not ok and self._after_preexec(ch, job, cmd.time, cmd.host):
+                return "ok"
             if not ok and self._retry_with_more_memory(ch, job, cmd.time, cmd.host):
                 return "ok"
             detail = f"exit code {job.exit_code}" if ok else job.reason or f"exit code {job.exit_code}"
@@ -747,7 +777,7 @@ class ClusterState:
         targets = self._targets(ch, cmd.job_ids, "resume", frozenset({S.PSUSP, S.USUSP}))
         for job in targets:
             if job.state == S.PSUSP:
-                job.reason = ""
+                job.reason, job.preexec_fails = "", 0  # held for its -E: a whole new set of tries
             self._set(ch, job, "resume", cmd.time, cmd.by)
             if job.state == S.PEND and job.spec.depend is not None:
                 ch.settle.append(-job.id)  # its dependency decides again
@@ -1013,9 +1043,15 @@ class ClusterState:
         return drop
 
 
+def _quoted(command: str, most: int = 60) -> str:
+    """A command in a reason, double-quoted, cut to ``most`` characters."""
+    return f'"{command}"' if len(command) <= most else f'"{command[:most - 3]}..."'
+
+
 _HIST_NAMES = {"place": "dispatched", "done": "ended DONE", "exit": "ended EXIT", "kill": "killed",
                "stop": "suspended", "resume": "resumed", "requeue": "requeued", "sys_suspend": "suspended by system",
-               "sys_resume": "resumed by system", "unknown": "host unknown", "back": "host back"}
+               "sys_resume": "resumed by system", "unknown": "host unknown", "back": "host back",
+               "preexec_hold": "held (pre-exec)"}
 
 
 _SUSPEND_AGAIN = {S.USUSP: "stop", S.SSUSP: "sys_suspend"}

@@ -104,6 +104,7 @@ class JobView(msgspec.Struct, kw_only=True):
     run_estimate: float | None = None  # seconds (-We)
     array: str = ""                 # an element's array as -J names it: "sweep[1-1000]%50"
     evictions: int = 0              # times preempted or reclaimed (a queue's max_preempt counts them)
+    pre_exec: str = ""              # -E (bjobs -l "PRE-EXEC")
 
 
 class HostView(msgspec.Struct, kw_only=True):
@@ -179,7 +180,7 @@ OWN: dict[str, Callable[[Job], Any]] = {
     "mem_basis": lambda j: j.req.mem_basis, "exclusive": lambda j: j.spec.exclusive,
     "project": lambda j: j.spec.project, "group": lambda j: j.spec.group, "run_estimate": lambda j: j.spec.run_estimate,
     "array": lambda j: array_title(j.spec),
-    "evictions": lambda j: j.evictions}
+    "evictions": lambda j: j.evictions, "pre_exec": lambda j: j.spec.pre_exec}
 # What a row may name: every JobView field but the pending order, which only full views carry.
 ROW_FIELDS = frozenset(JobView.__struct_fields__) - {"order"}
 

@@ -173,6 +173,7 @@ class ModifySpecRequest(Write, omit_defaults=True):
     run_limit: float | None | msgspec.UnsetType = msgspec.UNSET
     priority: int | msgspec.UnsetType = msgspec.UNSET
     depend: str | msgspec.UnsetType = msgspec.UNSET
+    pre_exec: str | msgspec.UnsetType = msgspec.UNSET  # -E; "" (-En) drops it
 
 
 class HistRequest(msgspec.Struct):

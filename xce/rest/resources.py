@@ -140,7 +140,7 @@ async def submit_job(svc: Services, req: Any, body: SubmitBody) -> Reply:
                    project=body.project, group=body.group, priority=body.priority,
                    depend=parse_depend(body.depend) if body.depend.strip() else None,
                    array=_array(body.name, body.array), reclaim=body.reclaim,
-                   exclusive=body.exclusive)
+                   exclusive=body.exclusive, pre_exec=body.pre_exec)
     r = await svc.call(req, Op.SUBMIT, writes.submit([spec], key=idempotency_key(req), dry_run=body.dry_run))
     if body.dry_run:
         req.context.audit_result = f"dry run: would go to {r.queues[0]}"
@@ -175,13 +175,13 @@ async def kill_job(svc: Services, req: Any, job_id: int) -> Reply:
 
 
 @route("PATCH", JOB, "jobs.modify", summary="Change a job (bmod): its memory limit (null removes it); of a "
-       "pending job also -R -n -q -J -W -sp -w", tag="jobs", body=ModifyBody, reply=JobView, errors=(404, 409))
+       "pending job also -R -n -q -J -W -sp -w -E", tag="jobs", body=ModifyBody, reply=JobView, errors=(404, 409))
 async def modify_job(svc: Services, req: Any, job_id: int, body: ModifyBody) -> JobView:
     changes = {f: getattr(body, f) for f in body.__struct_fields__
                if f != "mem_limit" and getattr(body, f) is not msgspec.UNSET}
     if body.mem_limit is msgspec.UNSET and not changes:
         raise InvalidRequest("modify: the body names nothing to change (mem_limit, resreq, slots, queue, name, "
-                             "run_limit, priority, depend)")
+                             "run_limit, priority, depend, pre_exec)")
     await owned_job(svc, req, job_id, "jobs.modify")
     key = idempotency_key(req)
     said = []

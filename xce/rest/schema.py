@@ -94,6 +94,9 @@ class SubmitBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                                               "want it back (docs/accounting.md)")] = False
     exclusive: Annotated[bool, Meta(description="-x: only on hosts that run no job, and no job beside it "
                                                 "(docs/scheduling.md)")] = False
+    pre_exec: Annotated[str, Meta(max_length=4096, pattern=NO_NUL,
+                                  description="-E: a /bin/sh command run on the first host before the job's; "
+                                              "if it fails the job pends again (docs/jobs.md)")] = ""
 
 
 class SignalBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -119,7 +122,7 @@ class SubmitResult(msgspec.Struct):
 
 
 class ModifyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    """bmod: ``mem_limit`` (-M; null removes it) of any job; the others (-R -n -q -J -W -sp -w) of a
+    """bmod: ``mem_limit`` (-M; null removes it) of any job; the others (-R -n -q -J -W -sp -w -E) of a
     pending one.  An absent field stays as it is."""
 
     mem_limit: Mem | None | msgspec.UnsetType = msgspec.UNSET
@@ -132,6 +135,9 @@ class ModifyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     depend: Annotated[str, Meta(max_length=8192, pattern=NO_NUL,
                                 description='a -w expression; "" drops the dependency')] | msgspec.UnsetType = \
         msgspec.UNSET
+    pre_exec: Annotated[str, Meta(max_length=4096, pattern=NO_NUL,
+                                  description='-E: the pre-execution command; "" drops it (-En)')] | \
+        msgspec.UnsetType = msgspec.UNSET
 
 
 class TokenBody(msgspec.Struct, forbid_unknown_fields=True):

@@ -17,7 +17,7 @@ from xce.core.accounting import ReclaimRules
 from xce.core.errors import ConfigError, XceError
 from xce.core.hostgroups import ALL, HostListError, HostSet, resolve
 from xce.core.jobspec.arrays import ARRAY_SIZE_CAP
-from xce.core.model import RECLAIM_POLICIES, check_mem_limit
+from xce.core.model import PREEXEC_ACTIONS, RECLAIM_POLICIES, check_mem_limit
 from xce.core.resources import BUILTIN, ResourceDef
 from xce.core.sched.backfill import MODES
 from xce.core.units import parse_mem
@@ -115,6 +115,8 @@ class QueueConf(msgspec.Struct, forbid_unknown_fields=True):
     mem_auto_fallback: str = ""      # what auto gives a job with no history ("": the cluster's)
     mem_auto_margin: float = 0.1     # auto = p95 of the job's past peaks x (1 + margin)
     hosts: list[str] = []            # LSF HOSTS: hosts, host groups (NAME or NAME/), all, ~NAME; []: every host
+    max_preexec_retry: int = 5       # -E failures before preexec_retry_action (LSF MAX_PREEXEC_RETRY's default)
+    preexec_retry_action: str = "suspend"  # then: suspend (held, PSUSP) | exit (LSF LOCAL_MAX_PREEXEC_RETRY_ACTION)
 
 
 RECLAIM_QUEUE = "reclaim"  # the built-in reclaimable queue, added unless the site marks one of its own
@@ -520,6 +522,11 @@ def _check_queue(name: str, q: QueueConf, bad: Callable[[str, str], ConfigError]
         raise bad(f"queues.{name}.dep_never", f"must be 'keep' or 'kill', got {q.dep_never!r}")
     if q.mem_retries < 0:
         raise bad(f"queues.{name}.mem_retries", f"must be >= 0, got {q.mem_retries}")
+    if q.max_preexec_retry < 1:
+        raise bad(f"queues.{name}.max_preexec_retry", f"must be >= 1, got {q.max_preexec_retry}")
+    if q.preexec_retry_action not in PREEXEC_ACTIONS:
+        raise bad(f"queues.{name}.preexec_retry_action", f"must be one of {', '.join(PREEXEC_ACTIONS)}, "
+                  f"got {q.preexec_retry_action!r}")
     if not 1 < q.mem_retry_factor < float("inf"):
         raise bad(f"queues.{name}.mem_retry_factor", f"must be > 1 (each try asks more), got {q.mem_retry_factor}")
     if q.mem_retry_max:

@@ -204,7 +204,8 @@ def share_outcome(ex: Exit) -> tuple[int | None, int | None, str]:
 def holder_spec(spec: JobSpec) -> JobSpec:
     """The spec a holder runs: the job's user and limits, HOLD_COMMAND, no output, cwd /."""
     return msgspec.structs.replace(spec, command=list(HOLD_COMMAND), stdout=os.devnull, stderr=os.devnull,
-                                   stdout_overwrite=False, stderr_overwrite=False, cwd="/", script="")
+                                   stdout_overwrite=False, stderr_overwrite=False, cwd="/", script="",
+                                   pre_exec="")
 
 
 def script_argv(script: str, path: str, args: list[str]) -> list[str]:
@@ -230,14 +231,17 @@ TERM_AGAIN_S = 0.2
 GO = 'trap k=1 TERM\nread -r _ || [ "$k" ] || exit 125\n[ -z "$k" ] || { echo 143; exit 143; }\n'
 
 
-def _script(out: str, err: str, sink: str, out_trunc: bool = False, err_trunc: bool = False) -> str:
+def _script(out: str, err: str, sink: str, out_trunc: bool = False, err_trunc: bool = False,
+            pre_exec: bool = False) -> str:
     """The wrapper's body after its go (GO, or a spare's program): fd 1 the task record, fd 2 the sink.
 
     Positional parameters: the output paths it opens (out, then err if different,
     both unless they are the sink), then the command.  ``*_trunc``: -oo/-eo open the
     file anew (``>``), -o/-e append (``>>``).  A TERM taken before the command runs
     ends the wrapper without running it (checked again just before, as the program of a
-    spare runs longer between its go and its command).
+    spare runs longer between its go and its command).  ``pre_exec``: the first parameter after
+    the paths is the job's -E, run by /bin/sh where the command would be; if it fails, the
+    status line says PREEXEC_FAILED with its code and the command never runs.
     """
     redirs, n = [], 0
     if out == sink:
@@ -254,11 +258,18 @@ def _script(out: str, err: str, sink: str, out_trunc: bool = False, err_trunc: b
             f"command exec {' '.join(redirs)} || "
             '{ echo "126 cannot open the output file as the job user" >&3; exit 126; }\n'
             f"shift {n}\n"
+            + (_PRE_EXEC if pre_exec else "") +
             '[ -z "$k" ] || { echo 143 >&3; exit 143; }\n'
             '"$@" 3>&-\n'
             "s=$?\n"
             "echo $s >&3\n"
             "exit $s\n")
+
+
+# The -E step of the wrapper: the command line (the first parameter) by /bin/sh, LSF's way.
+_PRE_EXEC = ('[ -z "$k" ] || { echo 143 >&3; exit 143; }\n'
+             '/bin/sh -c "$1" 3>&- || { s=$?; echo "$s PREEXEC_FAILED" >&3; exit $s; }\n'
+             'shift\n')
 
 
 class Launch(NamedTuple):
@@ -358,8 +369,9 @@ class Runner:
             else:
                 self._check_dir(path)
         body = _script(out, err, sink_path, spec.stdout_overwrite and out == given_out,
-                       spec.stderr_overwrite and err != out)
-        params = [p for p in dict.fromkeys((out, err)) if p != sink_path] + command
+                       spec.stderr_overwrite and err != out, bool(spec.pre_exec))
+        params = [p for p in dict.fromkeys((out, err)) if p != sink_path] + \
+            ([spec.pre_exec] if spec.pre_exec else []) + command
         prog = spare.program(body, params, env, cwd) if pw is None and self._spare is not None else None
         if prog is not None and spare.usable(self._spare):  # type: ignore[arg-type]
             launch = self._take_spare(key, prog)

@@ -66,6 +66,7 @@ class BsubRequest(Plain):
     interactive: bool = False  # -I
     env: EnvPolicy = EnvPolicy()
     pre_exec: str | None = None
+    pre_exec_cancel: bool = False  # -En: bmod's, refused at submit
     reservation: str | None = None
     nodes: int | None = None  # -nnodes
 
@@ -90,7 +91,7 @@ def bsub_request(opts: OptionSet, *, max_array_size: int = ARRAY_SIZE_CAP,
         depend=at("-w", _depend), depend_text=depend_text, kill_if_never=bool(v.get("-ti")),
         priority=at("-sp", _priority), exclusive=bool(v.get("-x")), wait=bool(v.get("-K")),
         interactive=bool(v.get("-I")), env=at("-env", parse_env) or EnvPolicy(),
-        pre_exec=_str(v.get("-E")), reservation=_str(v.get("-U")), nodes=at("-nnodes", _nodes))
+        pre_exec=at("-E", _pre_exec), pre_exec_cancel=bool(v.get("-En")), reservation=_str(v.get("-U")), nodes=at("-nnodes", _nodes))
 
 
 def _job_name(text: str, max_size: int) -> tuple[str, ArraySpec | None]:
@@ -150,6 +151,15 @@ def _nodes(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise DirectiveError(f"-nnodes {text}: expected a whole number of hosts, 1 or more")
     return int(text)
+
+
+def _pre_exec(text: str) -> str:
+    """-E: a command line /bin/sh runs on the first host before the job's (NUL-free, not blank)."""
+    if not text.strip():
+        raise DirectiveError('-E "": give the pre-execution command to run')
+    if "\0" in text:
+        raise DirectiveError("-E: the pre-execution command holds a NUL byte")
+    return text
 
 
 def _priority(text: str) -> int:

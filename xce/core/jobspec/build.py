@@ -43,8 +43,8 @@ NOT_YET = "is not supported by this XCE yet"
 # Options bsub_request parses that the job model does not hold yet: refused, never dropped.
 UNSUPPORTED: dict[str, str] = {
     "-ti": f"-ti (end a job whose dependency is never met) {NOT_YET}",
-    "-E": f"-E (pre-execution commands) {NOT_YET}",
     "-U": f"-U (advance reservations) {NOT_YET}",
+    "-En": "-En drops a pending job's pre-execution command: it is for modify (bmod -En), not submit",
 }
 
 
@@ -81,8 +81,7 @@ def _directives(script: str) -> OptionSet:
 
 
 def refuse_unsupported(req: BsubRequest) -> None:
-    given = {"-ti": req.kill_if_never, "-E": req.pre_exec is not None,
-             "-U": req.reservation is not None}
+    given = {"-ti": req.kill_if_never, "-U": req.reservation is not None, "-En": req.pre_exec_cancel}
     for name, present in given.items():
         if present:
             raise DirectiveError(UNSUPPORTED[name])
@@ -97,7 +96,8 @@ def job_fields(req: BsubRequest, sub: Submission) -> dict[str, Any]:
              "resreq": with_nodes(req.resreq or "", req.nodes, req.slots or 1),
              "mem_limit": req.mem_limit, "run_limit": req.run_limit, "run_estimate": req.run_estimate,
              "project": req.project, "group": req.user_group, "priority": req.priority, "depend": req.depend, "array": req.array,
-             "stdout": req.stdout, "stderr": req.stderr, "script": sub.script}
+             "stdout": req.stdout, "stderr": req.stderr, "script": sub.script,
+             "pre_exec": req.pre_exec}
     fields.update((k, v) for k, v in given.items() if v is not None and v != "")  # -M 0 is given (and refused)
     if req.exclusive:
         fields["exclusive"] = True

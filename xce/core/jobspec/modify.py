@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # bmod's options that change a pending job, and the ModifySpecRequest field each sets.
 MODIFY_FIELDS = {"-R": "resreq", "-n": "slots", "-q": "queue", "-J": "name", "-W": "run_limit",
-                 "-sp": "priority", "-w": "depend"}
+                 "-sp": "priority", "-w": "depend", "-E": "pre_exec", "-En": "pre_exec"}
 
 
 def bmod_changes(opts: OptionSet, *, mem_unit: str = "MB") -> tuple[dict[str, Any], int | None, bool]:
@@ -34,9 +34,13 @@ def bmod_changes(opts: OptionSet, *, mem_unit: str = "MB") -> tuple[dict[str, An
     depend = values.pop("-w", None)
     req = bsub_request(OptionSet(values=values, origins=dict(opts.origins)), mem_unit=mem_unit)
     changes: dict[str, Any] = {field: getattr(req, field) for option, field in MODIFY_FIELDS.items()
-                               if option in values}
+                               if option in values and option != "-En"}
     if depend is not None:
         changes["depend"] = depend  # the controller parses it, once (an empty one drops it)
+    if "-En" in values:
+        if "-E" in values:
+            raise DirectiveError("modify: -E sets the pre-execution command and -En drops it; give one")
+        changes["pre_exec"] = ""
     return changes, req.mem_limit, "-M" in values
 
 

@@ -31,7 +31,8 @@ option  takes   maps to
 -env    value   which of the submitting environment travels (EnvPolicy)
 -K      flag    submit, wait for the end, exit with the job's code (client side)
 -I      flag    interactive: stream stdout/stderr back (client side)
--E      value   pre-execution command
+-E      value   JobSpec.pre_exec: run by /bin/sh before the command (exit 0, or the job pends again)
+-En     flag    modify (bmod) only: drop the job's -E
 -U      value   advance reservation id
 -nnodes value   hosts (IBM CSM's form): the front-end makes it span[] (docs/compat.md)
 ======  ======  ========================================================
@@ -73,7 +74,7 @@ BSUB_OPTIONS: dict[str, OptSpec] = {
     "-P": OptSpec("value", "-P"), "-G": OptSpec("value", "-G"), "-w": OptSpec("value", "-w"),
     "-ti": OptSpec("flag", "-ti"), "-sp": OptSpec("value", "-sp"), "-x": OptSpec("flag", "-x"),
     "-env": OptSpec("value", "-env"), "-K": OptSpec("flag", "-K"), "-I": OptSpec("flag", "-I"),
-    "-E": OptSpec("value", "-E"), "-U": OptSpec("value", "-U"), "-nnodes": OptSpec("value", "-nnodes"),
+    "-E": OptSpec("value", "-E", "pre_exec"), "-En": OptSpec("flag", "-En"), "-U": OptSpec("value", "-U"), "-nnodes": OptSpec("value", "-nnodes"),
 }
 # `xce submit`'s own long spellings of bsub options (xce/cli/submit.py, xce/cli/quick.py).
 LONG_SPELLINGS = {"--cwd": "-cwd"}
