@@ -65,6 +65,19 @@ def test_with_no_history_auto_falls_back_to_the_queue_or_reserves_nothing() -> N
     assert rusage_amount(none, "mem") is None and none.mem_basis == "auto: no history of ann/align in normal, no reservation"
 
 
+def test_auto_needs_the_queues_minimum_of_runs_before_history_sizes_a_job() -> None:
+    q = queue(mem_auto_fallback=3 * G, mem_auto_min_runs=3)
+    two = [view(i, peak=G) for i in range(2)]
+    req = sized(parse_resreq("rusage[mem=auto]"), "ann/align", q, two)
+    assert rusage_amount(req, "mem").amount == 3 * G   # two runs: the fallback
+    assert req.mem_basis == "auto: only 2 runs of ann/align in normal (auto needs 3), fallback 3.0G"
+    three = sized(parse_resreq("rusage[mem=auto]"), "ann/align", q, two + [view(2, peak=G)])
+    assert rusage_amount(three, "mem").amount == int(G * 1.1) and three.mem_basis.startswith("auto: p95 of 3 runs")
+    assert queue().mem_auto_min_runs == 3              # the default
+    one = sized(parse_resreq("rusage[mem=auto]"), "ann/align", queue(mem_auto_min_runs=1), two[:1])
+    assert one.mem_basis.startswith("auto: p95 of 1 run of ann/align")
+
+
 def test_a_queues_default_sizes_only_jobs_that_name_no_memory() -> None:
     auto_q, fixed_q = queue(mem_default_auto=True), queue(mem_default=2 * G)
     assert not wants_sizing(parse_resreq("rusage[mem=1G]"), auto_q)
@@ -84,8 +97,8 @@ def finished(k, peak: int, name: str = "align", user: str = "alice", q: str = "n
     assert k.state.jobs[job.id].state == JobState.DONE
 
 
-def submit(k, *jobs):
-    out = k.commit_all(k.call(Op.SUBMIT, S.SubmitRequest(jobs=list(jobs), key="k-000001")))
+def submit(k, *jobs, key: str = "k-000001"):
+    out = k.commit_all(k.call(Op.SUBMIT, S.SubmitRequest(jobs=list(jobs), key=key)))
     assert not out.errors, out.errors
     ((_, reply),) = out.replies
     return [k.state.jobs[i] for i in reply.ids]
@@ -108,8 +121,22 @@ def test_submit_sizes_mem_auto_from_the_same_users_jobs_history_and_replicates_t
     assert rusage_amount(cold.req, "mem") is None and "no history of alice/new" in cold.req.mem_basis
 
 
+def test_submit_with_fewer_runs_than_the_queues_minimum_takes_the_fallback_and_says_why() -> None:
+    k = kit(host("node1", mem="16G"), queues=(queue(mem_auto_fallback=G, mem_auto_min_runs=3),))
+    finished(k, 2 * G)
+    finished(k, 2 * G)
+    (job,) = submit(k, spec(mem=None, resreq="rusage[mem=auto]", name="align", user="alice"))
+    assert rusage_amount(job.req, "mem").amount == G
+    assert ("Reservation sized: auto: only 2 runs of alice/align in normal (auto needs 3), fallback 1.0G"
+            in job_long(k.ctx.live.job_view(job), T0))
+    finished(k, 2 * G)
+    (job,) = submit(k, spec(mem=None, resreq="rusage[mem=auto]", name="align", user="alice"), key="k-000002")
+    assert rusage_amount(job.req, "mem").amount == int(2 * G * 1.1)   # the third run: history sizes it
+
+
 def test_a_queue_default_of_auto_sizes_a_job_that_names_no_memory() -> None:
-    k = kit(host("node1", mem="16G"), queues=(queue(mem_default_auto=True, mem_auto_fallback=G // 2),))
+    k = kit(host("node1", mem="16G"), queues=(queue(mem_default_auto=True, mem_auto_fallback=G // 2,
+                                                    mem_auto_min_runs=1),))
     finished(k, 2 * G)
     (sized_, given, cold) = submit(k, spec(mem=None, name="align", user="alice"),
                                    spec(mem="1G", name="align", user="alice"),
@@ -120,7 +147,7 @@ def test_a_queue_default_of_auto_sizes_a_job_that_names_no_memory() -> None:
 
 
 def test_a_size_no_host_could_hold_is_refused_with_its_basis() -> None:
-    k = kit(host("node1", mem="16G"))
+    k = kit(host("node1", mem="16G"), queues=(queue(mem_auto_min_runs=1),))
     finished(k, 15 * G)
     out = k.call(Op.SUBMIT, S.SubmitRequest(jobs=[spec(mem=None, resreq="rusage[mem=auto]", name="align",
                                                        user="alice")], key="k-000001"))
@@ -140,7 +167,8 @@ def test_modify_to_mem_auto_is_refused_as_submit_only() -> None:
 
 def test_queue_config_maps_to_the_queues_sizing_fields_with_the_clusters_fallback() -> None:
     assert queue_sizing(QueueConf(mem_default="auto"), "1G") == {
-        "mem_default_auto": True, "mem_default": 0, "mem_auto_fallback": G, "mem_auto_margin": 0.1}
+        "mem_default_auto": True, "mem_default": 0, "mem_auto_fallback": G, "mem_auto_margin": 0.1,
+        "mem_auto_min_runs": 3}
     assert queue_sizing(QueueConf(mem_default="2G", mem_auto_fallback="3G"), "1G")["mem_auto_fallback"] == 3 * G
 
 
@@ -148,6 +176,7 @@ def test_queue_config_maps_to_the_queues_sizing_fields_with_the_clusters_fallbac
     ('[queues.normal]\ndefault = true\nmem_default = "lots"\n', "queues.normal.mem_default"),
     ('[queues.normal]\ndefault = true\nmem_auto_margin = -1\n', "queues.normal.mem_auto_margin"),
     ('[cluster]\nmem_auto_fallback = "x"\n', "cluster.mem_auto_fallback"),
+    ('[queues.normal]\ndefault = true\nmem_auto_min_runs = 0\n', "queues.normal.mem_auto_min_runs"),
 ])
 def test_bad_sizing_config_is_refused_naming_the_key(tmp_path, toml: str, key: str) -> None:
     p = tmp_path / "xce.toml"

@@ -286,7 +286,7 @@ def test_queue_long_words_each_setting() -> None:
         "  Priority: 40   Rerunnable: yes   Jobs: PEND 3  RUN 1",
         "  Run limit: default 10 min, maximum 120 min",
         "  Memory limit (-M): default 2.0G, maximum 8.0G",
-        "  Reservation without mem: auto (p95 of past peaks + 25 %, no history: 1.0G)"
+        "  Reservation without mem: auto (p95 of past peaks + 25 % from 3 runs, fewer runs: 1.0G)"
         "   Retry after a memory kill: 2 x1.5 up to 16.0G",
         "  Reclaimable: no   Dependency never satisfied: kill",
         "  Hosts: node1 node2"]

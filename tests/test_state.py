@@ -592,7 +592,7 @@ def full_state() -> ClusterState:
                                          run_limit_default=300.0, run_limit_max=3600.0, dep_never="kill",
                                          reclaimable=True, reclaim_policy="suspend", mem_retries=2,
                                          mem_retry_factor=1.5, mem_retry_max=8 * G, mem_default=G,
-                                         mem_default_auto=True, mem_auto_fallback=2 * G, mem_auto_margin=0.2,
+                                         mem_default_auto=True, mem_auto_fallback=2 * G, mem_auto_margin=0.2, mem_auto_min_runs=5,
                                          hosts=("n1", "n2"), hosts_not=("n3",),  # (hosts given, hosts_not is unread)
                                          mem_limit_default=G, mem_limit_max=16 * G, max_preexec_retry=3,
                                          preexec_retry_action="exit")],

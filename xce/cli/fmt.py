@@ -136,7 +136,8 @@ def queue_long(q: Any, counts: dict[str, int], default: bool, hosts: str) -> str
     def mem(b: int | None) -> str:
         return "-" if not b else fmt_bytes(b)
 
-    sizing = ("auto (p95 of past peaks + " f"{100 * q.mem_auto_margin:g} %, no history: {mem(q.mem_auto_fallback)})"
+    sizing = (f"auto (p95 of past peaks + {100 * q.mem_auto_margin:g} % from {q.mem_auto_min_runs} runs, "
+              f"fewer runs: {mem(q.mem_auto_fallback)})"
               if q.mem_default_auto else mem(q.mem_default))
     retry = (f"{q.mem_retries} x{q.mem_retry_factor:g} up to {mem(q.mem_retry_max) if q.mem_retry_max else 'no cap'}"
              if q.mem_retries else "no")

@@ -6,8 +6,9 @@ function and the key ``xce recommend`` reports with: no second copy of the rule)
 request and the words saying why (``ResReq.mem_basis``) travel in the Submit command, so the
 decision is replicated with the job and `xce jobs -l` shows it.
 
-    auto, history     p95 of the runs' peaks x (1 + queue.mem_auto_margin), method /job
-    auto, no history  queue.mem_auto_fallback (the queue's, else the cluster's); 0: no reservation
+    auto, history     p95 of the runs' peaks x (1 + queue.mem_auto_margin), method /job,
+                      once there are queue.mem_auto_min_runs runs (``enough_history``)
+    auto, fewer runs  queue.mem_auto_fallback (the queue's, else the cluster's); 0: no reservation
     no mem named      queue.mem_default_auto: as auto; queue.mem_default > 0: that amount, /host
     mem named         as given (nothing to size)
 
@@ -42,14 +43,22 @@ def sized(req: ResReq, who: str, queue: Queue, history: Iterable[JobView]) -> Re
     if not req.mem_auto and not queue.mem_default_auto:
         return with_mem(req, queue.mem_default, "host", f"queue {queue.name}'s default {fmt_bytes(queue.mem_default)}")
     rows = recommend(history, queue.mem_auto_margin)
-    if rows:
+    runs = rows[0].runs if rows else 0
+    if enough_history(runs, queue):
         r = rows[0]
         return with_mem(req, r.mem_recommended, "job",
                         f"auto: p95 of {r.runs} run{'s' * (r.runs != 1)} of {who} in {queue.name}, "
                         f"{fmt_bytes(r.mem_peak_p95)} + {queue.mem_auto_margin * 100:g} % = {fmt_bytes(r.mem_recommended)}")
     fallback = queue.mem_auto_fallback
-    return with_mem(req, fallback, "job", f"auto: no history of {who} in {queue.name}, " +
+    few = (f"only {runs} run{'s' * (runs != 1)} of {who} in {queue.name} (auto needs {queue.mem_auto_min_runs})"
+           if runs else f"no history of {who} in {queue.name}")
+    return with_mem(req, fallback, "job", f"auto: {few}, " +
                     (f"fallback {fmt_bytes(fallback)}" if fallback else "no reservation"))
+
+
+def enough_history(runs: int, queue: Queue) -> bool:
+    """Whether ``runs`` finished runs are enough for auto to size from (the queue's minimum)."""
+    return runs >= max(1, queue.mem_auto_min_runs)
 
 
 def with_mem(req: ResReq, amount: int, method: str, basis: str) -> ResReq:

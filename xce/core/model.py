@@ -290,6 +290,7 @@ class Queue(msgspec.Struct, kw_only=True, frozen=True, gc=False):
     mem_default_auto: bool = False          # a job that names no mem is sized from its history
     mem_auto_fallback: int = 0              # what auto gives with no history (the queue's, else the cluster's)
     mem_auto_margin: float = 0.1            # auto = p95 of past peaks x (1 + margin)
+    mem_auto_min_runs: int = 3              # finished runs auto needs before history sizes a job
     # The hosts its jobs may use (LSF HOSTS, groups resolved at config load: xce/core/hostgroups.py):
     # hosts given, just these; else every host but hosts_not.
     hosts: tuple[str, ...] = ()

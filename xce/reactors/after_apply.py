@@ -94,7 +94,8 @@ def queue_sizing(q: Any, cluster_fallback: str) -> dict[str, Any]:
     fallback = q.mem_auto_fallback or cluster_fallback
     return {"mem_default_auto": q.mem_default == "auto",
             "mem_default": parse_mem(q.mem_default) if q.mem_default not in ("", "auto") else 0,
-            "mem_auto_fallback": parse_mem(fallback) if fallback else 0, "mem_auto_margin": q.mem_auto_margin}
+            "mem_auto_fallback": parse_mem(fallback) if fallback else 0, "mem_auto_margin": q.mem_auto_margin,
+            "mem_auto_min_runs": q.mem_auto_min_runs}
 
 
 def leadership(ctx: Context, now: float, out: Outbox) -> None:

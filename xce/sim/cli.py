@@ -44,6 +44,8 @@ def register(sub: Any) -> None:
     s.add_argument("--reclaim-policy", default="requeue", help="requeue or kill a reclaiming job sent away")
     s.add_argument("--size-margin", type=float, default=0.1,
                    help="right-sizing: p95 of past peaks x (1 + this) (the queue's mem_auto_margin, 0.1)")
+    s.add_argument("--size-min-runs", type=int, default=1,
+                   help="right-sizing: runs a job's history needs before it sizes (the queue's mem_auto_min_runs; 1)")
     s.add_argument("--history", type=int, default=100, help="right-sizing reads the last N runs of a job (100)")
     s.add_argument("--mem-retries", type=int, default=2, help="retry policies: the queue's mem_retries (2)")
     s.add_argument("--mem-retry-factor", type=float, default=2.0, help="retry policies: growth per try (2.0)")

@@ -191,7 +191,7 @@ class Engine:
                      mem_retry_factor=k.mem_retry_factor,
                      # a try may grow to a host's memory per slot: more could never be placed
                      mem_retry_max=self.m.mem // self.m.slots if self.m.mem else 0,
-                     mem_auto_margin=k.size_margin)
+                     mem_auto_margin=k.size_margin, mem_auto_min_runs=k.size_min_runs)
 
     def _setup(self) -> None:
         queues = sorted({j.queue for j in self.jobs}) or ["default"]

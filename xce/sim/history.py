@@ -7,7 +7,8 @@ leader's own ``autosize.sized`` (and so ``recommend``: p95 of past peaks x (1 + 
 before it was submitted.  Two differences from the daemons, both stated in
 docs/simulation.md: the figures are per processor (the trace's unit: its jobs of one
 executable run at many widths), so the placeholder is ``mem=auto`` per task; and a job
-without history keeps the trace's own request instead of a queue fallback.  Only the last
+with fewer runs than the queue's ``mem_auto_min_runs`` keeps the trace's own request
+instead of a queue fallback.  Only the last
 ``window`` runs of each key are read, as a cluster that cleans old jobs up keeps a window.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from xce.core.autosize import sized
+from xce.core.autosize import enough_history, sized
 from xce.core.model import Job, Queue
 from xce.core.recommend import history_key
 from xce.core.resreq import ResReq, RusageItem
@@ -47,7 +48,7 @@ class History:
         s = job.spec
         key = history_key(s.user, s.name, s.command, s.queue)
         runs = self.runs.get(key)
-        if not runs:
+        if not runs or not enough_history(len(runs), self.queues[s.queue]):
             return given
         self.sized += 1
         version = self.ends[key]

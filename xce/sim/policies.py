@@ -48,6 +48,7 @@ class Knobs:
     settle: float = 60.0            # [reclaim] min_run and window, seconds
     reclaim_policy: str = "requeue"  # what a reclaiming job sent away gets: requeue or kill
     size_margin: float = 0.1        # the queue's mem_auto_margin
+    size_min_runs: int = 1          # the queue's mem_auto_min_runs (the daemons' default is 3; 1: as replayed before)
     history: int = 100              # right-sizing reads the last N finished runs of a (user, exe, queue)
     mem_retries: int = 2            # the queue's mem_retries under retry
     mem_retry_factor: float = 2.0   # the queue's mem_retry_factor (the daemons' default)
@@ -62,8 +63,8 @@ class Knobs:
         if self.reclaim_policy not in ("requeue", "kill"):
             raise InvalidRequest(f"--reclaim-policy must be requeue or kill (the replay does not model "
                                  f"suspension), got {self.reclaim_policy!r}")
-        if self.history < 1 or self.mem_retries < 0 or self.mem_retry_factor <= 1 or self.settle < 0:
-            raise InvalidRequest("--history must be >= 1, --mem-retries >= 0, --mem-retry-factor > 1 and "
+        if self.history < 1 or self.size_min_runs < 1 or self.mem_retries < 0 or self.mem_retry_factor <= 1 or self.settle < 0:
+            raise InvalidRequest("--history and --size-min-runs must be >= 1, --mem-retries >= 0, --mem-retry-factor > 1 and "
                                  "--settle >= 0")
 
 

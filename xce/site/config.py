@@ -114,6 +114,7 @@ class QueueConf(msgspec.Struct, forbid_unknown_fields=True):
     mem_default: str = ""            # rusage mem of a job that names none: "" none, a size, or "auto"
     mem_auto_fallback: str = ""      # what auto gives a job with no history ("": the cluster's)
     mem_auto_margin: float = 0.1     # auto = p95 of the job's past peaks x (1 + margin)
+    mem_auto_min_runs: int = 3       # finished runs of the same (user, job, queue) auto needs (fewer: the fallback)
     hosts: list[str] = []            # LSF HOSTS: hosts, host groups (NAME or NAME/), all, ~NAME; []: every host
     max_preexec_retry: int = 5       # -E failures before preexec_retry_action (LSF MAX_PREEXEC_RETRY's default)
     preexec_retry_action: str = "suspend"  # then: suspend (held, PSUSP) | exit (LSF LOCAL_MAX_PREEXEC_RETRY_ACTION)
@@ -539,6 +540,8 @@ def _check_queue(name: str, q: QueueConf, bad: Callable[[str, str], ConfigError]
     _check_size(f"queues.{name}.mem_auto_fallback", q.mem_auto_fallback, bad)
     if not 0 <= q.mem_auto_margin < float("inf"):
         raise bad(f"queues.{name}.mem_auto_margin", f"must be >= 0 (0.1 is 10 %), got {q.mem_auto_margin}")
+    if q.mem_auto_min_runs < 1:
+        raise bad(f"queues.{name}.mem_auto_min_runs", f"must be at least 1 run, got {q.mem_auto_min_runs}")
     if q.reclaim_policy not in RECLAIM_POLICIES:
         raise bad(f"queues.{name}.reclaim_policy", f"must be one of {', '.join(RECLAIM_POLICIES)}, "
                   f"got {q.reclaim_policy!r}")
