@@ -29,6 +29,8 @@ def test_stop_and_resume_act_on_the_processes_and_hist_lists_it(cluster: Cluster
     jid = submit(cluster, "-J", "ticker", "--", "sh", "-c",
                  f"echo $$ > {pid_file}; while :; do echo t >> {ticks}; sleep 0.1; done", cwd=tmp_path)
     wait_for(lambda: proc_state(pid_file) in ("S", "R"), what="the job running")
+    # Its start, from the leader's soft state while it runs (the Finish commits it: no commit per start).
+    wait_for(lambda: "started by " in cluster.xce("hist", str(jid)).stdout, what="hist's started of a running job")
     assert cluster.xce("stop", str(jid)).stdout == f"Job <{jid}> is being stopped (now USUSP)\n"
     wait_for(lambda: proc_state(pid_file) == "T", what="its shell stopped (SIGSTOP)")
     size = ticks.stat().st_size
@@ -41,10 +43,10 @@ def test_stop_and_resume_act_on_the_processes_and_hist_lists_it(cluster: Cluster
     cluster.wait_job(jid)
     text = cluster.xce("hist", str(jid)).stdout
     events = [line.split(": ", 1)[1] for line in text.splitlines()[1:]]
-    assert [e.split(" by ")[0] for e in events] == ["submitted", "dispatched", "suspended", "resumed", "kill requested",
-                                                 "ended EXIT"]
+    assert [e.split(" by ")[0] for e in events] == ["submitted", "dispatched", "started", "suspended", "resumed",
+                                                 "kill requested", "ended EXIT"]
     js = json.loads(cluster.xce("hist", str(jid), "--json").stdout)[str(jid)]
-    assert [e[1] for e in js][:4] == ["submitted", "dispatched", "suspended", "resumed"]  # [time, event, by, detail]
+    assert [e[1] for e in js][:4] == ["submitted", "dispatched", "started", "suspended"]  # [time, event, by, detail]
     assert str(jid) in cluster.xce("jobs", "-d").stdout
 
 

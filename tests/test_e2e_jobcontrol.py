@@ -31,7 +31,7 @@ def test_a_chain_with_a_held_link_stop_resume_requeue_and_history(cluster2: Clus
     assert order.read_text() == "a\nb\nc\n"
     events = [e.event for e in c.hist(cc)]
     assert events[:4] == ["submitted", "suspended", "released", "resumed"]  # b ended while c was held
-    assert events[-2:] == ["dispatched", "ended DONE"]
+    assert events[-3:] == ["dispatched", "started", "ended DONE"]  # the start, committed with the end
     # brequeue of an ended job: PEND again, a new attempt, and it runs again.
     assert c.requeue([a]) == {a: "requeued"}
     wait_for(lambda: order.read_text().count("a") == 2, what="a ran again")

@@ -261,3 +261,23 @@ def test_place_re_checks_limits_as_the_scheduler_does() -> None:
     reply = k.commit_all(out).replies[0][1]
     assert reply.rejected == {b2.id: "limit user_slots: bob uses 1 of 1 slots",
                               c1.id: "limit node1_jobs: node1 uses 2 of 2 running jobs"}
+
+
+def test_hist_shows_a_running_jobs_start_from_soft_state_and_its_finish_commits_it() -> None:
+    """No commit per start (issue 19): the leader keeps the first host's JOB_STARTED time and
+    HIST shows it while the job runs; the Finish carries the worker's start time into the log."""
+    k = kit()
+    job = k.run_job("node1")
+    k.ctx.book.unconfirmed[(job.id, "node1")] = (job.attempt, T0)
+    assert not k.call(Op.JOB_STARTED, S.JobStarted(host="node1", job_id=job.id, attempt=job.attempt, pid=3,
+                                                   time=T0 + 1.5)).commits
+    events = k.call(Op.HIST, S.HistRequest(id=job.id)).replies[0][1].events
+    assert [(e.event, e.by) for e in events][-2:] == [("dispatched", "scheduler"), ("started", "node1")]
+    assert "started" not in [e.event for e in k.state.history[job.id]]  # soft: nothing committed for it
+    body = S.JobFinished(host="node1", job_id=job.id, attempt=job.attempt, time=T0 + 5, exit_code=0,
+                         signal=None, reason="", usage=HostUsage(host="node1", reserved=G), started=T0 + 1.5)
+    k.commit_all(k.call(Op.JOB_FINISHED, body))
+    assert job.id not in k.ctx.book.started
+    kept = [(e.event, e.time) for e in k.state.history[job.id]]
+    assert kept[-2:] == [("started", T0 + 1.5), ("ended DONE", T0 + 5)]
+    assert [e.event for e in k.call(Op.HIST, S.HistRequest(id=job.id)).replies[0][1].events].count("started") == 1

@@ -157,6 +157,7 @@ class Finish(Cmd):
     signal: int | None = None
     reason: str = ""
     usage: HostUsage | None = None
+    started: float | None = None  # when the host started its share: the first host's is hist's "started"
 
 
 class Kill(Keyed):
@@ -442,6 +443,13 @@ class ClusterState:
         if len(events) > HIST_KEPT:
             del events[1]  # keep "submitted"
 
+    def _hist_at(self, job_id: int, ev: HistEvent) -> None:
+        """An event that happened before some already kept (the start, reported at the end)."""
+        events = self.history.setdefault(job_id, [])
+        events[:] = with_event(events, ev)
+        if len(events) > HIST_KEPT:
+            del events[1]
+
     def _back_to_pending(self, ch: Changes, job: Job, why: str, time: float, by: str,
                          event: str = "requeue") -> None:
         if job.state in TERMINAL:
@@ -648,6 +656,8 @@ class ClusterState:
         if cmd.host not in job.hosts or cmd.host in job.finished_hosts:
             return "stale"
         job.finished_hosts.append(cmd.host)
+        if cmd.started is not None and cmd.host == job.hosts[0] and cmd.reason != PREEXEC_FAILED:
+            self._hist_at(job.id, HistEvent(cmd.started, "started", cmd.host))  # its command ran from then
         if cmd.usage is not None:
             job.usage.append(cmd.usage)
         failed = (cmd.exit_code or 0) != 0 or cmd.signal is not None or bool(cmd.reason)
@@ -1041,6 +1051,14 @@ class ClusterState:
             ch.forgotten.append(jid)
         del self.finished_order[:drop]
         return drop
+
+
+def with_event(events: list[HistEvent], ev: HistEvent) -> list[HistEvent]:
+    """``events`` (in time order) with ``ev`` in its place: after every event not later than it."""
+    at = len(events)
+    while at > 0 and events[at - 1].time > ev.time:
+        at -= 1
+    return [*events[:at], ev, *events[at:]]
 
 
 def _quoted(command: str, most: int = 60) -> str:

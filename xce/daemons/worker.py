@@ -490,7 +490,7 @@ class Worker:
                               slack_integral=t.slack_integral)
             code, sig, reason = share_outcome(ex)
             msg = S.JobFinished(host=self.name, job_id=t.job_id, attempt=t.attempt, time=now,
-                                exit_code=code, signal=sig, reason=reason, usage=usage)
+                                exit_code=code, signal=sig, reason=reason, usage=usage, started=t.start_time)
             self.pending_exits.append((t, msg))
             self.reported.pop((t.job_id, t.attempt), None)
         if self.registered:

@@ -449,6 +449,7 @@ class JobFinished(msgspec.Struct, kw_only=True):
     signal: int | None
     reason: str
     usage: HostUsage
+    started: float | None = None  # when the worker started this share (the first host's: hist's "started")
 
 
 class ArrayElement(msgspec.Struct, array_like=True):

@@ -71,6 +71,9 @@ class Book:
     worker_keys: dict[str, str] = field(default_factory=dict)  # host -> the allowed key it registered with
     unconfirmed: dict[tuple[int, str], tuple[int, float]] = field(default_factory=dict)  # -> (attempt, sent)
     confirmed: dict[tuple[int, str], int] = field(default_factory=dict)  # (job, host) -> attempt
+    # job -> (attempt, time, host) its first host confirmed starting it: `xce hist`'s "started" of a
+    # running job (a job's Finish commits it, docs/jobmodel.md); dropped when its first Finish comes.
+    started: dict[int, tuple[int, float, str]] = field(default_factory=dict)
     # Kills of shares no worker confirmed started: (job, host) -> (first sent, last sent).
     unstarted_kills: dict[tuple[int, str], tuple[float, float]] = field(default_factory=dict)
     # host -> when its worker registered with this leader listing every task it runs: from then
@@ -98,6 +101,7 @@ class Book:
         """A new leader starts with no orders in flight: workers re-register and tell."""
         self.unconfirmed.clear()
         self.confirmed.clear()
+        self.started.clear()
         self.unstarted_kills.clear()
         self.registered_at.clear()
         self.suspended.clear()

@@ -16,7 +16,8 @@ from xce.core.errors import Infeasible, InvalidRequest, NotFound
 from xce.core.jobspec.depend import parse_depend
 from xce.core.limits import KILL_REASON, check_text
 from xce.core.resreq import ResReq
-from xce.core.state import Cmd, ModifySpec, Move, Requeue, Resume, SpecPatch, Stop, Switch
+from xce.core.model import ACTIVE, HistEvent
+from xce.core.state import Cmd, ModifySpec, Move, Requeue, Resume, SpecPatch, Stop, Switch, with_event
 from xce.proto import schema as S
 from xce.reactors.access import key_owner
 from xce.reactors.clients import all_hosts, never_reason, replier
@@ -94,4 +95,8 @@ def _check_capacity(ctx: Context, job_id: int, slots: int | None, req: ResReq | 
 def on_hist(ctx: Context, req: Request, body: S.HistRequest, out: Outbox) -> None:
     if body.id not in ctx.state.jobs and body.id not in ctx.state.arrays:  # an array's own: submitted, killed, ...
         raise NotFound(f"job {element_text(body.id)} is not known")
-    out.reply(req, S.HistReply(id=body.id, events=list(ctx.state.history.get(body.id, ()))))
+    events = list(ctx.state.history.get(body.id, ()))
+    job, started = ctx.state.jobs.get(body.id), ctx.book.started.get(body.id)
+    if job is not None and job.state in ACTIVE and started is not None and started[0] == job.attempt:
+        events = with_event(events, HistEvent(started[1], "started", started[2]))  # not committed until it ends
+    out.reply(req, S.HistReply(id=body.id, events=events))

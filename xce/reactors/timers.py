@@ -102,6 +102,8 @@ def prune_confirmed(ctx: Context) -> None:
     book.confirmed = {k: a for k, a in book.confirmed.items()
                       if (j := jobs.get(k[0])) is not None and j.state in ACTIVE and j.attempt == a}
     book.suspended = {k: v for k, v in book.suspended.items() if k in book.confirmed}
+    book.started = {k: v for k, v in book.started.items()
+                    if (j := jobs.get(k)) is not None and j.state in ACTIVE and j.attempt == v[0]}
     book.reclaimed = {k: t for k, t in book.reclaimed.items()
                       if (j := jobs.get(k[0])) is not None and j.state in ACTIVE}
 

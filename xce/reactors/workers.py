@@ -208,6 +208,9 @@ def on_job_started(ctx: Context, req: Request, body: S.JobStarted, out: Outbox) 
     if u is not None and u[0] == body.attempt:
         del book.unconfirmed[key]
         book.confirmed[key] = body.attempt
+    job = ctx.state.jobs.get(body.job_id)
+    if job is not None and job.attempt == body.attempt and job.hosts[:1] == [body.host]:
+        book.started[body.job_id] = (body.attempt, body.time, body.host)  # hist's "started" until it ends
     out.reply(req, S.Ack())
 
 
@@ -216,6 +219,9 @@ def on_job_finished(ctx: Context, req: Request, body: S.JobFinished, out: Outbox
     # run until its Finish commits, so the audit does not call it "RUN with no task" meanwhile.
     ctx.book.unconfirmed.pop((body.job_id, body.host), None)
     ctx.book.unstarted_kills.pop((body.job_id, body.host), None)
+    if ctx.book.started.get(body.job_id, (0, 0.0, ""))[2] == body.host:  # its Finish carries the start now
+        del ctx.book.started[body.job_id]
     out.commit(Finish(time=body.time, job_id=body.job_id, attempt=body.attempt, host=body.host,
-                      exit_code=body.exit_code, signal=body.signal, reason=body.reason, usage=body.usage),
+                      exit_code=body.exit_code, signal=body.signal, reason=body.reason, usage=body.usage,
+                      started=body.started),
                replier(req, lambda r: S.Ack(True, str(r))))
