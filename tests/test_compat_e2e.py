@@ -109,6 +109,8 @@ def test_lsf_commands(tmp_path: Path) -> None:
         assert r.stdout.startswith("PEND|") and "never" in r.stdout, r.stdout
         assert _run(env, "bkill", never).returncode == 0
 
+        shim = Path(env["PATH"].split(":")[0]) / "bsub"  # started without site (no .pth file runs): both
+        assert shim.read_text().partition("\n")[0].endswith(" -S")  # paths below find their imports
         fast = _run({**env, "XCE_DEBUG_PATH": "1"}, "bsub", "true", cwd=tmp_path)  # the local door serves
         full = _run({**env, "XCE_DEBUG_PATH": "1", "XCE_QUICK": "0"}, "bsub", "true", cwd=tmp_path)
         assert fast.stderr == "submit path door; zmq not loaded\n" and full.stderr.startswith("submit path full")
