@@ -128,7 +128,7 @@ def test_lsf_commands(tmp_path: Path) -> None:
 
         r = _run(env, "bsub", "-ti", "true")
         assert (r.stdout, r.returncode) == ("", 255)
-        assert r.stderr == "bsub: -ti (end a job whose dependency is never met) is not supported by this XCE yet\n"
+        assert r.stderr == "bsub: -ti ends the job when its dependency can never be met: give the dependency with -w\n"
 
         assert "normal" in _run(env, "bqueues").stdout
         assert "HOSTS:  all\n" in _run(env, "bqueues", "-l", "normal").stdout  # LSF's line; no host list: all

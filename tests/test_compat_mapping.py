@@ -267,6 +267,12 @@ def test_bsub_options_map_to_jobspec_fields() -> None:
     assert not req.wait
 
 
+def test_bsub_ti_asks_for_its_end_when_the_dependency_is_never_met() -> None:
+    fields, _ = bsub_spec(["-w", "done(12)", "-ti", "true"], lambda: None)
+    assert fields["dep_never_kill"] is True
+    assert "dep_never_kill" not in bsub_spec(["-w", "done(12)", "true"], lambda: None)[0]
+
+
 def test_bsub_dependency_and_overwrite_reach_the_spec() -> None:
     from xce.core.jobspec.depend import parse_depend
 
@@ -295,7 +301,8 @@ def test_bsub_file_reads_its_directives(tmp_path: Any) -> None:
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["-ti", "true"], "-ti (end a job whose dependency is never met) is not supported by this XCE yet"),
+    (["-ti", "true"], "-ti ends the job when its dependency can never be met: give the dependency with -w"),
+    (["-U", "r1", "true"], "-U (advance reservations): XCE has no advance reservations"),
     (["-gpu", "num=1", "true"], "-gpu is not supported"),
     (["-nnodes", "2", "-n", "3", "true"], "cannot be spread evenly"),
     (["-nnodes", "1", "-R", "span[ptile=2]", "true"], "give one"),
@@ -432,7 +439,7 @@ def test_shims_point_at_this_interpreter(tmp_path: Any) -> None:
     d = shims.ensure_bin(tmp_path, "lsf")
     assert {p.name for p in d.iterdir()} >= {"bsub", "bjobs", "bkill", "bqueues", "lsid"}
     text = (d / "bsub").read_text()
-    assert text.startswith(f"#!{sys.executable}\n") and "main('bsub'" in text
+    assert text.startswith(f"#!{sys.executable} -S\n") and "main('bsub'" in text  # no site: see shims._SHIM
     env = shims.ensure_envdir(tmp_path, Config())
     assert "LSF_UNIT_FOR_LIMITS=MB" in (env / "lsf.conf").read_text().splitlines()
     params = (env / "lsbatch" / "xce" / "configdir" / "lsb.params").read_text()

@@ -28,6 +28,7 @@ def build(argv: list[str], script: str | None = None, cwd: str = "/work") -> dic
 
 CASES: list[tuple[str, list[str], str | None, dict[str, Any]]] = [
     ("a plain command", ["echo", "a b"], None, {"command": ["echo", "a b"], "env": ENV, "cwd": "/work"}),
+    ("-ti with -w", ["-w", "done(1)", "-ti", "true"], None, {"dep_never_kill": True}),
     ("every value option", ["-J", "j", "-q", "high", "-n", "4", "-R", "rusage[mem=1G]", "-R", "span[hosts=1]",
                             "-M", "500", "-W", "1:30", "-We", "45", "-P", "p", "-G", "g", "-sp", "7", "--", "true"],
      None, {"name": "j", "queue": "high", "slots": 4, "resreq": "rusage[mem=1G] span[hosts=1]",
@@ -73,7 +74,7 @@ REFUSED = [
     (["-E", " ", "true"], None, r'-E "": give the pre-execution command'),
     ([], "#BSUB -E ''\ntrue\n", r'#BSUB at line 1: -E "": give the pre-execution command'),
     (["-En", "true"], None, r"-En drops a pending job's pre-execution command: it is for modify"),
-    (["-ti", "-w", "done(1)", "true"], None, r"-ti \(end a job"),
+    (["-ti", "true"], None, r"-ti ends the job when its dependency can never be met: give the dependency with -w"),
     (["-U", "r1", "true"], None, r"-U \(advance"),
     (["-n", "x", "true"], None, "-n x: expected a whole number"),
     ([], None, "no command given"),

@@ -227,6 +227,9 @@ def test_queues_by_priority_with_counts() -> None:
     body = only_reply(k.call(Op.QUEUES, S.Empty()))
     assert [q.name for q in body.queues] == ["short", "normal"]
     assert body.counts == {"normal": {"PEND": 1}, "short": {}} and body.default == "normal"
+    k.pend_job(slots=4)
+    body = only_reply(k.call(Op.QUEUES, S.Empty()))
+    assert body.counts["normal"] == {"PEND": 2} and body.slots["normal"] == {"PEND": 5}  # bqueues counts slots
 
 
 # ---- KILL, MODIFY, HOST_ADMIN ----------------------------------------------------------------

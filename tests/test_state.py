@@ -578,7 +578,8 @@ FULL_SPEC = JobSpec(command=["python", "-c", "pass"], name="full", user="ann", q
                     stdout="out.%J", stderr="err.%J", rerunnable=True, priority=5,
                     run_limit=600.0, run_estimate=300.0, project="climate", group="geo",
                     stdout_overwrite=True, stderr_overwrite=True, submit_host="login1", script="#!/bin/sh\ntrue\n",
-                    reclaim=True, exclusive=True, pre_exec="test -d /scratch")
+                    reclaim=True, exclusive=True, pre_exec="test -d /scratch",
+                    dep_never_kill=True)
 
 
 def full_state() -> ClusterState:

@@ -33,7 +33,8 @@ SPEC_DEFAULTS: dict[str, object] = {
     "cwd": "", "env": {}, "stdout": None, "stderr": None, "rerunnable": None,
     "priority": 0, "run_limit": None, "run_estimate": None, "project": "", "group": "",
     "depend": None, "array": None, "index": 0, "stdout_overwrite": False, "stderr_overwrite": False,
-    "submit_host": "", "script": "", "reclaim": False, "exclusive": False, "pre_exec": ""}
+    "submit_host": "", "script": "", "reclaim": False, "exclusive": False, "pre_exec": "",
+    "dep_never_kill": False}
 # Option -> the JobSpec field this path sets from its word: the one table's ``door`` fields
 # (xce/core/jobspec/options.py, stdlib only), and `xce submit`'s long spellings of them.
 _DOOR = {name: spec.door for name, spec in BSUB_OPTIONS.items() if spec.door}

@@ -84,10 +84,11 @@ def bsub(s: Session, argv: list[str]) -> int:
 _BJOBS_FLAGS = set("wlapdrsXW")
 _BJOBS_VALUES = {"-u", "-J", "-q", "-o", "-m"}
 _BJOBS_WORDS = {"-noheader", "-json", "-aJ"}
+_USAGE = {"bjobs": "-a -d -p -r -s -w -l -u -J -q -o -noheader -json", "bhist": "-a -d -p -r -s -w -l -u -J -q"}
 
 
-def _bjobs_args(argv: list[str]) -> tuple[set[str], dict[str, str], list[str]]:
-    """Flags (``-a -w`` and clusters such as ``-aw``), valued options, job ids."""
+def _bjobs_args(argv: list[str], cmd: str = "bjobs") -> tuple[set[str], dict[str, str], list[str]]:
+    """Flags (``-a -w`` and clusters such as ``-aw``), valued options, job ids (bjobs' grammar; bhist's)."""
     flags: set[str] = set()
     values: dict[str, str] = {}
     ids: list[str] = []
@@ -107,8 +108,7 @@ def _bjobs_args(argv: list[str]) -> tuple[set[str], dict[str, str], list[str]]:
         elif w.startswith("-") and len(w) > 1 and set(w[1:]) <= _BJOBS_FLAGS:
             flags.update(w[1:])
         elif w.startswith("-"):
-            raise Refused(f"{w}: option not supported by this XCE's bjobs (-a -d -p -r -s -w -l -u -J -q -o "
-                          "-noheader -json)")
+            raise Refused(f"{w}: option not supported by this XCE's {cmd} ({_USAGE[cmd]})")
         else:
             ids.append(w)
         i += 1
@@ -338,18 +338,123 @@ def _move(to: str) -> Callable[[Session, list[str]], int]:
 
 
 def bhist(s: Session, argv: list[str]) -> int:
-    """bhist [-l] ID ...: each job's events, oldest first."""
+    """bhist [-a|-d|-p|-r|-s] [-w] [-l] [-u USER|all] [-J NAME] [-q QUEUE] [ID ...]: LSF's summary of
+    the seconds each job spent in each state, or with -l each job's events and that summary; both
+    from the job's history, folded by xce/core/jobtimes.py."""
+    import time
+
+    from xce.compat import lsf_acct as A
+    from xce.core.jobtimes import state_times
+    from xce.site.local import unix_user
+
+    flags, values, id_words = _bjobs_args(argv, "bhist")
+    if flags - set("lwapdrs") or set(values) - {"-u", "-J", "-q"}:
+        bad = sorted({f"-{f}" for f in flags - set("lwapdrs")} | (set(values) - {"-u", "-J", "-q"}))[0]
+        raise Refused(f"{bad}: option not supported by this XCE's bhist ({_USAGE['bhist']})")
+    reads = {"id", "name", "user", "state", "queue"}
+    if id_words:
+        views, missing = _by_ids(s, id_words, reads)
+    else:
+        user = values.get("-u") or unix_user()
+        views = _selected(s.jobs(user=None if user == "all" else user, finished=bool({"a", "d"} & flags),
+                                 reads=reads), flags, values)
+        missing = []
+    for w in missing:
+        print(f"{w}: No matching job found", file=sys.stderr)
+    if not views:
+        if not missing:
+            print("No matching job found", file=sys.stderr)
+        return BAD if missing else 0
+    now = time.time()
+    events = {v.id: s.client.hist(v.id) for v in views}
+    if "l" in flags:
+        print(("\n" + "-" * 78 + "\n").join(_hist_long(v.id, events[v.id], state_times(events[v.id], now))
+                                            for v in views))
+    else:
+        print(A.BHIST_HEAD)
+        for v in views:
+            print(A.bhist_row(v, state_times(events[v.id], now), "w" in flags))
+    return BAD if missing else 0
+
+
+def _hist_long(jid: int, events: list[Any], spent: Any) -> str:
+    from xce.compat.lsf_acct import bhist_long_summary
     from xce.compat.lsf_fmt import lsf_long_time
 
-    ids = _ids_of([a for a in argv if a not in ("-l", "-a")], "bhist")
-    blocks = []
-    for jid in ids:
-        events = s.client.hist(jid)
-        lines = [f"Job <{mapping.lsf_job(jid)}>:"]
-        lines += [f"{lsf_long_time(e.time)}: {e.event.capitalize()}" + (f" by <{e.by}>" if e.by else "")
-                  + (f"; {e.detail}" if e.detail else "") + ";" for e in events]
-        blocks.append("\n".join(lines))
-    print(("\n" + "-" * 78 + "\n").join(blocks))
+    lines = [f"Job <{mapping.lsf_job(jid)}>:"]
+    lines += [f"{lsf_long_time(e.time)}: {e.event.capitalize()}" + (f" by <{e.by}>" if e.by else "")
+              + (f"; {e.detail}" if e.detail else "") + ";" for e in events]
+    return "\n".join(lines) + "\n\n" + bhist_long_summary(spent)
+
+
+# The JobView fields bacct reads (-l included); the controller sends only these.
+_ACCT_READS = ("id", "name", "user", "state", "queue", "project", "command", "submit_time", "start_time", "end_time",
+               "submit_host", "cwd", "slots", "hosts", "reason", "mem_peak", "cpu_time")
+_ACCT_WINDOWS = {"-C": "completed", "-S": "submitted", "-D": "dispatched"}
+_ACCT_TIMES = {"-C": "end_time", "-S": "submit_time", "-D": "start_time"}
+
+
+def _bacct_args(argv: list[str]) -> tuple[set[str], dict[str, list[str]], list[str]]:
+    flags: set[str] = set()
+    values: dict[str, list[str]] = {}
+    words: list[str] = []
+    i = 0
+    while i < len(argv):
+        w = argv[i]
+        if w in ("-u", "-q", "-P", "-C", "-S", "-D"):
+            if i + 1 >= len(argv):
+                raise Refused(f"{w} needs a value")
+            values.setdefault(w, []).extend(argv[i + 1].replace(",", " ").split() if w in "-u -q -P" else [argv[i + 1]])
+            i += 2
+            continue
+        if w in ("-l", "-d", "-e"):
+            flags.add(w[1])
+        elif w.startswith("-"):
+            raise Refused(f"{w}: option not supported by this XCE's bacct (-l -d -e -u -q -P -C -S -D, job ids)")
+        else:
+            words.append(w)
+        i += 1
+    return flags, values, words
+
+
+def bacct(s: Session, argv: list[str]) -> int:
+    """bacct [-l] [-d|-e] [-u USER ...|all] [-q QUEUE] [-P PROJECT] [-C|-S|-D time0,time1] [ID ...]:
+    LSF's accounting summary (and -l each job's record) of the finished jobs the controller keeps."""
+    import time
+
+    from xce.compat import lsf_acct as A
+    from xce.compat.lsf_fmt import DEFAULT_PROJECT
+    from xce.site.local import unix_user
+
+    flags, values, id_words = _bacct_args(argv)
+    now = time.time()
+    windows = [(_ACCT_WINDOWS[o], *A.parse_window(values[o][-1], now)) for o in ("-C", "-S", "-D") if o in values]
+    users = values.get("-u") or [unix_user()]
+    if id_words:
+        views = s.jobs(job_ids(id_words), reads=_ACCT_READS, aged=False)
+    else:
+        views = s.jobs(user=None if "all" in users or len(users) > 1 else users[0], reads=_ACCT_READS, aged=False)
+        views = [v for v in views if "all" in users or v.user in users]
+    views = [v for v in views if v.state in ("DONE", "EXIT") and v.end_time is not None
+             and (not ({"d", "e"} & flags) or ("d" in flags) == (v.state == "DONE"))
+             and (not values.get("-q") or v.queue in values["-q"])
+             and (not values.get("-P") or (v.project or DEFAULT_PROJECT) in values["-P"])]
+    for o, (_, t0, t1) in zip([o for o in ("-C", "-S", "-D") if o in values], windows):
+        views = [v for v in views if (t := getattr(v, _ACCT_TIMES[o])) is not None and t0 <= t <= t1]
+    sel = A.Selection(users=None if "all" in users or id_words else users, projects=values.get("-P", []),
+                      queues=values.get("-q", []), status="".join(sorted({"d", "e"} & flags)) if len({"d", "e"} & flags) == 1 else "",
+                      windows=windows)
+    print(A.acct_header(sel))
+    if not views:
+        print("No matching job found")
+        return 0
+    views.sort(key=lambda v: v.end_time)
+    accts = [A.acct_of(v) for v in views]
+    if "l" in flags:
+        print("")
+        print("\n\n".join(A.acct_long(v, a) for v, a in zip(views, accts)))
+    print("")
+    print(A.acct_summary(accts, [v.end_time for v in views]))
     return 0
 
 
@@ -367,23 +472,31 @@ def bqueues(s: Session, argv: list[str]) -> int:
         return 0
     print("QUEUE_NAME      PRIO STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN  SUSP")
     for q in queues:
-        c = r.counts.get(q.name, {})
-        pend, runs = c.get("PEND", 0), c.get("RUN", 0)
-        susp = sum(c.get(x, 0) for x in ("USUSP", "SSUSP", "PSUSP"))
+        c = _slots(r, q.name)
+        pend, runs = c.get("PEND", 0) + c.get("PSUSP", 0), c.get("RUN", 0) + c.get("UNKWN", 0)
+        susp = c.get("USUSP", 0) + c.get("SSUSP", 0)
         print(f"{q.name:<15} {q.priority:>4}  {'Open:Active':<15} {'-':>4} {'-':>4} {'-':>4} {'-':>4} "
               f"{pend + runs + susp:>5} {pend:>5} {runs:>5} {susp:>5}")
     return 0 if len(queues) == len(names) or not names else BAD
 
 
+def _slots(r: Any, queue: str) -> dict[str, int]:
+    """The queue's slots by state, as LSF's bqueues counts (a job of -n 4 is 4); a controller that
+    predates the slot counts answers jobs, which are the slots of one-slot jobs."""
+    return (r.slots or r.counts).get(queue, {})
+
+
 def _queue_long(q: Any, r: Any) -> str:
     from xce.core.hostgroups import queue_says
 
-    c = r.counts.get(q.name, {})
+    c = _slots(r, q.name)
+    pend, runs = c.get("PEND", 0) + c.get("PSUSP", 0), c.get("RUN", 0) + c.get("UNKWN", 0)
+    ssusp, ususp = c.get("SSUSP", 0), c.get("USUSP", 0)
     return (f"QUEUE: {q.name}\n  -- {q.description or 'XCE queue'}"
             f"{' (default)' if q.name == r.default else ''}\n\n"
             f"PARAMETERS/STATISTICS\nPRIO NICE STATUS          MAX JL/U JL/P JL/H NJOBS  PEND   RUN SSUSP USUSP  RSV\n"
-            f"{q.priority:>4}    0  Open:Active       -    -    -    - {sum(c.values()):>5} {c.get('PEND', 0):>5} "
-            f"{c.get('RUN', 0):>5} {c.get('SSUSP', 0):>5} {c.get('USUSP', 0):>5}    0\n\n"
+            f"{q.priority:>4}    0  Open:Active       -    -    -    - {pend + runs + ssusp + ususp:>5} {pend:>5} "
+            f"{runs:>5} {ssusp:>5} {ususp:>5}    0\n\n"
             f"RERUNNABLE :  {'yes' if q.rerunnable else 'no'}\n\n"
             f"HOSTS:  {queue_says(q.hosts, q.hosts_not)}\n")
 
@@ -477,19 +590,12 @@ def lsadmin(s: Session, argv: list[str]) -> int:
 def _showconf(daemon: str, s: Session) -> int:
     import time
 
-    from xce.compat.lsf_fmt import lsf_time
+    from xce.compat.lsf_acct import full_time
 
-    print(f"{daemon} configuration at {lsf_time(time.time())}")
+    print(f"{daemon} configuration at {full_time(time.time())}")
     for k, v in _params(s).items():  # "    KEY = VALUE": Snakemake's LSF executor splits on " = "
         print(f"    {k} = {v}")
     return 0
-
-
-def _not_yet(what: str) -> Callable[[Session, list[str]], int]:
-    def refuse(s: Session, argv: list[str]) -> int:
-        raise Refused(f"{what} {mapping.NOT_YET}")
-
-    return refuse
 
 
 def blaunch(s: Session, argv: list[str]) -> int:
@@ -504,7 +610,7 @@ COMMANDS: dict[str, Callable[[Session, list[str]], int]] = {
     "bsub": bsub, "bjobs": bjobs, "bkill": bkill, "bmod": bmod, "bqueues": bqueues, "bhosts": bhosts,
     "lshosts": lshosts, "lsload": lsload, "lsid": lsid, "lsclusters": lsclusters, "bparams": bparams,
     "badmin": badmin, "lsadmin": lsadmin,
-    "bhist": bhist, "bacct": _not_yet("accounting reports (bacct)"), "bpeek": bpeek,
+    "bhist": bhist, "bacct": bacct, "bpeek": bpeek,
     "bstop": _control("stopped"), "bresume": _control("resumed"), "brequeue": _control("requeued"),
     "bswitch": bswitch, "btop": _move("top"), "bbot": _move("bottom"), "blaunch": blaunch,
 }

@@ -167,16 +167,16 @@ def default_listing(views: Sequence[Any], wide: bool, header: bool) -> str:
     for v in views:
         name, sub = mapping.lsf_name(v.id, v.name) or "-", v.submit_host or "-"
         # -w: the hosts joined on the line; else one per line, the further ones under the first
-        hosts = [exec_hosts(v)] if wide else [_cut(h, 11) for h in _exec_list(v)] or [""]  # blank until placed
+        hosts = [exec_hosts(v)] if wide else [cut(h, 11) for h in _exec_list(v)] or [""]  # blank until placed
         if not wide:
-            name, sub = _cut(name, 10), _cut(sub, 11)
+            name, sub = cut(name, 10), cut(sub, 11)
         lines.append(f"{mapping.lsf_id(v.id):<7} {v.user[:7]:<7} {v.state:<5} {v.queue[:10]:<10} {sub:<11} "
                      f"{hosts[0]:<11} {name:<10} {lsf_time(v.submit_time)}")
         lines += [" " * 45 + h for h in hosts[1:]]  # under EXEC_HOST
     return "\n".join(lines)
 
 
-def _cut(text: str, width: int) -> str:
+def cut(text: str, width: int) -> str:
     """LSF's cut of a long value in the default listing: ``*`` and its tail."""
     return text if len(text) <= width else "*" + text[-(width - 1):]
 

@@ -94,8 +94,9 @@ class Session:
         return reply.ids[0], reply.queues[0]
 
     def jobs(self, ids: Sequence[int] = (), *, finished: bool = True, user: str | None = None,
-             reads: Sequence[str] = ()) -> list[Any]:
-        """Jobs the front-ends list: unfinished ones, and finished ones within CLEAN_PERIOD.
+             reads: Sequence[str] = (), aged: bool = True) -> list[Any]:
+        """Jobs the front-ends list: unfinished ones, and finished ones within CLEAN_PERIOD
+        (``aged=False``: every finished job the controller keeps, for bacct's records).
 
         ``reads``: the JobView fields the caller's format reads (all it may touch); the controller
         then sends only those, through the local door when it can serve (xce/compat/fast.py),
@@ -109,7 +110,7 @@ class Session:
                 views = self.client.jobs(ids=list(ids), all=finished or bool(ids), user=user)
         except NotFound:  # the controller refuses a lone unknown id outright
             return []
-        if not any(v.end_time is not None for v in views):
+        if not aged or not any(v.end_time is not None for v in views):
             return views  # nothing to age out: the config need not be read
         return visible(views, self.cfg.compat.clean_period, time.time())
 

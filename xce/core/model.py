@@ -101,6 +101,9 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults
     # -E (docs/jobs.md "Pre-execution"): a /bin/sh command the first host runs before the job's, as
     # its user, in its environment and cwd; "" (the default, so absent on the wire): none.
     pre_exec: str = ""
+    # -ti: ended at once when its -w dependency can never be met, as its queue's dep_never = "kill"
+    # does for all its jobs (xce/core/state.py).  Appended with a default, as above.
+    dep_never_kill: bool = False
 
 
 def check_mem_limit(limit: int | None) -> None:

@@ -533,7 +533,7 @@ class ClusterState:
         was = (job.held, job.reason)
         if verdict.status == "SATISFIED":
             job.held, job.reason = False, ""
-        elif verdict.status == "NEVER" and self._queue(job).dep_never == "kill":
+        elif verdict.status == "NEVER" and (job.spec.dep_never_kill or self._queue(job).dep_never == "kill"):
             job.reason = verdict.reason
             self._end(ch, job, "kill", time, "controller", verdict.reason)
             return
@@ -1070,6 +1070,8 @@ _HIST_NAMES = {"place": "dispatched", "done": "ended DONE", "exit": "ended EXIT"
                "stop": "suspended", "resume": "resumed", "requeue": "requeued", "sys_suspend": "suspended by system",
                "sys_resume": "resumed by system", "unknown": "host unknown", "back": "host back",
                "preexec_hold": "held (pre-exec)"}
+# The history's name of each state event, read back by xce/core/jobtimes.py (time per state).
+HIST_EVENTS = {name: event for event, name in _HIST_NAMES.items()}
 
 
 _SUSPEND_AGAIN = {S.USUSP: "stop", S.SSUSP: "sys_suspend"}

@@ -105,6 +105,7 @@ class JobView(msgspec.Struct, kw_only=True):
     array: str = ""                 # an element's array as -J names it: "sweep[1-1000]%50"
     evictions: int = 0              # times preempted or reclaimed (a queue's max_preempt counts them)
     pre_exec: str = ""              # -E (bjobs -l "PRE-EXEC")
+    cpu_time: float = 0.0           # user+system seconds: the live accounts' so far, else the finish records' sum
 
 
 class HostView(msgspec.Struct, kw_only=True):
@@ -228,7 +229,8 @@ def job_view(job: Job, ledger: Ledger) -> JobView:
     return JobView(
         **{f: get(job) for f, get in OWN.items()}, mem_reserved=reserved, mem_actual=actual, mem_peak=peak,
         mem_charged=charged, efficiency=efficiency(peak, reserved),
-        mem_slack_integral=sum(u.slack_integral for u in job.usage), accounts=accounts)
+        mem_slack_integral=sum(u.slack_integral for u in job.usage), accounts=accounts,
+        cpu_time=sum(a.cpu_time for a in ledger.by_job.get(job.id, [])) if live else sum(u.cpu_time for u in job.usage))
 
 
 def live_figures(accs: Sequence[Account]) -> Figures:

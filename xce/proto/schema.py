@@ -121,7 +121,8 @@ class HostsReply(msgspec.Struct):
 class QueuesReply(msgspec.Struct):
     queues: list[Queue]
     default: str
-    counts: dict[str, dict[str, int]] = {}
+    counts: dict[str, dict[str, int]] = {}  # queue -> state -> jobs (an array's pending elements too)
+    slots: dict[str, dict[str, int]] = {}   # queue -> state -> slots those jobs ask for (bqueues counts slots)
 
 
 class KillRequest(Write):

@@ -320,11 +320,19 @@ def staleness(ctx: Context) -> S.Staleness | None:
 def on_queues(ctx: Context, req: Request, body: S.Empty, out: Outbox) -> None:
     st = ctx.state
     counts: dict[str, dict[str, int]] = {q: {} for q in st.queues}
+    slots: dict[str, dict[str, int]] = {q: {} for q in st.queues}
+
+    def add(queue: str, state: str, jobs: int, each: int) -> None:
+        c, n = counts.setdefault(queue, {}), slots.setdefault(queue, {})
+        c[state], n[state] = c.get(state, 0) + jobs, n.get(state, 0) + jobs * each
+
     for job in st.jobs.values():
-        c = counts.setdefault(job.spec.queue, {})
-        c[job.state.value] = c.get(job.state.value, 0) + 1
+        add(job.spec.queue, job.state.value, 1, job.spec.slots)
+    for arr in st.arrays.values():  # its pending elements that are no Job yet pend all the same
+        if unmaterialised(arr):
+            add(arr.spec.queue, "PEND", unmaterialised(arr), arr.spec.slots)
     out.reply(req, S.QueuesReply(queues=sorted(st.queues.values(), key=lambda q: -q.priority),
-                                 default=st.default_queue, counts=counts))
+                                 default=st.default_queue, counts=counts, slots=slots))
 
 
 def on_kill(ctx: Context, req: Request, body: S.KillRequest, out: Outbox) -> None:

@@ -40,10 +40,9 @@ __all__ = ["STDIN_NAME", "BuiltJob", "Submission", "apply_env", "bsub_job", "is_
 STDIN_NAME = "STDIN"  # a script read from standard input, as bjobs -l shows it
 NOT_YET = "is not supported by this XCE yet"
 
-# Options bsub_request parses that the job model does not hold yet: refused, never dropped.
+# Options bsub_request parses that XCE does not take at submit: refused by name, never dropped.
 UNSUPPORTED: dict[str, str] = {
-    "-ti": f"-ti (end a job whose dependency is never met) {NOT_YET}",
-    "-U": f"-U (advance reservations) {NOT_YET}",
+    "-U": "-U (advance reservations): XCE has no advance reservations (LSF's brsvadd); submit without -U",
     "-En": "-En drops a pending job's pre-execution command: it is for modify (bmod -En), not submit",
 }
 
@@ -81,10 +80,12 @@ def _directives(script: str) -> OptionSet:
 
 
 def refuse_unsupported(req: BsubRequest) -> None:
-    given = {"-ti": req.kill_if_never, "-U": req.reservation is not None, "-En": req.pre_exec_cancel}
+    given = {"-U": req.reservation is not None, "-En": req.pre_exec_cancel}
     for name, present in given.items():
         if present:
             raise DirectiveError(UNSUPPORTED[name])
+    if req.kill_if_never and req.depend is None:
+        raise DirectiveError("-ti ends the job when its dependency can never be met: give the dependency with -w")
 
 
 def job_fields(req: BsubRequest, sub: Submission) -> dict[str, Any]:
@@ -101,6 +102,8 @@ def job_fields(req: BsubRequest, sub: Submission) -> dict[str, Any]:
     fields.update((k, v) for k, v in given.items() if v is not None and v != "")  # -M 0 is given (and refused)
     if req.exclusive:
         fields["exclusive"] = True
+    if req.kill_if_never:
+        fields["dep_never_kill"] = True
     if req.stdout and req.stdout_overwrite:
         fields["stdout_overwrite"] = True
     if req.stderr and req.stderr_overwrite:
