@@ -367,6 +367,51 @@ def test_cgroup_catches_processes_that_leave_the_session(runner: Runner) -> None
     wait_for(lambda: all(gone(p) for p in pids))
 
 
+def test_an_emptied_job_cgroup_measures_the_next_job_alone(runner: Runner) -> None:
+    """A job cgroup its job left empty is kept and reset for the next job (making and removing two
+    cgroups a job was a third of the worker's launch); one a job left a process in is removed."""
+    det = measure.detect_cgroup()
+    if det is None or det[0] != "cgroup1":
+        pytest.skip("job cgroups are kept on cgroup v1 only")
+    a = start(runner, 1, [sys.executable, "-c", "b = bytearray(b'x') * (100 << 20); sum(range(3_000_000))"])
+    wait_exit(runner, a)
+    assert a.last is not None and a.peak >= 100 * MB and a.last.cpu_time > 0.05
+    runner.forget(a)
+    b = start(runner, 2, ["true"])
+    assert b.cgroup == a.cgroup
+    wait_exit(runner, b)
+    assert b.last is not None and b.peak < 20 * MB and b.last.cpu_time < 0.05
+    runner.forget(b)
+    c = start(runner, 3, ["sh", "-c", "setsid sleep 60 & exit 0"])
+    assert c.cgroup == a.cgroup
+    wait_exit(runner, c)
+    runner.forget(c)
+    d = start(runner, 4, ["true"])
+    assert d.cgroup != c.cgroup
+    wait_exit(runner, d)
+
+
+def test_a_job_in_a_kept_cgroup_is_adopted_after_a_restart(make_runner: Callable[..., Runner],
+                                                           tmp_path: Path) -> None:
+    det = measure.detect_cgroup()
+    if det is None or det[0] != "cgroup1":
+        pytest.skip("job cgroups are kept on cgroup v1 only")
+    name = _name()
+    a = make_runner(tmp_path / "s", name)
+    first = start(a, 1, ["true"])
+    wait_exit(a, first)
+    a.forget(first)
+    a.prepare_spare()  # the spare takes the kept cgroup, and the job the spare
+    ta = start(a, 2, ["sh", "-c", "sleep 0.5; exit 7"])
+    assert ta.cgroup == first.cgroup == "1.0"
+    a._tasks.clear()  # the worker "restarts": A is dropped without killing anything
+    b = make_runner(tmp_path / "s", name)
+    (tb,) = b.adopt()
+    assert tb.cgroup == "1.0" and tb.meter.method == "cgroup1" and tb.meter.pids() == [ta.pid]
+    ex = wait_exit(b, tb)
+    assert (ex.exit_code, ex.signal, ex.reason) == (7, None, "")
+
+
 # ------------------------------------------------------------------- adoption
 
 def test_adopt_running_task_after_restart(make_runner: Callable[..., Runner], tmp_path: Path) -> None:

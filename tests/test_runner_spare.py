@@ -110,4 +110,5 @@ def test_a_discarded_spare_leaves_no_process_record_or_cgroup(runner: Runner) ->
     assert sp is not None
     runner.discard_spare()
     assert sp.proc.returncode == 125 and not sp.rec_path.exists()
-    wait_for(lambda: all(not (d / sp.name).exists() for d in measure.worker_cgroup_dirs(runner.cgroup_name)))
+    name = getattr(sp.meter, "name", sp.name)
+    wait_for(lambda: all(not (d / name).exists() for d in measure.worker_cgroup_dirs(runner.cgroup_name)))

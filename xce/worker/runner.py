@@ -111,11 +111,11 @@ from xce.worker import spare
 from xce.worker.tasks import Launched, reap, share_sample, signal_tasks, tasks_in_grace
 from xce.worker.tasks import adopt as adopt_tasks
 from xce.worker.measure import (
+    CgroupPool,
     Meter,
     ProcMeter,
     Sample,
     attach_meter,
-    make_meter,
     proc_stat,
     sweep_cgroups,
 )
@@ -170,6 +170,7 @@ class Task:
     _last_t: float | None = field(default=None, repr=False)
     _last_slack: int = field(default=0, repr=False)
     _persisted: bool = field(default=False, repr=False)
+    _alone: bool = field(default=False, repr=False)  # reaped, and nothing else was left in its cgroup
 
 
 class Exit(NamedTuple):
@@ -312,13 +313,19 @@ class Runner:
         self.clock = clock
         self.kill_grace = kill_grace
         self.task_dir = self.state_dir / "tasks"
+        self._task_dir = str(self.task_dir)
         self.output_dir = self.state_dir / "output"
         for d in (self.task_dir, self.output_dir):
             d.mkdir(parents=True, exist_ok=True)
         self._tasks: dict[str, Task] = {}
         self._closing: list[Meter] = []  # cgroups that still had stragglers when closed
+        self._pool = CgroupPool(self.cgroup_name)  # emptied job cgroups, for the next jobs
         self._spare: spare.Spare | None = None  # a wrapper waiting for its job (prepare_spare)
         self._euid = os.geteuid()
+        try:
+            self._own_name: str | None = pwd.getpwuid(self._euid).pw_name
+        except KeyError:
+            self._own_name = None
         self._hostfiles: dict[str, str] = {}  # hostfile text -> its shared file (``hostfile``)
         self.jobs_dir = str(self.state_dir / "jobs")
         self._stray: list[Launched] = []  # launched tasks of forgotten shares, killed, not yet reaped
@@ -394,7 +401,7 @@ class Runner:
         sink = os.open(sink_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         fds = [sink]
         try:
-            rec_fd = os.open(self._rec_path(key),
+            rec_fd = os.open(self._rec(key),
                              os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
             fds.append(rec_fd)
             go_r, go_w = os.pipe()
@@ -411,19 +418,19 @@ class Runner:
         os.close(sink)
         os.close(go_r)
         try:
-            meter = make_meter(key, proc.pid, self.cgroup_name)
+            meter = self._pool.meter(key, proc.pid)
         except BaseException:
             self._abandon(key, Launch(proc, rec_fd, go_w, None, key, 0, b""))  # type: ignore[arg-type]
             raise
         st = proc_stat(proc.pid)
-        return Launch(proc, rec_fd, go_w, meter, key, st.start if st else 0, b"\n")
+        return Launch(proc, rec_fd, go_w, meter, getattr(meter, "name", key), st.start if st else 0, b"\n")
 
     def _take_spare(self, key: str, prog: bytes) -> Launch:
         """The waiting spare becomes ``key``'s wrapper: its record file is renamed to the job's."""
         sp, self._spare = self._spare, None
         assert sp is not None
-        os.rename(sp.rec_path, self._rec_path(key))
-        return Launch(sp.proc, sp.rec_fd, sp.go_w, sp.meter, sp.name, sp.proc_start, prog)
+        os.rename(sp.rec_path, self._rec(key))
+        return Launch(sp.proc, sp.rec_fd, sp.go_w, sp.meter, getattr(sp.meter, "name", sp.name), sp.proc_start, prog)
 
     def _go(self, key: str, launch: Launch, task: Task) -> Task:
         """Write the task record, then let the wrapper run the command."""
@@ -457,7 +464,12 @@ class Runner:
         if self._spare is not None and not spare.usable(self._spare):
             self.discard_spare()
         if self._spare is None:
-            self._spare = spare.start_spare(self.task_dir, self.cgroup_name)
+            self._spare = spare.start_spare(self.task_dir, self._pool.meter)
+
+    def close(self) -> None:
+        """The worker stops: end the spare, remove the kept job cgroups (running jobs keep theirs)."""
+        self.discard_spare()
+        self._closing += self._pool.drain()
 
     def discard_spare(self) -> None:
         """End the waiting spare, if any (the worker stops)."""
@@ -506,7 +518,7 @@ class Runner:
 
     def _job_user(self, user: str) -> pwd.struct_passwd | None:
         """The account to switch to, or None to run as ourselves."""
-        if not user or self._euid != 0:
+        if not user or self._euid != 0 or user == self._own_name:  # ourselves: no lookup a job
             return None
         try:
             pw = pwd.getpwnam(user)
@@ -542,6 +554,10 @@ class Runner:
     def _rec_path(self, key: str) -> Path:
         return self.task_dir / f"{key}.rec"
 
+    def _rec(self, key: str) -> str:
+        """``_rec_path`` as a string, for the launch and reap path (a Path costs a parse each)."""
+        return f"{self._task_dir}/{key}.rec"
+
     def _upd_path(self, key: str) -> Path:
         return self.task_dir / f"{key}.upd"
 
@@ -574,13 +590,17 @@ class Runner:
         if task.launched:
             signal_tasks(task, signal.SIGKILL)
             self._stray += [t for t in task.launched if not t.ended]
-        self._rec_path(task.key).unlink(missing_ok=True)
+        try:
+            os.unlink(self._rec(task.key))
+        except FileNotFoundError:
+            pass
         private = f"{self.jobs_dir}/{task.key}"
         if os.path.lexists(private):  # most jobs have none (hostfile), and rmtree's miss costs more
             shutil.rmtree(private, ignore_errors=True)
         if task._persisted:
             self._upd_path(task.key).unlink(missing_ok=True)
-        self._close_meter(task.meter)
+        if not (task._alone and not task.launched and self._pool.give_back(task.meter)):
+            self._close_meter(task.meter)
 
     def _read_record(self, key: str) -> tuple[dict[str, Any], str]:
         """The record's JSON and the wrapper's status line ("" while it runs)."""
@@ -684,7 +704,8 @@ class Runner:
         if info is None:
             return None
         # The zombie still holds its pid, so the group id cannot have been reused.
-        self._signal(task, signal.SIGKILL, leftovers=True)
+        left = self._signal(task, signal.SIGKILL, leftovers=True)
+        task._alone = left is not None and all(p == task.pid for p in left)  # empty once it is reaped
         try:
             _, status, ru = os.wait4(task.pid, 0)
         except ChildProcessError:
@@ -715,7 +736,7 @@ class Runner:
         sig: int | None
         code, sig, note = None, None, ""
         try:
-            with open(self._rec_path(task.key), "rb") as f:  # the status line only: no JSON to parse
+            with open(self._rec(task.key), "rb") as f:  # the status line only: no JSON to parse
                 text = f.read().decode(errors="replace").partition("\n")[2].strip()
         except OSError:
             text = ""
@@ -840,8 +861,9 @@ class Runner:
                 self.persist(task)
         return task.suspended_at is not None
 
-    def _signal(self, task: Task, sig: int, leftovers: bool = False) -> None:
-        """Signal the process group and every process in the job's cgroup.
+    def _signal(self, task: Task, sig: int, leftovers: bool = False) -> list[int] | None:
+        """Signal the process group and every process in the job's cgroup; those processes
+        (None: its cgroup could not be read).
 
         ``leftovers``: the caller has established that the pid is not reused.
         """
@@ -855,13 +877,17 @@ class Runner:
                 os.killpg(task.pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
-        self._signal_cgroup(task, sig)
+        in_cgroup = self._signal_cgroup(task, sig)
         signal_tasks(task, sig)
+        return in_cgroup
 
     @staticmethod
-    def _signal_cgroup(task: Task, sig: int) -> None:
-        for pid in getattr(task.meter, "pids", list)():
+    def _signal_cgroup(task: Task, sig: int) -> list[int] | None:
+        members = getattr(task.meter, "members", None)
+        pids: list[int] | None = members() if members is not None else getattr(task.meter, "pids", list)()
+        for pid in pids or ():
             try:
                 os.kill(pid, sig)
             except OSError:
                 pass
+        return pids

@@ -30,8 +30,9 @@ spare sources::
 
 The program is one brace group, so a worker dying half-way through writing it leaves a
 syntax error (exit 2, nothing run) rather than half a job.  Everything re-attach needs is
-the same as for a fresh wrapper: the record names the job's cgroup (``spare-...``, not the
-job key), the wrapper still writes the exit status into the record.
+the same as for a fresh wrapper: the record names the job's cgroup (the spare's: ``spare-...``
+or a kept one, measure.CgroupPool; not the job key), the wrapper still writes the exit status
+into the record.
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ import os
 import re
 import shlex
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from xce.worker.measure import Meter, make_meter, proc_stat
+from xce.worker.measure import Meter, proc_stat
 
 SPARE_SCRIPT = "trap k=1 TERM\n. /dev/stdin\nexit 125\n"
 # Names sh gives a meaning of its own: exporting them from inside the spare would not do what
@@ -60,7 +62,7 @@ class Spare:
     """One waiting wrapper: its process, its record file (open as its fd 1), its go pipe."""
 
     proc: subprocess.Popen[bytes]
-    name: str             # of its record file (``<name>.rec``) and of its cgroup
+    name: str             # of its record file (``<name>.rec``) and of its cgroup, if it made one
     rec_path: Path
     rec_fd: int
     go_w: int
@@ -68,8 +70,9 @@ class Spare:
     proc_start: int
 
 
-def start_spare(task_dir: Path, cgroup_name: str) -> Spare:
-    """Start a spare: a session leader in a cgroup of its own, blocked on its pipe."""
+def start_spare(task_dir: Path, meter_of: Callable[[str, int], Meter]) -> Spare:
+    """Start a spare: a session leader in a cgroup of its own (``meter_of(name, pid)``: the
+    runner's, CgroupPool.meter), blocked on its pipe."""
     name = f"spare-{os.getpid()}-{next(_serial)}"
     rec_path = task_dir / f"{name}.rec"
     rec_fd = os.open(rec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
@@ -84,7 +87,7 @@ def start_spare(task_dir: Path, cgroup_name: str) -> Spare:
         raise
     finally:
         os.close(go_r)
-    meter = make_meter(name, proc.pid, cgroup_name)
+    meter = meter_of(name, proc.pid)
     st = proc_stat(proc.pid)
     return Spare(proc, name, rec_path, rec_fd, go_w, meter, st.start if st else 0)
 
