@@ -1,5 +1,6 @@
 """The worker has its spare wrapper (xce/worker/spare.py) ready soon after each job, not at its
-next sampling tick: a real xce-worker, the test playing its controller."""
+next sampling tick; a short job's end confirms its start (no JOB_STARTED): a real xce-worker,
+the test playing its controller."""
 
 from __future__ import annotations
 
@@ -47,6 +48,19 @@ class Controller:
                     return env
         raise AssertionError(f"the worker sent no {op.name} within {timeout} s")
 
+    def ops_until(self, op: Op, timeout: float = 10) -> tuple[list[Op], S.Envelope]:
+        """The ops of the messages the worker sends up to and including the first ``op``."""
+        seen: list[Op] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.router.poll(20):
+                self.ident, data = self.router.recv_multipart()
+                env = decode_envelope(data)
+                seen.append(Op(env.op))
+                if env.op == op:
+                    return seen, env
+        raise AssertionError(f"the worker sent no {op.name} within {timeout} s (sent: {seen})")
+
     def answer(self, rid: int, body: object) -> None:
         self.router.send_multipart([self.ident, encode(Op.OK, rid, body, term=1)])
 
@@ -81,3 +95,18 @@ def test_a_spare_waits_soon_after_every_job(controller: Controller, tmp_path: Pa
         while not list(tasks.glob("spare-*.rec")):
             assert time.monotonic() - ended < SPARE_WITHIN, f"no spare {SPARE_WITHIN} s after job {job_id} ended"
             time.sleep(0.005)
+
+
+def test_a_job_that_ends_at_once_is_reported_by_its_end_alone(controller: Controller, tmp_path: Path) -> None:
+    """Failed before: every job cost a JOB_STARTED and its answer, though the controller commits
+    nothing for it and a JOB_FINISHED confirms the start as well.  A longer job still sends one."""
+    def run(job_id: int, command: list[str]) -> list[Op]:
+        controller.router.send_multipart([controller.ident, encode(Op.RUN_JOB, 0, S.RunJob(
+            job_id=job_id, attempt=1, spec=JobSpec(command=command, cwd=str(tmp_path)), alloc=Alloc("w1", 1),
+            hosts=["w1"]), term=1)])
+        seen, env = controller.ops_until(Op.JOB_FINISHED)
+        controller.answer(env.rid, S.Ack(True))
+        return seen
+
+    assert Op.JOB_STARTED not in run(1, ["true"])
+    assert Op.JOB_STARTED in run(2, ["sleep", "0.3"])

@@ -58,6 +58,11 @@ log = logging.getLogger("xce.worker")
 # 1-3 ms), short enough that the next job, 0.2 s later, finds the spare waiting.
 SPARE_IDLE = 0.005
 SPARE_AFTER = 0.05  # nor sooner after a job started: its end is reported before the spare blocks the loop
+# How long JOB_STARTED waits: a job that ends meanwhile (most short jobs) is reported by its
+# JOB_FINISHED alone, which confirms the start as well (the controller commits nothing for a
+# start; it re-sends an order unconfirmed for orders.RESEND_AFTER, 2 s).  One message and its
+# answer less a job, both here and in the controller.
+STARTED_HOLD = 0.1
 
 
 PEEK_MAX = 1 << 20  # the most a peek returns per file: a reply must stay far below the body limits
@@ -104,6 +109,7 @@ class Worker:
         # Ends not yet acknowledged by a commit: rid -> (task or None, message, sent at).
         self.unacked: dict[int, tuple[Task | None, S.JobFinished, float]] = {}
         self.pending_exits: list[tuple[Task | None, S.JobFinished]] = []
+        self.unsent_starts: list[tuple[Task, S.JobStarted, float]] = []  # (task, message, send at) in order
         self.next_hb = 0.0
         self.next_sample = 0.0
         self.next_spare = 0.0  # monotonic time before which no spare is tried (after a failure)
@@ -158,6 +164,8 @@ class Worker:
             if not self.registered and time.monotonic() >= self.next_register:
                 self.register()
             timeout = max(0.0, min(self.next_hb, self.next_sample) - now)
+            if self.unsent_starts:
+                timeout = min(timeout, max(0.0, self.unsent_starts[0][2] - time.monotonic()))
             spare_at = self.spare_at()
             if spare_at is not None:  # wake for it: a timeout past it would leave the next job without one
                 timeout = min(timeout, max(0.0, spare_at - time.monotonic()) + SPARE_IDLE)
@@ -180,6 +188,7 @@ class Worker:
             if self.sock in ready:
                 self.receive()
             self.reap(time.time())
+            self.send_starts()
             now = time.time()
             if now >= self.next_sample:
                 self.sample(now)
@@ -208,7 +217,7 @@ class Worker:
             self.next_spare = time.monotonic() + 5.0
 
     def close(self) -> None:
-        self.runner.discard_spare()
+        self.runner.close()
         if self.sock is not None:
             self.sock.disable_monitor()
             self.monitor.close(0)
@@ -387,8 +396,16 @@ class Worker:
             usage = HostUsage(host=self.name, reserved=body.alloc.mem)
             self.finish_now(body.job_id, body.attempt, now, None, None, f"start failed: {e.message}", usage)
             return
-        self.send(Op.JOB_STARTED, S.JobStarted(host=self.name, job_id=task.job_id,
-                                               attempt=task.attempt, pid=task.pid, time=now))
+        self.unsent_starts.append((task, S.JobStarted(host=self.name, job_id=task.job_id, attempt=task.attempt,
+                                                      pid=task.pid, time=now), self.last_start + STARTED_HOLD))
+
+    def send_starts(self) -> None:
+        """Send the JOB_STARTED that waited STARTED_HOLD, but for jobs that ended meanwhile."""
+        mono = time.monotonic()
+        while self.unsent_starts and self.unsent_starts[0][2] <= mono:
+            task, msg, _ = self.unsent_starts.pop(0)
+            if task.ended is None:
+                self.send(Op.JOB_STARTED, msg)
 
     def env_of(self, body: S.RunJob) -> EnvOf:
         """The job's environment (xce/worker/jobenv.py), once the runner has resolved its paths;
