@@ -134,3 +134,15 @@ def test_showconf_prints_lsfs_whole_time_line(env: dict[str, str]) -> None:
     for argv, daemon in ((["badmin", "showconf", "mbd"], "MBD"), (["lsadmin", "showconf", "lim"], "LIM")):
         first = _run(env, *argv).stdout.partition("\n")[0]
         assert re.fullmatch(daemon + r" configuration at \w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}", first), first
+
+
+def test_bsub_e_runs_the_pre_execution_command_first(env: dict[str, str], tmp_path: Path) -> None:
+    """-E is the job model's (xce submit -E, tests/test_e2e_preexec.py); through bsub's own parsing too."""
+    out = tmp_path / "out"
+    job = _bsub(env, "-E", "echo pre", "-o", str(out), "echo main")
+    wait_for(lambda: _stat(env, job) == "DONE", 30, "the job to run after its pre-execution command")
+    assert out.read_text() == "pre\nmain\n"
+    failing = _bsub(env, "-E", "exit 7", "true")
+    wait_for(lambda: 'pre-execution command "exit 7" exited 7' in _run(env, "bhist", "-l", failing).stdout, 30,
+             "the failing pre-execution command in the job's history")
+    assert _stat(env, failing) in ("PEND", "RUN", "PSUSP") and _run(env, "bkill", failing).returncode == 0
