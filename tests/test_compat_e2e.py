@@ -309,3 +309,44 @@ def test_sbatch_wait_exits_with_the_jobs_code(cluster: Cluster, tmp_path: Path) 
     assert (tmp_path / "w.out").read_text() == "waited\n"  # ended before sbatch returned
     r = _run(env, "sbatch", "-W", "--parsable", stdin="#!/bin/sh\ntrue\n", cwd=tmp_path)
     assert r.stdout.strip().isdigit() and r.returncode == 0, (r.stdout, r.stderr)
+
+
+# ---- sbatch --signal and --hold (issue 15's Slurm gaps) ----------------------------------------
+
+def test_sbatch_signal_warns_the_batch_shell_or_the_steps_before_the_time_limit(cluster: Cluster,
+                                                                                tmp_path: Path) -> None:
+    """-t 1 --signal=...@55: the signal comes 5 s after the start.  B: reaches the batch shell's trap;
+    without B: Slurm signals the job's steps (srun's tasks), not the batch shell, which would die of it."""
+    env = _env(cluster, "slurm")
+    loop = "while :; do sleep 0.1; done"
+    batch = f"#!/bin/bash\n#SBATCH -t 1 --signal=B:USR1@55\ntrap 'echo batch > batch.flag; exit 0' USR1\n{loop}\n"
+    step = (f"#!/bin/sh\n#SBATCH -t 1\n#SBATCH --signal=USR1@55\n"
+            f"srun sh -c 'trap \"echo step > step.flag; exit 0\" USR1; {loop}'\necho shell lived on $?\n")
+    ids = []
+    for text in (batch, step):
+        r = _run(env, "sbatch", "--parsable", "-o", "%j.out", stdin=text, cwd=tmp_path)
+        assert r.stdout.strip().isdigit(), (r.stdout, r.stderr)
+        ids.append(r.stdout.strip())
+    # -o without %i: squeue failed on it (its rows lacked the id the array folding reads)
+    wait_for(lambda: _run(env, "squeue", "-h", "-o", "%t", "-j", ids[0]).stdout == "R\n", 30, "the batch job to run")
+    text = _run(env, "scontrol", "show", "job", ids[0]).stdout
+    assert "TimeLimit=00:01:00 Signal=B:USR1@55" in text, text
+    wait_for(lambda: all(_sacct(env, j)[1] == "COMPLETED" for j in ids), 40, "both jobs to end on their warning")
+    assert (tmp_path / "batch.flag").read_text() == "batch\n"
+    assert (tmp_path / "step.flag").read_text() == "step\n"
+    assert (tmp_path / f"{ids[1]}.out").read_text().endswith("shell lived on 0\n")
+
+
+def test_sbatch_hold_pends_held_until_scontrol_release(cluster: Cluster, tmp_path: Path) -> None:
+    env = _env(cluster, "slurm")
+    r = _run(env, "sbatch", "--parsable", "-H", "-o", "held.out", stdin="#!/bin/sh\necho released\n", cwd=tmp_path)
+    job = r.stdout.strip()
+    assert job.isdigit(), (r.stdout, r.stderr)
+    assert _run(env, "squeue", "-h", "-j", job, "-o", "%i %t %r").stdout == f"{job} PD JobHeldUser\n"
+    lines = _run(env, "squeue", "-l", "-j", job).stdout.splitlines()
+    assert lines[1].split() == ["JOBID", "PARTITION", "NAME", "USER", "STATE", "TIME", "TIME_LIMI", "NODES",
+                                "NODELIST(REASON)"], lines
+    assert lines[2].split()[4:] == ["PENDING", "0:00", "UNLIMITED", "1", "(JobHeldUser)"], lines
+    assert _run(env, "scontrol", "release", job).returncode == 0
+    wait_for(lambda: _sacct(env, job)[1] == "COMPLETED", 30, "the released job to run")
+    assert (tmp_path / "held.out").read_text() == "released\n"

@@ -246,10 +246,21 @@ def test_sacct_parsable2_and_table() -> None:
 
 @pytest.mark.parametrize("hosts, text", [
     (["node1", "node2", "node3", "node5"], "node[1-3,5]"), (["a"], "a"),
-    (["n01", "n02"], "n[01-02]"), (["login", "c1"], "login,c1")])
-def test_hostlists_round_trip(hosts: list[str], text: str) -> None:
-    assert slurm_fmt.hostlist(hosts) == text
-    assert sorted(slurm_fmt.expand_hostlist(text)) == sorted(hosts)
+    (["n01", "n02"], "n[01-02]"), (["login", "c1"], "c1,login"), (["node10", "node2", "node1"], "node[1-2,10]"),
+    (["n9", "n10", "n11", "m1"], "m1,n[9-11]"), (["n09", "n10"], "n[09-10]"), (["b2", "a1", "b1"], "a1,b[1-2]")])
+def test_hostlists_round_trip_in_slurms_sorted_order(hosts: list[str], text: str) -> None:
+    from xce.core import hostlist
+
+    assert hostlist.compress(hosts) == text
+    assert hostlist.expand(text) == hostlist.order(hosts) == sorted(hosts, key=lambda h: (h.rstrip("0123456789"),
+                                                                                         int(h[len(h.rstrip("0123456789")):] or -1)))
+
+
+def test_a_bad_hostlist_range_is_named() -> None:
+    from xce.core import hostlist
+
+    with pytest.raises(ValueError, match="'x-2' is not a number"):
+        hostlist.expand("node[x-2]")
 
 
 # ---- bsub and sbatch -> JobSpec fields -------------------------------------------------------
@@ -420,7 +431,9 @@ def test_sbatch_layouts(lines: str, resreq: str, slots: int) -> None:
 
 @pytest.mark.parametrize("argv, message", [
     (["--array=0-3%0"], "--array=0-3%0: running limit %0 must be 1 or more"),
-    (["--hold"], "--hold (held jobs) is not supported by this XCE yet"),
+    (["--signal=X:USR1"], "--signal=X:USR1: before ':' only R and B may stand"),
+    (["--signal=NOPE@10"], "--signal: unknown signal 'NOPE'"),
+    (["--signal=USR1@70000"], "--signal=USR1@70000: the time after @ must be whole seconds from 0 to 65535"),
     (["--exclusive=user"], "--exclusive=user: sharing nodes by user or MCS label is not supported"),
     (["--gres=gpu:1"], "--gres is not supported"),
     (["--mail-type=END"], "XCE sends no mail"),
@@ -533,6 +546,34 @@ def test_bjobs_default_listing_puts_each_further_host_on_its_own_line() -> None:
 def test_bhosts_status_is_lsfs() -> None:
     assert [mapping.lsf_host_status(s) for s in ("ok", "full", "closed", "unavail")] == \
         ["ok", "closed", "closed", "unavail"]
+
+
+@pytest.mark.parametrize("argv, fields", [
+    (["--signal=USR2@90"], {"warn_signal": 12, "warn_time": 90.0, "warn_to": "steps"}),  # submitit's line
+    (["--signal=B:USR1@55"], {"warn_signal": 10, "warn_time": 55.0, "warn_to": "batch"}),
+    (["--signal=R:10"], {"warn_signal": 10, "warn_time": 60.0, "warn_to": "steps"}),  # R: no reservations: no effect
+    (["--hold"], {"hold": True}), (["-H"], {"hold": True}),
+    (["-n", "1", "-c", "2"], {"slots": 2, "cpus_per_task": 2}),
+    (["-n", "3"], {"slots": 3}),
+])
+def test_sbatch_signal_hold_and_cpus_per_task(argv: list[str], fields: dict[str, Any]) -> None:
+    got, _ = sbatch_spec(argv, _script("#!/bin/sh\ntrue\n"))
+    assert {k: got.get(k) for k in fields} == fields
+    for absent in {"hold", "warn_signal", "warn_time", "warn_to", "cpus_per_task"} - set(fields):
+        assert absent not in got  # JobSpec's default: omitted on the wire
+
+
+def test_scontrol_and_squeue_long_show_the_signal_and_tasks() -> None:
+    v = view(run_limit=60.0, warn_signal=10, warn_time=55.0, warn_to="batch", slots=4, cpus_per_task=2)
+    text = slurm_fmt.scontrol_job(v)
+    assert "TimeLimit=00:01:00 Signal=B:USR1@55\n" in text and "NumTasks=2 CPUs/Task=2\n" in text, text
+    assert "Signal=" not in slurm_fmt.scontrol_job(view())
+    held = view(id=13, state="PSUSP", hosts=[], reason="held by its user (submitted held)", start_time=None)
+    lines = slurm_fmt.squeue_format([v, held], slurm_fmt.SQUEUE_LONG, header=True).splitlines()
+    assert lines[0].split() == ["JOBID", "PARTITION", "NAME", "USER", "STATE", "TIME", "TIME_LIMI", "NODES",
+                                "NODELIST(REASON)"]
+    assert lines[1].split()[4:] == ["RUNNING", lines[1].split()[5], "1:00", "1", "node1"]
+    assert lines[2].split()[4:] == ["PENDING", "0:00", "UNLIMITED", "1", "(JobHeldUser)"]
 
 
 def test_scontrol_show_job_names_an_elements_array() -> None:

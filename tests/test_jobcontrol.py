@@ -214,6 +214,23 @@ def test_a_held_job_is_not_placed_and_resumes_to_pending() -> None:
     assert [(e.event, e.by) for e in st.history[1]] == [("submitted", ""), ("suspended", "ann"), ("resumed", "ann")]
 
 
+def test_a_job_submitted_held_pends_held_until_resumed() -> None:
+    """sbatch -H: PSUSP from its submission, with its reason, never placed until released."""
+    from xce.core.jobspec.arrays import parse_slurm_array
+    from xce.core.state import SUBMITTED_HELD
+
+    st = cluster()
+    submit(st, spec(hold=True), spec(hold=True, array=parse_slurm_array("0-2")))
+    assert (st.jobs[1].state, st.jobs[1].reason) == (S.PSUSP, SUBMITTED_HELD)
+    with pytest.raises(IllegalTransition, match="cannot place a job in state PSUSP"):
+        place(st, 1)
+    assert st.arrays[2].held and not [j for j in st.jobs if j >> 32 == 2]  # no element materialised
+    st.apply(Resume(time=T0 + 2, job_ids=[1, 2], by="ann"))
+    assert (st.jobs[1].state, st.jobs[1].reason) == (S.PEND, "")
+    assert [(e.event, e.by) for e in st.history[1]] == [("submitted", ""), ("suspended", ""), ("resumed", "ann")]
+    assert sorted(j.state for jid, j in st.jobs.items() if jid >> 32 == 2) == [S.PEND] * 3
+
+
 def test_suspended_jobs_stay_accounted() -> None:
     """USUSP, SSUSP and UNKWN are ACTIVE: the ledger keeps their reservation charged."""
     from xce.replica.live import Live

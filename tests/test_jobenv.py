@@ -39,7 +39,14 @@ def facts(host: str = "a", hosts: tuple[str, ...] = ("a", "b"), slots: tuple[int
       "SLURM_ARRAY_TASK_MAX": "20", "SLURM_ARRAY_TASK_STEP": "2", "SLURM_ARRAY_TASK_COUNT": "6"}),
     (facts(stdout="/home/u/out.12"), {"LSB_OUTPUTFILE": "/home/u/out.12"}),
     (facts(env={"LSB_JOBID": "999", "MINE": "1"}), {"LSB_JOBID": "12", "MINE": "1"}),
-], ids=["first-host", "second-host", "named", "array-element", "slurm-array-bounds", "output-file", "stale-env-overridden"])
+    # Slurm's node ids follow its sorted, compressed list, not the allocation's order
+    (facts(host="node10", hosts=("node10", "node2", "node1"), slots=(1, 1, 1)),
+     {"SLURM_JOB_NODELIST": "node[1-2,10]", "SLURM_NODEID": "2", "LSB_MCPU_HOSTS": "node10 1 node2 1 node1 1"}),
+    (facts(host="node1", hosts=("node10", "node2", "node1"), slots=(1, 1, 1)), {"SLURM_NODEID": "0"}),
+    (facts(slots=(2, 2), cpus_per_task=2), {"SLURM_NTASKS": "2", "SLURM_CPUS_PER_TASK": "2", "SLURM_CPUS_ON_NODE": "2"}),
+    (facts(hosts=("a",), slots=(2,), cpus_per_task=2), {"SLURM_NTASKS": "1", "SLURM_CPUS_PER_TASK": "2"}),
+], ids=["first-host", "second-host", "named", "array-element", "slurm-array-bounds", "output-file", "stale-env-overridden",
+        "nodeid-sorted", "nodeid-first-sorted", "cpus-per-task", "one-task-two-cpus"])
 def test_job_env(f: JobFacts, expected: dict[str, str]) -> None:
     env = job_env(f)
     assert {k: env.get(k) for k in expected} == expected
@@ -47,7 +54,7 @@ def test_job_env(f: JobFacts, expected: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("f,absent", [
     (facts(), {"LSB_OUTPUTFILE", "LSB_JOBINDEX_STEP", "LSB_JOBINDEX_END", "SLURM_ARRAY_JOB_ID",
-               "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "XCE_LAUNCH_TOKEN"}),
+               "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT", "XCE_LAUNCH_TOKEN", "SLURM_CPUS_PER_TASK"}),
 ])
 def test_job_env_leaves_out_what_does_not_apply(f: JobFacts, absent: set[str]) -> None:
     assert absent.isdisjoint(job_env(f))

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from conftest import proc_state
 from test_runner import gone, make_runner, runner, spec, wait_exit, wait_for  # noqa: F401 - fixtures
 
-from xce.worker.runner import Runner, share_outcome
+from xce.worker.runner import Runner, share_outcome, warning_due
 
 
 def test_run_limit_ends_the_job_with_term_runlimit(runner: Runner) -> None:
@@ -97,3 +99,36 @@ def test_env_function_sees_the_resolved_cwd_and_output(runner: Runner, tmp_path:
     wait_exit(runner, t)
     assert seen == [(str(tmp_path), str(tmp_path / "o.9"))]
     assert (tmp_path / "o.9").read_text() == f"{tmp_path / 'o.9'}\n"
+
+
+# A command that says it runs (READY), traps USR1 to exit 5 and otherwise waits on short sleeps.
+def _trapping(ready: Path) -> list[str]:
+    return ["sh", "-c", f"trap 'exit 5' USR1; touch {ready}; while :; do sleep 0.05; done"]
+
+
+def test_a_signal_the_command_traps_leaves_the_wrapper_to_report_its_exit(runner: Runner, tmp_path: Path) -> None:
+    """kill -s USR1 (scancel --signal, a warning): the wrapper used to die of it (exit 138, the
+    command's own handling lost); now only the command decides.  Fails on the old wrapper."""
+    t = runner.start(1, 0, spec(_trapping(tmp_path / "ready")), 0, None, False, {})
+    wait_for(lambda: (tmp_path / "ready").exists())
+    runner.send_signal(t, signal.SIGUSR1)
+    ex = wait_exit(runner, t)
+    assert (ex.exit_code, ex.signal, ex.reason) == (5, None, "")
+
+
+@pytest.mark.parametrize("to", ["batch", ""])
+def test_the_warning_signal_goes_its_time_before_the_run_limit(runner: Runner, tmp_path: Path, to: str) -> None:
+    """sbatch --signal=B:USR1@T ("batch": the command alone), bsub -wa USR1 ("": all its processes)."""
+    t = runner.start(1, 0, spec(_trapping(tmp_path / "ready"), run_limit=30.0, warn_signal=signal.SIGUSR1,
+                                warn_time=29.5, warn_to=to), 0, None, False, {})
+    wait_for(lambda: (tmp_path / "ready").exists())
+    started = t.start_time
+    ex = wait_exit(runner, t, sample=True)
+    assert (ex.exit_code, ex.reason, t.warned) == (5, "", True)
+    assert time.time() - started >= 0.5  # not before its time
+
+
+def test_without_a_run_limit_the_warning_never_goes(runner: Runner) -> None:
+    t = runner.start(1, 0, spec(["sleep", "30"], warn_signal=signal.SIGUSR1, warn_time=65535.0), 0, None, False, {})
+    assert not warning_due(t, time.time() + 1e6)
+    assert warning_due(dataclasses.replace(t, run_limit=65536.0), time.time() + 1.5)

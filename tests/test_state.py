@@ -579,7 +579,8 @@ FULL_SPEC = JobSpec(command=["python", "-c", "pass"], name="full", user="ann", q
                     run_limit=600.0, run_estimate=300.0, project="climate", group="geo",
                     stdout_overwrite=True, stderr_overwrite=True, submit_host="login1", script="#!/bin/sh\ntrue\n",
                     reclaim=True, exclusive=True, pre_exec="test -d /scratch",
-                    dep_never_kill=True)
+                    dep_never_kill=True, hold=True, warn_signal=10, warn_time=55.0, warn_to="batch",
+                    cpus_per_task=2)
 
 
 def full_state() -> ClusterState:
@@ -600,6 +601,7 @@ def full_state() -> ClusterState:
                   default_queue="re"),
         *[RegisterHost(time=T0, host=mk(n)) for n in ("n1", "n2", "n3")],
         Submit(time=T0 + 1, specs=[FULL_SPEC], reqs=[FULL_REQ], key="k1"),
+        Resume(time=T0 + 1.2, job_ids=[1]),                                      # submitted held
         Modify(time=T0 + 1.5, job_id=1, mem_limit=4 * G),
         Place(time=T0 + 2, job_id=1, attempt=0,
               allocs=[Alloc("n1", 1, G, {"slots": 1, "gpu": 1}), Alloc("n2", 1, G, {"slots": 1, "gpu": 1})]),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -71,6 +72,9 @@ def job_long(j: Any, now: float) -> str:
     if j.priority or j.run_limit is not None:
         lines.append(f"  Priority: {j.priority}   Run limit: " +
                      (f"{j.run_limit / 60:g} min" if j.run_limit is not None else "-"))
+    if getattr(j, "warn_signal", 0):
+        lines.append(f"  Warning: {_signame(j.warn_signal)} {j.warn_time:g} s before the run limit, to "
+                     f"{_WARN_TO[j.warn_to]}" + ("" if j.run_limit is not None else " (no run limit: never sent)"))
     if j.reason:
         lines.append(f"  {'Pending reason' if j.state == 'PEND' else 'Reason'}: {j.reason}")
     if j.evictions:
@@ -88,6 +92,16 @@ def job_long(j: Any, now: float) -> str:
                                        fmt_bytes(a.mem_peak), fmt_bytes(a.mem_charged), fmt_bytes(a.mem_slack),
                                        fmt_bytes(a.mem_overage)] for a in j.accounts]).replace("\n", "\n    "))
     return "\n".join(lines)
+
+
+_WARN_TO = {"": "all its processes", "batch": "its batch shell", "steps": "its steps (srun, blaunch)"}
+
+
+def _signame(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
 
 
 def order_lines(o: Any) -> list[str]:

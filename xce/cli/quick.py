@@ -34,7 +34,7 @@ SPEC_DEFAULTS: dict[str, object] = {
     "priority": 0, "run_limit": None, "run_estimate": None, "project": "", "group": "",
     "depend": None, "array": None, "index": 0, "stdout_overwrite": False, "stderr_overwrite": False,
     "submit_host": "", "script": "", "reclaim": False, "exclusive": False, "pre_exec": "",
-    "dep_never_kill": False}
+    "dep_never_kill": False, "hold": False, "warn_signal": 0, "warn_time": 0.0, "warn_to": "", "cpus_per_task": 1}
 # Option -> the JobSpec field this path sets from its word: the one table's ``door`` fields
 # (xce/core/jobspec/options.py, stdlib only), and `xce submit`'s long spellings of them.
 _DOOR = {name: spec.door for name, spec in BSUB_OPTIONS.items() if spec.door}

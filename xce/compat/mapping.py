@@ -229,8 +229,6 @@ SLURM_IGNORED: dict[str, str] = {
 # and bsub alike, by xce.core.jobspec.build.UNSUPPORTED (-Is & co. by options.BSUB_REFUSED).
 NOT_YET = "is not supported by this XCE yet"
 SLURM_REFUSED: dict[str, str] = {
-    "--hold": f"--hold (held jobs) {NOT_YET}",
-    "--signal": f"--signal (a signal before the time limit) {NOT_YET}",
     "--mail-type": "--mail-type: XCE sends no mail",
     "--mail-user": "--mail-user: XCE sends no mail",
     "salloc": "salloc (interactive allocations) is not supported by XCE; use sbatch or srun",

@@ -144,8 +144,24 @@ def sbatch_spec(argv: list[str], read: Callable[[list[str]], tuple[str, str]] = 
         fields["exclusive"] = _exclusive(opts["--exclusive"])
     if opts.get("--time"):
         fields["run_limit"] = parse_slurm_time(str(opts["--time"]))
+    fields.update(_job_control(opts))
     fields["resreq"] = " ".join(p for p in (_mem(opts, slots), span) if p)
     return fields, frozenset(k for k in ("--parsable", "--wait") if opts.get(k))
+
+
+def _job_control(opts: dict[str, Any]) -> dict[str, Any]:
+    """--hold, --signal and --cpus-per-task as JobSpec fields (only those given)."""
+    out: dict[str, Any] = {}
+    if opts.get("--hold"):
+        out["hold"] = True
+    if opts.get("--signal"):
+        from xce.core.jobspec.signals import parse_slurm_warning
+
+        out["warn_signal"], out["warn_time"], out["warn_to"] = parse_slurm_warning(str(opts["--signal"]))
+    cpus = _int(opts, "--cpus-per-task")
+    if cpus and cpus > 1:
+        out["cpus_per_task"] = cpus
+    return out
 
 
 def _exclusive(value: Any) -> bool:
@@ -215,11 +231,15 @@ def _long_opts(argv: list[str], short: dict[str, str], valued: set[str], flags: 
                     raise Refused(f"option {name} requires an argument")
                 i += 1
                 value = argv[i]
-            values[name] = value
+            # -j 12 -j 13 (submitit's sacct) lists both, as Slurm's list options add up
+            values[name] = f"{values[name]},{value}" if name in values and name in _LISTS else value
         else:
             raise Refused(f"{w}: option not supported by this XCE's {cmd}")
         i += 1
     return values, seen, rest
+
+
+_LISTS = {"--jobs", "--user", "--states", "--state", "--partition", "--name"}  # comma lists that add up
 
 
 def _ids(text: str) -> list[int]:
@@ -242,7 +262,8 @@ def squeue(s: Session, argv: list[str]) -> int:
     states = _states(values.get("--states") or ("all" if ids else "PD,R,S"))
     user = unix_user() if "--me" in flags else values.get("--user")
     finished = bool(states & {"DONE", "EXIT"})  # else the controller need not send its finished jobs
-    reads = F.squeue_reads(values.get("--format"), values.get("--Format")) | {"state"}
+    fmt = values.get("--format") or (F.SQUEUE_LONG if "--long" in flags else None)
+    reads = F.squeue_reads(fmt, values.get("--Format")) | {"id", "state"}  # id: arrays fold by it
     reads |= {"queue"} if "--partition" in values else set()
     reads |= {"name"} if "--name" in values else set()
     views = [v for v in s.jobs(ids=ids, user=user, finished=finished, reads=reads) if v.state in states]
@@ -256,8 +277,14 @@ def squeue(s: Session, argv: list[str]) -> int:
     header = "--noheader" not in flags
     if "--Format" in values:
         print(F.squeue_fields(views, values["--Format"], header), end="")
-    else:
-        print(F.squeue_format(views, values.get("--format") or F.SQUEUE_DEFAULT, header), end="")
+        return 0
+    long = "--long" in flags and "--format" not in values
+    if long and header:  # -l: the time of the listing first, as Slurm's
+        import time
+
+        print(time.strftime("%a %b %d %H:%M:%S %Y"))
+    print(F.squeue_format(views, values.get("--format") or (F.SQUEUE_LONG if long else F.SQUEUE_DEFAULT), header),
+          end="")
     return 0
 
 
@@ -335,7 +362,13 @@ def scontrol(s: Session, argv: list[str]) -> int:
             or os.environ.get("LSB_HOSTS", "").replace(" ", ",")
         if not text:
             raise Refused("show hostnames: no hostlist given and SLURM_JOB_NODELIST is not set")
-        print("\n".join(dict.fromkeys(F.expand_hostlist(text))))
+        from xce.core.hostlist import expand
+
+        try:
+            names = expand(text)
+        except ValueError as e:
+            raise Refused(str(e)) from None
+        print("\n".join(dict.fromkeys(names)))
         return 0
     if argv[:2] == ["show", "job"] or argv[:1] == ["show"] and argv[1:2] == ["jobid"]:
         ids = _ids(argv[2]) if len(argv) > 2 else []
@@ -395,7 +428,7 @@ def srun(s: Session, argv: list[str]) -> int:
         raise Refused("srun inside a job needs XCE_LAUNCH_TOKEN, which XCE sets in every job it runs")
     from xce.core.jobspec.slurm import parse_sbatch_args
 
-    cli, command = parse_sbatch_args(argv)
+    cli, command = parse_sbatch_args(argv, srun=True)
     if not command:
         raise Refused("srun: no command given")
     import shlex
@@ -404,7 +437,7 @@ def srun(s: Session, argv: list[str]) -> int:
     out = tempfile.NamedTemporaryFile(prefix="srun-", suffix=".out", delete=False)
     out.close()
     script = "#!/bin/sh\nexec " + " ".join(shlex.quote(w) for w in command) + "\n"
-    words = [f"{k}={v}" if v is not True else k for k, v in cli.values.items() if k != "--output"]
+    words = [f"{k}={v}" if v is not True else k for k, v in cli.values.items() if k not in ("--output", "--unbuffered")]
     fields, _ = sbatch_spec([*words, f"--output={out.name}"], lambda _: (script, command[0]))
     from xce.client import make_spec
 

@@ -12,6 +12,7 @@ import time
 
 from xce.compat import mapping
 from xce.compat.session import Refused
+from xce.core.hostlist import compress as hostlist
 from xce.core.jobids import element_id, split_id
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the commands start in ms
@@ -52,53 +53,12 @@ def iso(t: float | None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) if t else "Unknown"
 
 
-def hostlist(hosts: Sequence[str]) -> str:
-    """``node1,node2,node3`` -> ``node[1-3]``: Slurm's compressed form."""
-    groups: dict[tuple[str, int], list[int]] = {}
-    plain: list[str] = []
-    for h in hosts:
-        m = re.fullmatch(r"(.*?)(\d+)", h)
-        if m:
-            groups.setdefault((m.group(1), len(m.group(2)) if m.group(2).startswith("0") else 0),
-                              []).append(int(m.group(2)))
-        else:
-            plain.append(h)
-    out = list(plain)
-    for (prefix, pad), nums in groups.items():
-        nums = sorted(set(nums))
-        if len(nums) == 1:
-            out.append(f"{prefix}{str(nums[0]).zfill(pad)}")
-            continue
-        ranges, start = [], nums[0]
-        for a, b in zip(nums, nums[1:] + [None]):
-            if b != a + 1:
-                ranges.append(str(start).zfill(pad) if start == a else f"{str(start).zfill(pad)}-{str(a).zfill(pad)}")
-                start = b
-        out.append(f"{prefix}[{','.join(ranges)}]")
-    return ",".join(out)
-
-
-def expand_hostlist(text: str) -> list[str]:
-    """``node[1-3,5],login`` -> each name."""
-    out: list[str] = []
-    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]*)\])?([^,]*)", text):
-        prefix, ranges, suffix = m.group(1), m.group(2), m.group(3)
-        if ranges is None:
-            out.append(prefix + suffix)
-            continue
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            for n in range(int(lo), int(hi or lo) + 1):
-                out.append(f"{prefix}{str(n).zfill(len(lo))}{suffix}")
-    return out
-
-
 def _nodes(v: Any) -> str:
     return hostlist(v.hosts) if v.hosts else ""
 
 
 def _reason_or_nodes(v: Any) -> str:
-    return f"({mapping.slurm_reason(v.state, v.reason)})" if v.state == "PEND" else _nodes(v)
+    return f"({mapping.slurm_reason(v.state, v.reason)})" if v.state in ("PEND", "PSUSP") else _nodes(v)
 
 
 def _limit(v: Any) -> str:
@@ -144,6 +104,7 @@ SQUEUE_NAMES = {"jobid": "jobid", "jobarrayid": "jobid", "name": "name", "userna
                 "reason": "reason", "minmemory": "mem", "exitcode": "exit", "submittime": "submit",
                 "starttime": "start", "endtime": "end"}
 SQUEUE_DEFAULT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+SQUEUE_LONG = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"  # -l (its TIME_LIMIT header cut to TIME_LIMI)
 _PCT = re.compile(r"%(\.)?(\d+)?([a-zA-Z])")
 
 
@@ -160,11 +121,11 @@ class Pending:
     """A pending element (or, with ``folded``, all of an array's) read through another element's
     fields: elements share their spec, and one without a Job yet has no view of its own."""
 
-    def __init__(self, like: Any, job_id: int, folded: str = "", reason: str = "") -> None:
+    def __init__(self, like: Any, job_id: int, folded: str = "", reason: str = "", held: bool = False) -> None:
         self._like = like
         self.id = job_id
         self.folded = folded
-        self.state, self.hosts = "PEND", []
+        self.state, self.hosts = "PSUSP" if held else "PEND", []  # held: the array's (sbatch -H, scontrol hold)
         self.reason = reason or (getattr(like, "reason", "") if like.state == "PEND" else "")
         self.start_time = self.end_time = self.exit_code = self.signal = None
 
@@ -213,11 +174,12 @@ def fold_arrays(views: Sequence[Any], arrays: Sequence[Any], *, each: bool, only
         template = like.get(a.id) or _Summary(a)
         active = sum(n for state, n in a.counts.items() if state not in ("PEND", "PSUSP", "DONE", "EXIT"))
         held = mapping.ARRAY_LIMIT if a.limit and active >= a.limit else ""
+        stopped = bool(getattr(a, "held", False))
         if each or only is not None and a.id not in only:
-            rows += [Pending(template, element_id(a.id, i), reason=held) for i in indices]
+            rows += [Pending(template, element_id(a.id, i), reason=held, held=stopped) for i in indices]
             continue
         text = _index_text(indices) + (f"%{a.limit}" if a.limit else "")
-        rows.append(Pending(template, element_id(a.id, indices[0]), f"{a.id}_[{text}]", held))
+        rows.append(Pending(template, element_id(a.id, indices[0]), f"{a.id}_[{text}]", held, stopped))
     return sorted(rows, key=lambda v: split_id(v.id)[0] << 32 | (split_id(v.id)[1] or 0))
 
 
@@ -392,6 +354,24 @@ def sinfo_nodes(queues: Any, hosts: Sequence[Any], header: bool, partitions: Seq
     return "".join(line + "\n" for line in lines)
 
 
+def _cpus(v: Any) -> int:
+    return getattr(v, "cpus_per_task", 1) or 1
+
+
+def _warning(v: Any) -> str:
+    """`` Signal=B:USR1@55``: the job's --signal as sbatch takes it ("" without one)."""
+    sig = getattr(v, "warn_signal", 0)
+    if not sig:
+        return ""
+    import signal  # lazy: signal's enums only for a job with --signal (the listings start in ms)
+
+    try:
+        name = signal.Signals(sig).name.removeprefix("SIG")
+    except ValueError:
+        name = str(sig)
+    return f" Signal={'B:' if v.warn_to == 'batch' else ''}{name}@{v.warn_time:g}"
+
+
 def scontrol_job(v: Any) -> str:
     st = mapping.slurm_state(v.state, v.reason)
     array, index = split_id(v.id)
@@ -400,10 +380,11 @@ def scontrol_job(v: Any) -> str:
             f"   UserId={v.user} Account={mapping.account_of(v.project)} QOS=normal\n"
             f"   JobState={st.long} Reason={mapping.slurm_reason(v.state, v.reason)} Dependency=(null)\n"
             f"   ExitCode={mapping.slurm_exit_code(v.exit_code, v.signal)}\n"
-            f"   RunTime={sacct_time(elapsed(v))} TimeLimit={_sacct_limit(v)}\n"
+            f"   RunTime={sacct_time(elapsed(v))} TimeLimit={_sacct_limit(v)}{_warning(v)}\n"
             f"   SubmitTime={iso(v.submit_time)} StartTime={iso(v.start_time)} EndTime={iso(v.end_time)}\n"
             f"   Partition={mapping.partition_of(v.queue)}\n"
             f"   NodeList={_nodes(v) or '(null)'}\n"
-            f"   NumNodes={len(v.hosts) or 1} NumCPUs={v.slots} NumTasks={v.slots}\n"
+            f"   NumNodes={len(v.hosts) or 1} NumCPUs={v.slots} NumTasks={v.slots // _cpus(v)} "
+            f"CPUs/Task={_cpus(v)}\n"
             f"   MinMemoryNode={mapping.slurm_mem(v.mem_reserved)}\n"
             f"   Command={' '.join(v.command)}")

@@ -5,20 +5,22 @@ the job's hosts (``plan_step``), starts each through LAUNCH in the job's share o
 (xce/client/launch.py), relays their output and exits with the highest task exit code, as
 Slurm's srun.  What is read:
 
+- The job's hosts are taken in Slurm's order (sorted: the order of SLURM_JOB_NODELIST, whose
+  index is SLURM_NODEID, xce/core/hostlist.py), each holding its slots over SLURM_CPUS_PER_TASK.
 - ``-n/--ntasks N``, ``-N/--nodes N``, ``--ntasks-per-node K``: without any, one task per
-  slot of the job (SLURM_NTASKS) on every host; with ``-n`` alone, N tasks spread evenly
+  slot of the job (per SLURM_CPUS_PER_TASK slots under sbatch -c: SLURM_NTASKS) on every host; with ``-n`` alone, N tasks spread evenly
   (block: the first hosts get one more) over min(N, hosts) hosts; ``-N`` takes the first N
   hosts of the job; ``--ntasks-per-node`` K tasks on each.
 - ``-o/--output`` and ``-e/--error`` patterns with ``%j`` (job id), ``%t`` (task id), ``%N``
   (host), ``%n`` (node id in the step), ``%s`` (step id, 0), ``%%``; files are written here,
   by srun (one per task with ``%t``, else shared); without ``-e`` stderr goes where stdout
   goes.  Without ``-o`` the output comes to srun's own stdout and stderr.
-- ``-D/--chdir``: the tasks' directory.  ``-J``, ``-c``, ``--mem``, ``--export``, ``-t`` are
+- ``-D/--chdir``: the tasks' directory.  ``-J``, ``-c``, ``--mem``, ``--export``, ``-t``, ``-u`` are
   accepted and have no effect on a step (the job's allocation governs); every other option is
   refused by name.
 
 Each task gets SLURM_PROCID (its rank), SLURM_LOCALID (its rank on its host), SLURM_NODEID
-(its host's place in the job), SLURM_STEP_ID/SLURM_STEPID (0), SLURM_STEP_NUM_TASKS,
+(its host's place in the job's sorted host list), SLURM_STEP_ID/SLURM_STEPID (0), SLURM_STEP_NUM_TASKS,
 SLURM_STEP_NUM_NODES, SLURM_STEP_NODELIST, and SLURM_NTASKS set to the step's task count.
 """
 
@@ -28,9 +30,10 @@ import os
 from typing import Any, NamedTuple
 
 from xce.compat.session import Refused, Session
+from xce.core import hostlist
 
 STEP_OPTIONS = {"--ntasks", "--nodes", "--ntasks-per-node", "--output", "--error", "--chdir"}
-IGNORED = {"--job-name", "--cpus-per-task", "--mem", "--mem-per-cpu", "--export", "--time"}
+IGNORED = {"--job-name", "--cpus-per-task", "--mem", "--mem-per-cpu", "--export", "--time", "--unbuffered"}
 
 
 class Placed(NamedTuple):
@@ -75,7 +78,7 @@ def step_env(p: Placed, plan: list[Placed]) -> dict[str, str]:
     return {"SLURM_PROCID": str(p.proc_id), "SLURM_LOCALID": str(p.local_id), "SLURM_NODEID": str(p.node_id),
             "SLURM_STEP_ID": "0", "SLURM_STEPID": "0", "SLURM_NTASKS": str(len(plan)),
             "SLURM_STEP_NUM_TASKS": str(len(plan)), "SLURM_STEP_NUM_NODES": str(len(hosts)),
-            "SLURM_STEP_NODELIST": ",".join(hosts)}
+            "SLURM_STEP_NODELIST": hostlist.compress(hosts)}
 
 
 def output_name(pattern: str, job_id: str, p: Placed, step_node: int) -> str:
@@ -94,11 +97,16 @@ def output_name(pattern: str, job_id: str, p: Placed, step_node: int) -> str:
 
 
 def job_hosts(environ: Any) -> tuple[list[str], list[int]]:
-    """The job's hosts and slots per host, from the environment the worker gave it."""
+    """The job's hosts, in the order Slurm numbers them (SLURM_NODEID: xce/core/hostlist.py), and
+    the tasks each can hold: its slots over SLURM_CPUS_PER_TASK (sbatch -c)."""
     words = environ.get("LSB_MCPU_HOSTS", "").split()
     if len(words) < 2 or len(words) % 2:
         raise Refused("srun: LSB_MCPU_HOSTS is not set: not inside an XCE job")
-    return words[0::2], [int(n) for n in words[1::2]]
+    slots = dict(zip(words[0::2], (int(n) for n in words[1::2])))
+    cpus = environ.get("SLURM_CPUS_PER_TASK", "1")
+    cpus = int(cpus) if cpus.isdigit() and int(cpus) > 0 else 1
+    hosts = hostlist.order(list(slots))
+    return hosts, [max(1, slots[h] // cpus) for h in hosts]
 
 
 def _int(values: dict[str, Any], name: str) -> int | None:
@@ -117,7 +125,7 @@ def srun_step(s: Session, argv: list[str]) -> int:
     from xce.client.launch import TaskRun, exit_status, launch_token, run_tasks, with_sigterm
     from xce.core.jobspec.slurm import parse_sbatch_args  # the same, for the option parser
 
-    cli, command = parse_sbatch_args(argv)
+    cli, command = parse_sbatch_args(argv, srun=True)
     if not command:
         raise Refused("srun: no command given")
     for name in cli.values:

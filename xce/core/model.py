@@ -104,6 +104,13 @@ class JobSpec(msgspec.Struct, frozen=True, kw_only=True, gc=False, omit_defaults
     # -ti: ended at once when its -w dependency can never be met, as its queue's dep_never = "kill"
     # does for all its jobs (xce/core/state.py).  Appended with a default, as above.
     dep_never_kill: bool = False
+    # Slurm's and LSF's job-control extras (docs/jobs.md, docs/compat.md).  Appended with defaults.
+    hold: bool = False                 # submitted held (PSUSP) until released (sbatch -H, bsub -H)
+    warn_signal: int = 0               # sent warn_time seconds before the run limit (sbatch --signal, bsub -wa); 0: none
+    warn_time: float = 0.0             # seconds before the run limit the warning signal goes (-wt, @TIME)
+    warn_to: str = ""                  # who gets it: "" all the job's processes (LSF), "batch" its command only
+                                       # (Slurm's B:), "steps" the tasks srun/blaunch started in it (Slurm's default)
+    cpus_per_task: int = 1             # sbatch -c: slots = tasks x cpus_per_task; SLURM_NTASKS is slots / this
 
 
 def check_mem_limit(limit: int | None) -> None:
@@ -177,6 +184,25 @@ def check_spec(spec: JobSpec, encoded: bytes | None = None) -> None:
         t = getattr(spec, name)
         if t is not None and not 0 < t < float("inf"):
             raise InvalidRequest(f"{name} must be a positive number of seconds, got {t}")
+    check_warning(spec)
+
+
+WARN_TO = ("", "batch", "steps")  # JobSpec.warn_to: all the job's processes, its command, its launched tasks
+
+
+def check_warning(spec: JobSpec) -> None:
+    """The warning signal and cpus_per_task: each a value a worker can act on."""
+    if spec.warn_signal and not 0 < spec.warn_signal < 65:
+        raise InvalidRequest(f"warn_signal must be a signal number from 1 to 64, got {spec.warn_signal}")
+    if spec.warn_signal and not 0 <= spec.warn_time < float("inf"):
+        raise InvalidRequest(f"warn_time must be 0 or more seconds, got {spec.warn_time}")
+    if spec.warn_to not in WARN_TO:
+        raise InvalidRequest(f"warn_to must be one of {', '.join(repr(w) for w in WARN_TO)}, got {spec.warn_to!r}")
+    if not spec.warn_signal and (spec.warn_time or spec.warn_to):
+        raise InvalidRequest("warn_time and warn_to need warn_signal (the signal to send)")
+    if spec.cpus_per_task < 1 or spec.slots % spec.cpus_per_task:
+        raise InvalidRequest(f"cpus_per_task ({spec.cpus_per_task}) must be 1 or more and divide the slots "
+                             f"({spec.slots}): slots are tasks x cpus per task")
 
 
 class Alloc(msgspec.Struct, frozen=True, gc=False):

@@ -80,6 +80,7 @@ from xce.core.sched.fairshare import UsageBook, past_run
 
 S = JobState
 ANSWERS_KEPT = 100_000  # keyed answers kept: retries arrive within seconds; this is hours of writes
+SUBMITTED_HELD = "held by its user (submitted held)"  # until resumed: xce resume, scontrol release, bresume
 HIST_KEPT = 64  # events kept per job: the first (submitted) and the latest; a requeue loop cannot grow it
 PENDING = frozenset({S.PEND, S.PSUSP})
 TRANSITIONS: dict[tuple[JobState, str], JobState] = {
@@ -599,10 +600,12 @@ class ClusterState:
         submitted: tuple[JobSpec, HistEvent] | None = None  # one entry for a run of one admitted spec
         for spec, req in zip(specs, cmd.reqs, strict=True):
             if spec.array is not None:  # one entity, whatever its size
-                arr = ArrayJob(id=self.next_job_id, spec=spec, req=req, submit_time=cmd.time, by=cmd.by)
+                arr = ArrayJob(id=self.next_job_id, spec=spec, req=req, submit_time=cmd.time, by=cmd.by,
+                               held=spec.hold)  # held: no element materialises until released
                 self.next_job_id += 1
                 self.arrays[arr.id] = arr
-                self._hist(arr.id, cmd.time, "submitted", cmd.by, f"queue {spec.queue}, {spec.array.count} elements")
+                self._hist(arr.id, cmd.time, "submitted", cmd.by, f"queue {spec.queue}, {spec.array.count} elements"
+                           + (", held" if spec.hold else ""))
                 self._materialise(ch, arr)
                 ids.append(arr.id)
                 continue
@@ -614,6 +617,9 @@ class ClusterState:
             if submitted is None or submitted[0] is not spec:
                 submitted = spec, HistEvent(cmd.time, "submitted", cmd.by, f"queue {spec.queue}")
             self._log(job.id, submitted[1])
+            if spec.hold:  # sbatch -H, bsub -H: pending but held, as a stop would leave it
+                self._set(ch, job, "stop", cmd.time, cmd.by, SUBMITTED_HELD)
+                job.reason = SUBMITTED_HELD
             if spec.depend is not None:
                 self._depend(ch, job)
             ids.append(job.id)

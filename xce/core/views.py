@@ -106,6 +106,10 @@ class JobView(msgspec.Struct, kw_only=True):
     evictions: int = 0              # times preempted or reclaimed (a queue's max_preempt counts them)
     pre_exec: str = ""              # -E (bjobs -l "PRE-EXEC")
     cpu_time: float = 0.0           # user+system seconds: the live accounts' so far, else the finish records' sum
+    warn_signal: int = 0            # sbatch --signal, bsub -wa: sent warn_time s before the run limit (0: none)
+    warn_time: float = 0.0
+    warn_to: str = ""               # "" all its processes, "batch" its command, "steps" its launched tasks
+    cpus_per_task: int = 1          # sbatch -c: its tasks are slots / this
 
 
 class HostView(msgspec.Struct, kw_only=True):
@@ -181,7 +185,9 @@ OWN: dict[str, Callable[[Job], Any]] = {
     "mem_basis": lambda j: j.req.mem_basis, "exclusive": lambda j: j.spec.exclusive,
     "project": lambda j: j.spec.project, "group": lambda j: j.spec.group, "run_estimate": lambda j: j.spec.run_estimate,
     "array": lambda j: array_title(j.spec),
-    "evictions": lambda j: j.evictions, "pre_exec": lambda j: j.spec.pre_exec}
+    "evictions": lambda j: j.evictions, "pre_exec": lambda j: j.spec.pre_exec,
+    "warn_signal": lambda j: j.spec.warn_signal, "warn_time": lambda j: j.spec.warn_time,
+    "warn_to": lambda j: j.spec.warn_to, "cpus_per_task": lambda j: j.spec.cpus_per_task}
 # What a row may name: every JobView field but the pending order, which only full views carry.
 ROW_FIELDS = frozenset(JobView.__struct_fields__) - {"order"}
 

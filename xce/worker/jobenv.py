@@ -13,10 +13,12 @@ What each variable holds (docs/jobs.md lists them for users):
 - ``LSB_JOBID``: the job's id, or an array element's array id (LSF gives every element the
   array's id and tells them apart by ``LSB_JOBINDEX``, which is 0 outside an array);
   ``LSB_JOBNAME``: an element's is its array's name with its index (``sweep[7]``).
-- ``SLURM_NTASKS``: all slots; ``SLURM_CPUS_ON_NODE``: this host's; ``SLURM_NODEID``: this
-  host's position in the allocation; ``SLURM_PROCID``/``SLURM_LOCALID``: 0 (the batch
-  script is the first task); ``SLURM_JOB_NODELIST``: the hosts, comma-separated (a form
-  ``scontrol show hostnames`` expands).
+- ``SLURM_NTASKS``: the slots over ``cpus_per_task`` (sbatch -c; SLURM_CPUS_PER_TASK when
+  above 1); ``SLURM_CPUS_ON_NODE``: this host's slots; ``SLURM_JOB_NODELIST``: the hosts in
+  Slurm's compressed form (``node[1-2]``, xce/core/hostlist.py), sorted as Slurm sorts them;
+  ``SLURM_NODEID``: this host's index in that sorted list (which need not be the allocation's
+  order: the batch script runs on the allocation's first host); ``SLURM_PROCID``/
+  ``SLURM_LOCALID``: 0 (the batch script is the first task).
 - ``XCE_LAUNCH_TOKEN``: the leader's credential for this attempt (RUN_JOB's ``launch_token``,
   xce/security/launch.py), which `xce launch`, blaunch and srun show to start tasks of the job
   on its hosts; a launched task gets the same environment as its host's share, plus what its
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xce.core import hostlist
 from xce.core.model import JobSpec
 
 
@@ -99,12 +102,16 @@ def lsb_vars(f: JobFacts) -> dict[str, str]:
 
 def slurm_vars(f: JobFacts) -> dict[str, str]:
     """Slurm's names for the same facts (sbatch(1), "OUTPUT ENVIRONMENT VARIABLES")."""
-    here = f.hosts.index(f.host) if f.host in f.hosts else 0
+    mine = f.slots[f.hosts.index(f.host)] if f.host in f.hosts else f.slots[0]
+    nodes = hostlist.order(f.hosts)  # Slurm numbers a job's nodes in its sorted, compressed list's order
+    cpus = f.spec.cpus_per_task
     out = {"SLURM_JOB_ID": str(f.job_id), "SLURM_JOB_NAME": job_name(f.spec),
-           "SLURM_NTASKS": str(sum(f.slots)), "SLURM_CPUS_ON_NODE": str(f.slots[here]),
-           "SLURM_JOB_NUM_NODES": str(len(f.hosts)), "SLURM_JOB_NODELIST": ",".join(f.hosts),
-           "SLURM_NODEID": str(here), "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
-           "SLURM_SUBMIT_DIR": f.spec.cwd or f.cwd, "SLURM_JOB_PARTITION": f.spec.queue}
+           "SLURM_NTASKS": str(max(1, sum(f.slots) // cpus)), "SLURM_CPUS_ON_NODE": str(mine),
+           "SLURM_JOB_NUM_NODES": str(len(f.hosts)), "SLURM_JOB_NODELIST": hostlist.compress(f.hosts),
+           "SLURM_NODEID": str(nodes.index(f.host) if f.host in nodes else 0), "SLURM_PROCID": "0",
+           "SLURM_LOCALID": "0", "SLURM_SUBMIT_DIR": f.spec.cwd or f.cwd, "SLURM_JOB_PARTITION": f.spec.queue}
+    if cpus > 1:
+        out["SLURM_CPUS_PER_TASK"] = str(cpus)
     if f.element is not None:
         out.update(slurm_array_vars(f.element, f.spec))
     return out

@@ -145,6 +145,11 @@ def _children(pid: int, threads: int) -> list[int]:
     return out
 
 
+def child_pids(pid: int) -> list[int]:
+    """The children of a single-threaded process (a job's wrapper shell)."""
+    return _children(pid, 1)
+
+
 def _listdir(path: str) -> list[str]:
     try:
         return os.listdir(path)

@@ -116,6 +116,7 @@ from xce.worker.measure import (
     ProcMeter,
     Sample,
     attach_meter,
+    child_pids,
     proc_stat,
     sweep_cgroups,
 )
@@ -160,6 +161,8 @@ class Task:
     ended: Exit | None = None     # set when poll() reported it; kept until forget()
     hard_killed: bool = False
     run_limit: float | None = None  # seconds of running (suspended time excluded); None: none
+    warning: tuple[int, float, str] | None = None  # (signal, seconds before run_limit, to whom): --signal, -wa
+    warned: bool = False            # the warning signal was sent (saved: a restarted worker sends it once)
     holder: bool = False            # a parallel job's share on a host other than the first
     reclaiming: bool = False        # runs on reclaimable memory: the first to go under pressure
     suspended_at: float | None = None  # when a stop signal was sent, while it holds
@@ -191,6 +194,15 @@ def over_run_limit(task: Task, now: float) -> bool:
     """Whether ``task`` ran past its run limit (holders never: the first host's share governs)."""
     return task.run_limit is not None and not task.holder and task.kill_reason is None \
         and run_elapsed(task.start_time, now, task.suspended_total, task.suspended_at) > task.run_limit
+
+
+def warning_due(task: Task, now: float) -> bool:
+    """Whether the job's warning signal (sbatch --signal, bsub -wa/-wt) is due: its run limit is
+    at most its warning time away.  Without a run limit it never is, as in Slurm and LSF."""
+    return task.warning is not None and not task.warned and task.run_limit is not None \
+        and task.kill_reason is None \
+        and run_elapsed(task.start_time, now, task.suspended_total, task.suspended_at) >= \
+        task.run_limit - task.warning[1]
 
 
 def share_outcome(ex: Exit) -> tuple[int | None, int | None, str]:
@@ -227,6 +239,10 @@ def _decode_wait(status: int) -> tuple[int, int | None]:
 
 
 TERM_AGAIN_S = 0.2
+# Signals a user sends a job (kill -s, scancel --signal, a warning) that would end the wrapper, not
+# only the command, by default: the wrapper takes them (its command still gets them, with its own
+# disposition) and lives on to record the command's fate.
+TRAPPED = "HUP INT QUIT USR1 USR2 ALRM"
 
 
 GO = 'trap k=1 TERM\nread -r _ || [ "$k" ] || exit 125\n[ -z "$k" ] || { echo 143; exit 143; }\n'
@@ -255,7 +271,8 @@ def _script(out: str, err: str, sink: str, out_trunc: bool = False, err_trunc: b
     elif err != sink:
         n += 1
         redirs.append(f'2{">" if err_trunc else ">>"}"${n}"')
-    return ("exec 3>&1 </dev/null\n"
+    return (f"trap : {TRAPPED}\n"
+            "exec 3>&1 </dev/null\n"
             f"command exec {' '.join(redirs)} || "
             '{ echo "126 cannot open the output file as the job user" >&3; exit 126; }\n'
             f"shift {n}\n"
@@ -389,6 +406,7 @@ class Runner:
             job_id=job_id, attempt=attempt, pid=launch.proc.pid, start_time=self.clock(), key=key,
             stdout=out, stderr=err, mem_limit=spec.mem_limit, reserved=reserved, duration_s=duration_s,
             decay=decay, meter=launch.meter, proc_start=launch.proc_start, run_limit=spec.run_limit,
+            warning=(spec.warn_signal, spec.warn_time, spec.warn_to) if spec.warn_signal else None,
             holder=holder, reclaiming=reclaiming, cgroup=launch.cgroup, _proc=launch.proc))
 
     def _spawn(self, key: str, argv: list[str], cwd: str, env: dict[str, str], sink_path: str,
@@ -567,7 +585,7 @@ class Runner:
                 "stderr": task.stderr, "mem_limit": task.mem_limit, "reserved": task.reserved,
                 "duration_s": task.duration_s, "decay": task.decay, "method": task.meter.method,
                 "run_limit": task.run_limit, "holder": task.holder, "reclaiming": task.reclaiming,
-                "cgroup": task.cgroup}
+                "cgroup": task.cgroup, "warning": task.warning}
 
     def persist(self, task: Task) -> None:
         """Save what changes while a task runs (kill reason, peak, slack integral).
@@ -577,7 +595,8 @@ class Runner:
         """
         upd = {"kill_reason": task.kill_reason, "peak": task.peak,
                "slack_integral": task.slack_integral, "saved_at": self.clock(),
-               "suspended_at": task.suspended_at, "suspended_total": task.suspended_total}
+               "suspended_at": task.suspended_at, "suspended_total": task.suspended_total,
+               "warned": task.warned}
         path = self._upd_path(task.key)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(upd))
@@ -640,6 +659,8 @@ class Runner:
                         meter=meter, peak=upd.get("peak", 0), slack_integral=upd.get("slack_integral", 0.0),
                         kill_reason=upd.get("kill_reason"), adopted=True, proc_start=start,
                         run_limit=rec.get("run_limit"), holder=rec.get("holder", False),
+                        warning=tuple(rec["warning"]) if rec.get("warning") else None,  # type: ignore[arg-type]
+                        warned=upd.get("warned", False),
                         reclaiming=rec.get("reclaiming", False),
                         suspended_at=upd.get("suspended_at"), suspended_total=upd.get("suspended_total", 0.0),
                         cgroup=cgroup, _last_t=upd.get("saved_at"), _persisted=bool(upd))
@@ -788,6 +809,8 @@ class Runner:
                 continue
             if over_run_limit(task, now):
                 self.kill(task, "TERM_RUNLIMIT")
+            elif warning_due(task, now):
+                self.warn(task)
             # A holder's own process is no use of the host: its share reports 0 until a task runs there.
             s = share_sample(task)
             if s is None:
@@ -844,6 +867,27 @@ class Runner:
                 task.term_again_at = now + TERM_AGAIN_S
         else:
             task.kill_deadline = min(task.kill_deadline, now + g)
+
+    def warn(self, task: Task) -> None:
+        """Send the job its warning signal, once (JobSpec.warn_to says to whom): its command alone
+        (Slurm's ``B:``, the batch shell), the tasks srun or blaunch started in it (Slurm's default:
+        the steps, not the batch shell), or all its processes (LSF's -wa; the wrapper takes it,
+        TRAPPED, and lives on).  A holder share has no command of the job's: only its tasks."""
+        assert task.warning is not None
+        sig, _, to = task.warning
+        task.warned = True
+        self.persist(task)
+        if to == "steps" or task.holder:
+            if to != "batch":
+                signal_tasks(task, sig)
+        elif to == "batch":
+            for pid in child_pids(task.pid):  # the wrapper's child: the command it runs
+                try:
+                    os.kill(pid, sig)
+                except OSError:
+                    pass
+        else:
+            self._signal(task, sig)
 
     def send_signal(self, task: Task, sig: int) -> bool:
         """Send ``sig`` to the job's processes here (``xce stop/resume``, ``kill -s``); whether it

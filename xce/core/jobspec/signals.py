@@ -22,3 +22,34 @@ def parse_signal(text: str, option: str = "kill -s") -> int:
         return int(signal.Signals[name])
     except KeyError:
         raise InvalidRequest(f"{option}: unknown signal {text!r}") from None
+
+
+SLURM_WARN_DEFAULT = 60  # seconds: sbatch --signal=SIG without @TIME
+SLURM_WARN_MAX = 65535   # sbatch's bound on @TIME
+
+
+def parse_slurm_warning(text: str) -> tuple[int, float, str]:
+    """sbatch ``--signal=[{R|B}:]SIG[@TIME]`` -> (signal, seconds before the run limit, JobSpec.warn_to).
+
+    ``B:`` sends it to the batch shell alone ("batch"); without it Slurm signals the job's steps
+    and not the batch shell ("steps").  ``R:`` lets a job overlap a reservation with MaxStartDelay:
+    XCE has no reservations, so it changes nothing here and is accepted."""
+    where = f"--signal={text}"
+    flags, colon, rest = text.partition(":")
+    if not colon:
+        flags, rest = "", text
+    if not set(flags.upper()) <= {"R", "B"} or (colon and not flags):
+        raise InvalidRequest(f"{where}: before ':' only R and B may stand ([{{R|B}}:]SIG[@TIME])")
+    sig_text, at, time_text = rest.partition("@")
+    if not sig_text:
+        raise InvalidRequest(f"{where}: no signal given ([{{R|B}}:]SIG[@TIME])")
+    sig = parse_signal(sig_text, "--signal")
+    if not 0 < sig < 65:
+        raise InvalidRequest(f"{where}: signal number {sig} is out of range (1-64)")
+    if not at:
+        seconds = SLURM_WARN_DEFAULT
+    elif time_text.isdigit() and int(time_text) <= SLURM_WARN_MAX:
+        seconds = int(time_text)
+    else:
+        raise InvalidRequest(f"{where}: the time after @ must be whole seconds from 0 to {SLURM_WARN_MAX}")
+    return sig, float(seconds), "batch" if "B" in flags.upper() else "steps"

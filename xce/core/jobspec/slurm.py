@@ -53,6 +53,9 @@ SBATCH_SHORT: dict[str, str] = {
     "J": "job-name", "N": "nodes", "n": "ntasks", "o": "output", "p": "partition", "q": "qos",
     "t": "time", "H": "hold", "W": "wait",
 }
+# srun's options beyond sbatch's: --unbuffered (submitit's srun line; XCE relays output as it comes).
+SRUN_ONLY: dict[str, Kind] = {"unbuffered": "flag"}
+SRUN_SHORT: dict[str, str] = {"u": "unbuffered"}
 _GPU = "GPUs are not supported"
 SBATCH_REFUSED: dict[str, str] = {
     "gres": "generic resources (GPUs) are not supported", "G": _GPU, "gpus": _GPU,
@@ -61,22 +64,26 @@ SBATCH_REFUSED: dict[str, str] = {
 
 
 def parse_sbatch_args(argv: Sequence[str], source: Source = Source(), *,
-                      into: OptionSet | None = None, allow_command: bool = True) -> ParsedArgs:
-    """Read sbatch options from ``argv``; the rest (script and its arguments) is the command."""
+                      into: OptionSet | None = None, allow_command: bool = True, srun: bool = False) -> ParsedArgs:
+    """Read sbatch options from ``argv``; the rest (script and its arguments) is the command.
+    ``srun``: srun's own options (SRUN_ONLY) are known too."""
     opts = into if into is not None else OptionSet(values={}, origins={})
     i = 0
     while i < len(argv) and argv[i].startswith("-") and argv[i] != "-":
         if argv[i] == "--":
             i += 1
             break
-        i = _take_long(opts, argv, i, source) if argv[i].startswith("--") else _take_short(opts, argv, i, source)
+        take = _take_long if argv[i].startswith("--") else _take_short
+        i = take(opts, argv, i, source, srun)
     command = list(argv[i:])
     if command and not allow_command:
         raise source.fail(command[0], f"unexpected word {command[0]!r} (a {source.noun} line holds options only)")
     return ParsedArgs(opts, command)
 
 
-def _known(name: str, shown: str, source: Source) -> Kind:
+def _known(name: str, shown: str, source: Source, srun: bool = False) -> Kind:
+    if srun and name in SRUN_ONLY:
+        return SRUN_ONLY[name]
     if name in SBATCH_REFUSED:
         raise source.fail(shown, f"{shown} is not supported: {SBATCH_REFUSED[name]}")
     if name not in SBATCH_OPTIONS:
@@ -84,10 +91,10 @@ def _known(name: str, shown: str, source: Source) -> Kind:
     return SBATCH_OPTIONS[name]
 
 
-def _take_long(opts: OptionSet, argv: Sequence[str], i: int, source: Source) -> int:
+def _take_long(opts: OptionSet, argv: Sequence[str], i: int, source: Source, srun: bool = False) -> int:
     name, eq, value = argv[i][2:].partition("=")
     shown = f"--{name}"
-    kind = _known(name, shown, source)
+    kind = _known(name, shown, source, srun)
     if kind == "flag" and eq:
         raise source.fail(shown, f"{shown} takes no value")
     if kind == "value" and not eq:
@@ -98,11 +105,11 @@ def _take_long(opts: OptionSet, argv: Sequence[str], i: int, source: Source) -> 
     return i + 1
 
 
-def _take_short(opts: OptionSet, argv: Sequence[str], i: int, source: Source) -> int:
+def _take_short(opts: OptionSet, argv: Sequence[str], i: int, source: Source, srun: bool = False) -> int:
     letter, attached = argv[i][1:2], argv[i][2:]
     shown = f"-{letter}"
-    name = SBATCH_SHORT.get(letter, letter)
-    if _known(name, shown, source) == "flag":
+    name = (SRUN_SHORT.get(letter) if srun else None) or SBATCH_SHORT.get(letter, letter)
+    if _known(name, shown, source, srun) == "flag":
         if attached:
             raise source.fail(shown, f"{shown} takes no value (got {argv[i]!r})")
         _store(opts, name, True, source)
