@@ -284,7 +284,8 @@ HOSTS = ["n1", "n2", "n3"]
 op = st.one_of(
     st.tuples(st.just("open"), st.integers(1, 6), st.sampled_from(HOSTS), st.integers(0, 4 * G),
               st.dictionaries(st.sampled_from(["slots", "lic"]), st.integers(0, 4), max_size=2),
-              st.integers(0, 1)),
+              st.integers(0, 1), st.just(0.0), st.booleans()),  # since, reclaiming
+    st.tuples(st.just("close_host"), st.integers(1, 6), st.sampled_from(HOSTS)),
     st.tuples(st.just("report"), st.integers(1, 6), st.sampled_from(HOSTS), st.integers(0, 4 * G),
               st.none() | st.integers(0, 5 * G)),
     st.tuples(st.just("set_reserved"), st.integers(1, 6), st.sampled_from(HOSTS), st.integers(0, 4 * G)),
@@ -330,6 +331,26 @@ def test_any_sequence_keeps_totals_equal_to_derivation(ops: list[tuple]) -> None
             assert acc.used == (accounting.overage(acc.reserved, acc.actual) if acc.reserved else 0)
             assert acc.slack == accounting.slack(acc.reserved, acc.actual)
         assert sorted(led.accounts) == sorted((j, a.host) for j, accs in led.by_job.items() for a in accs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4 * G), st.integers(0, 5 * G), st.integers(0, 6 * G)), min_size=1, max_size=8))
+def test_a_whole_batch_dates_peak_rises_as_report_by_report_does(jobs: list[tuple[int, int, int]]) -> None:
+    """The column path's settling (``HostBook.rose_all``) against the per-report path's (``rose``):
+    two heartbeats of peaks, once as whole batches and once with a stranger's report in (which
+    sends them report by report), leave the same settled peaks and dates."""
+    got = []
+    for stranger in ([], [999]):
+        led = Ledger()
+        for jid, (reserved, _, _) in enumerate(jobs, 1):
+            led.open(jid, "n1", reserved, {}, since=T0)
+        ids = list(range(1, len(jobs) + 1)) + stranger
+        for when, peaks in ((T0 + 1, [p for _, p, _ in jobs]), (T0 + 2, [p for _, _, p in jobs])):
+            peaks = peaks + [G] * len(stranger)
+            led.observe_host("n1", ids, None, [0] * len(ids), peaks, [0.0] * len(ids), now=when)
+        b = led.books["n1"]
+        got.append({j: (b.peak[i], b.settled_peak[i], b.peak_at[i]) for j, i in b.index.items()})
+    assert got[0] == got[1]
 
 
 # ---- Live: the ledger kept in step with hard job state --------------------------------------

@@ -224,6 +224,12 @@ class HostBook:
         if large_rise(self.settled_peak[i], self.peak[i], r, allow):
             self.settled_peak[i], self.peak_at[i] = self.peak[i], now
 
+    def rose_all(self, before: list[int], now: float, rules: ReclaimRules) -> None:
+        """``rose`` for every slot whose peak is above ``before``'s (a whole heartbeat's batch),
+        the slots found by one C-level pass."""
+        for i in compress(range(len(self.peak)), map(gt, self.peak, before)):
+            self.rose(i, now, rules)
+
     def reclaimable(self, now: float, rules: ReclaimRules) -> int:
         """Σ lendable of the settled jobs that do not borrow themselves (reported ones only)."""
         skip = self.unreported | self.reclaiming
@@ -445,6 +451,9 @@ class Ledger:
         self.by_job: dict[int, list[Account]] = {}
         self.books: dict[str, HostBook] = {}
         self.totals: dict[str, HostTotals] = {}
+        # The hosts with a reclaiming account (a book whose ``reclaiming`` is not empty): the
+        # one test a heartbeat makes before the reclaim rule is asked (reactors/reclaim.py).
+        self.borrowing: set[str] = set()
 
     def _totals(self, host: str) -> HostTotals:
         t = self.totals.get(host)
@@ -466,6 +475,8 @@ class Ledger:
             book = self.books[host] = HostBook()
         acc = Account(job_id, host, allocated=dict(allocated), book=book)
         book.add(job_id, reserved, attempt, acc.allocated, since, reclaiming)
+        if reclaiming:
+            self.borrowing.add(host)
         self.accounts[(job_id, host)] = acc
         self.by_job.setdefault(job_id, []).append(acc)
         self._totals(host).add(acc)
@@ -577,10 +588,10 @@ class Ledger:
         if new_peak is b.peak:
             new_peak = b.peak.copy()  # published: the next heartbeat's update must not reach it
         else:
-            rose = [i for i, (old, new) in enumerate(zip(b.peak, new_peak)) if new > old]
+            before = b.peak.copy() if now is not None else None
             b.peak[:] = new_peak
-            for i in rose:
-                b.rose(i, now, self.rules)
+            if before is not None:
+                b.rose_all(before, now, self.rules)
         b.unreported.clear()
         return b.ids.copy(), actuals, new_peak, cpu_times
 
@@ -620,6 +631,8 @@ class Ledger:
         acc.detach()
         book = self.books[acc.host]
         book.remove(acc.job_id)
+        if not book.reclaiming:
+            self.borrowing.discard(acc.host)
         if not book.ids:
             del self.books[acc.host]
 
@@ -672,4 +685,8 @@ class Ledger:
             b = fresh.get(host) or HostTotals()
             if a.as_tuple() != b.as_tuple():
                 problems.append(f"host {host}: delta totals {a.as_tuple()} != derived {b.as_tuple()}")
+        lending = {h for h, book in self.books.items() if book.reclaiming}
+        if lending != self.borrowing:
+            problems.append(f"hosts with a reclaiming job {sorted(lending)} != those a heartbeat asks the "
+                            f"reclaim rule for {sorted(self.borrowing)}")
         return problems

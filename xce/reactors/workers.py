@@ -195,7 +195,8 @@ def on_heartbeat(ctx: Context, req: Request, body: S.Heartbeat, out: Outbox) -> 
                                          u.cpu_time, now)
         if moved is not None:
             news["samples"].append(S.HostSamples(body.host, *moved))
-    reclaim.on_usage(ctx, body.host, now, out)  # also when nothing moved: settling and the floor move with time
+    if body.host in live.ledger.borrowing:  # also when nothing moved: settling and the floor move with time
+        reclaim.on_usage(ctx, body.host, now, out)
     news["live"].append(S.HostLive(body.host, body.os_available, now, host_mem(live.ledger.host_totals(body.host))))
     if body.ack:  # workers ask now and then, to know the controller still listens
         out.reply(req, S.HeartbeatReply(known=True))
