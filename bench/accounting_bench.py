@@ -208,10 +208,10 @@ def measure_phase(w: zmq.Socket, pid: int, names: list[str], by_host: dict[str, 
     cpu = sum(p.cpu_times()[:2]) - c0
     th1 = thread_cpu(pid)
     print(f"controller CPU, {len(names):,} hosts x {len(by_host[names[0]])} jobs, heartbeat every second, "
-          f"{label}: {cpu / wall * 100:.0f}% of one core ({beats / wall:,.0f} heartbeats/s, "
+          f"{label}: {cpu / wall * 100:.1f}% of one core ({beats / wall:,.0f} heartbeats/s, "
           f"{beats * per / wall:,.0f} reports/s)")
     by_thread = sorted(((th1[t][1] - th0.get(t, ("", 0.0))[1], th1[t][0]) for t in th1), reverse=True)
-    print("    by thread: " + ", ".join(f"{name} {c / wall * 100:.0f}%" for c, name in by_thread if c / wall >= 0.005))
+    print("    by thread: " + ", ".join(f"{name} {c / wall * 100:.1f}%" for c, name in by_thread if c / wall >= 0.005))
 
 
 def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
