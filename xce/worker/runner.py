@@ -756,11 +756,14 @@ class Runner:
         code: int | None
         sig: int | None
         code, sig, note = None, None, ""
+        text = ""
+        # A clean exit of our own child has nothing to add (the wrapper notes only failures).
         try:
-            with open(self._rec(task.key), "rb") as f:  # the status line only: no JSON to parse
-                text = f.read().decode(errors="replace").partition("\n")[2].strip()
+            if status != 0:
+                with open(self._rec(task.key), "rb") as f:  # the status line only: no JSON to parse
+                    text = f.read().decode(errors="replace").partition("\n")[2].strip()
         except OSError:
-            text = ""
+            pass
         if text:
             first, _, note = text.partition("\n")[0].partition(" ")
             try:
