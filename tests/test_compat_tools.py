@@ -1,6 +1,6 @@
 """Real workflow tools, unchanged, over the LSF and Slurm commands (issue 15 item 5).
 
-dask-jobqueue, psij-python, parsl and Snakemake's LSF executor are installed from the package
+dask-jobqueue, psij-python, parsl, submitit and Snakemake's LSF executor are installed from the package
 index into their own environment (.ci/run: ``.ci-venv/compat-tools``, named by
 ``XCE_COMPAT_TOOLS``); each drives the commands of `xce compat path` on a real local
 cluster, as it would drive LSF or Slurm.  Without that environment the tests skip, except
@@ -76,6 +76,18 @@ def test_parsl_block_runs_an_app(cluster: Cluster, flavor: str, tmp_path: Path) 
     assert lines["RESULT"] == "2"
     block = cluster.client.job(int(lines["BLOCK"]))
     assert block.name.startswith("parsl.") and block.state == "EXIT" and "killed" in block.reason  # closed by parsl
+
+
+def test_submitit_returns_a_value_and_an_exception_from_the_cluster(cluster: Cluster, tmp_path: Path) -> None:
+    """submitit's scripts carry #SBATCH --signal=USR2@90 and run through srun --unbuffered; it
+    watches with sacct -j ... --parsable2.  A value and an exception come back from the job."""
+    out = _tool(cluster, "slurm", [TOOLS, str(DRIVERS / "submitit_jobs.py"), str(tmp_path / "submitit")], tmp_path)
+    lines = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    assert (lines["cluster"], lines["result"], lines["state"]) == ("slurm", "3", "COMPLETED"), out
+    assert (lines["failed"], lines["badstate"]) == ("True", "FAILED"), out
+    ok, bad = cluster.client.job(int(lines["job"])), cluster.client.job(int(lines["bad"]))
+    assert (ok.name, ok.state, ok.warn_signal, ok.warn_time, ok.warn_to) == ("submitit-add", "DONE", 12, 90.0, "steps")
+    assert (bad.name, bad.state) == ("submitit-fail", "EXIT")
 
 
 def test_snakemake_lsf_executor_runs_two_rules(cluster: Cluster, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from xce.client.launch import exit_status, launch_token, parse_blaunch
 from xce.compat.session import Refused
-from xce.compat.steps import Placed, job_hosts, output_name, plan_step, step_env
+from xce.compat.steps import Placed, caller_env, job_hosts, output_name, plan_step, step_env
 from xce.core.errors import InvalidRequest, LaunchDenied
 from xce.security.launch import derive_key, make_token, parse_token, verify_token
 
@@ -105,3 +105,17 @@ def test_the_jobs_hosts_come_from_its_environment() -> None:
     assert job_hosts({"LSB_MCPU_HOSTS": "a 2 b 1"}) == (["a", "b"], [2, 1])
     with pytest.raises(Refused, match="not inside an XCE job"):
         job_hosts({})
+
+
+def test_the_jobs_hosts_are_in_slurms_sorted_order_with_tasks_of_cpus_per_task_slots() -> None:
+    """Rank 0 is on SLURM_NODEID 0: the first host of the sorted list, not of the allocation."""
+    assert job_hosts({"LSB_MCPU_HOSTS": "n10 4 n2 2"}) == (["n2", "n10"], [2, 4])
+    assert job_hosts({"LSB_MCPU_HOSTS": "n10 4 n2 2", "SLURM_CPUS_PER_TASK": "2"}) == (["n2", "n10"], [1, 2])
+    plan = plan_step(*job_hosts({"LSB_MCPU_HOSTS": "n10 1 n2 1"}), None, None, None)
+    assert [(p.host, p.node_id, p.proc_id) for p in plan] == [("n2", 0, 0), ("n10", 1, 1)]
+
+
+def test_srun_passes_its_own_environment_but_for_what_each_host_sets() -> None:
+    env = caller_env({"SUBMITIT_EXECUTOR": "slurm", "PATH": "/x", "SLURM_NODEID": "0", "LSB_HOSTS": "a",
+                      "XCE_LAUNCH_TOKEN": "t"})
+    assert env == {"SUBMITIT_EXECUTOR": "slurm", "PATH": "/x"}

@@ -19,7 +19,9 @@ Slurm's srun.  What is read:
   accepted and have no effect on a step (the job's allocation governs); every other option is
   refused by name.
 
-Each task gets SLURM_PROCID (its rank), SLURM_LOCALID (its rank on its host), SLURM_NODEID
+Each task gets srun's own environment (as Slurm's default --export=ALL: what the batch script
+exported reaches the tasks), but for the SLURM_*, LSB_* and XCE_* variables its host's share sets
+(``caller_env``); then SLURM_PROCID (its rank), SLURM_LOCALID (its rank on its host), SLURM_NODEID
 (its host's place in the job's sorted host list), SLURM_STEP_ID/SLURM_STEPID (0), SLURM_STEP_NUM_TASKS,
 SLURM_STEP_NUM_NODES, SLURM_STEP_NODELIST, and SLURM_NTASKS set to the step's task count.
 """
@@ -79,6 +81,15 @@ def step_env(p: Placed, plan: list[Placed]) -> dict[str, str]:
             "SLURM_STEP_ID": "0", "SLURM_STEPID": "0", "SLURM_NTASKS": str(len(plan)),
             "SLURM_STEP_NUM_TASKS": str(len(plan)), "SLURM_STEP_NUM_NODES": str(len(hosts)),
             "SLURM_STEP_NODELIST": hostlist.compress(hosts)}
+
+
+HOST_VARS = ("SLURM_", "LSB_", "XCE_")  # what the worker sets for each host of the job (xce/worker/jobenv.py)
+
+
+def caller_env(environ: Any) -> dict[str, str]:
+    """What srun passes its tasks of its own environment (Slurm's --export=ALL: what the batch script
+    exported, e.g. submitit's SUBMITIT_EXECUTOR), less the variables each host's share sets itself."""
+    return {k: v for k, v in environ.items() if not k.startswith(HOST_VARS)}
 
 
 def output_name(pattern: str, job_id: str, p: Placed, step_node: int) -> str:
@@ -148,11 +159,13 @@ def srun_step(s: Session, argv: list[str]) -> int:
             files[name] = open(name, "ab")  # noqa: SIM115 - closed below, shared by the tasks naming it
         return files[name]
 
+    caller = caller_env(os.environ)
     runs = []
     for p in plan:
         out = sink(v.get("--output"), p)
         err = sink(v.get("--error"), p) if v.get("--error") else out
-        runs.append(TaskRun(p.host, list(command), step_env(p, plan), out, err, cwd=str(v.get("--chdir") or "")))
+        runs.append(TaskRun(p.host, list(command), {**caller, **step_env(p, plan)}, out, err,
+                            cwd=str(v.get("--chdir") or "")))
     try:
         return with_sigterm(lambda: exit_status(run_tasks(s.client, runs, token)))
     finally:
