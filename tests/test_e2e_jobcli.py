@@ -106,6 +106,19 @@ def test_arrays_through_the_cli_ids_with_index_and_jobs_a(cluster: Cluster, tmp_
     views = cluster.client.wait([aid], timeout=30)
     assert cluster.client.arrays([aid])[0].counts == {"DONE": 4}
     assert sorted(v.id & 0xFFFFFFFF for v in views) == [1, 2, 3, 4] and {v.state for v in views} == {"DONE"}
+    # jobs -A shows the indices as submitted (LSF's ARRAY_SPEC); `xce jobs` lists every element, those
+    # not materialised yet too (%1 keeps one at a time), as `xce jobs ARRAY` does.
+    gate2 = tmp_path / "go2"
+    aid = int(cluster.xce("submit", "-J", "odd[1-100:2]%1", "--", "sh", "-c",
+                          f"while [ ! -e {gate2} ]; do sleep 0.05; done").stdout.split("<")[1].split(">")[0])
+    row = next(line for line in cluster.xce("jobs", "-A").stdout.splitlines() if line.startswith(f"{aid} "))
+    assert row.split()[1] == "odd[1-100:2]%1"
+    listed = [line.split()[0] for line in cluster.xce("jobs").stdout.splitlines()[1:]]
+    odd = [f"{aid}[{i}]" for i in range(1, 100, 2)]
+    assert [j for j in listed if j.startswith(f"{aid}[")] == odd
+    assert [line.split()[0] for line in cluster.xce("jobs", str(aid)).stdout.splitlines()[1:]] == odd
+    assert f"Array: odd[1-100:2]%1, element 1" in cluster.xce("jobs", "-l", f"{aid}[1]").stdout
+    cluster.xce("kill", str(aid))
 
 
 def test_every_command_takes_an_element_and_a_range_and_names_elements_as_given(cluster: Cluster,

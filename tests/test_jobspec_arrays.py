@@ -154,3 +154,16 @@ def test_spec_agrees_with_a_naive_expansion(parts: list[tuple[int, int, int]]) -
 def _overlapping(parts: list[tuple[int, int, int]]) -> bool:
     spans = sorted((a, a + span - span % step) for a, span, step in parts)
     return any(b[0] <= a[1] for a, b in zip(spans, spans[1:]))
+
+
+@pytest.mark.parametrize("text, canonical, shown", [
+    ("a[1-100:2]", "1-99:2", "1-100:2"),    # as LSF's bjobs -A shows it: the list as submitted
+    ("a[1, 5, 7-9]", "1,5,7-9", "1,5,7-9"),  # spaces dropped; the canonical text is kept as such
+    ("a[7-9,1]", "1,7-9", "7-9,1"),
+    ("a[1-1000]", "1-1000", "1-1000"),
+])
+def test_the_index_list_is_kept_as_submitted_for_display(text: str, canonical: str, shown: str) -> None:
+    _, spec = parse_lsf_job_name(text)
+    assert spec is not None and spec.text() == canonical and spec.shown() == shown
+    assert spec.given == ("" if shown == canonical else shown)  # no bytes when they agree
+    assert parse_slurm_array("0-15:4%2").shown() == "0-15:4"

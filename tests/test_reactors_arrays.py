@@ -175,3 +175,30 @@ def test_peek_of_an_array_asks_for_an_element_by_name() -> None:
     assert f"job {aid} is an array: peek at one of its elements, {aid}[INDEX]" in str(e)
     ((_, e),) = k.call(Op.PEEK, S.PeekRequest(id=A.element_id(aid + 1, 2))).errors
     assert f"job {aid + 1}[2] not found" in str(e)
+
+
+def test_jobs_without_ids_lists_every_element_as_jobs_of_the_array_does_in_id_order() -> None:
+    """One rule for both: an array's elements not materialised yet (past the window) are listed
+    too, up to arrays.LISTED_MAX, and the listing is in id order so ``after`` pages through it."""
+    k = kit()
+    before = k.state.apply(Submit(time=T0, specs=[spec(mem="10M")], reqs=[parse_resreq("rusage[mem=10M]")]))[0]
+    aid = submit_array(k, "a[1-3]")
+    big = submit_array(k, "b[1-1000]%2")  # %2: two materialised, 998 not
+    after = k.state.apply(Submit(time=T0, specs=[spec(mem="10M")], reqs=[parse_resreq("rusage[mem=10M]")]))[0]
+    ids = [j.id for j in k.call(Op.JOBS, S.JobsRequest()).replies[0][1].jobs]
+    elements = [A.element_id(aid, i) for i in range(1, 4)] + [A.element_id(big, i) for i in range(1, 1001)]
+    assert ids == [before, after, *elements]
+    by_id = [j.id for j in k.call(Op.JOBS, S.JobsRequest(ids=[big])).replies[0][1].jobs]
+    assert by_id == elements[3:]
+    page = k.call(Op.JOBS, S.JobsRequest(after=A.element_id(big, 500), limit=3)).replies[0][1]
+    assert [j.id for j in page.jobs] == [A.element_id(big, i) for i in (501, 502, 503)]
+    assert page.next_after == A.element_id(big, 503)
+
+
+def test_an_array_summary_shows_its_indices_as_submitted() -> None:
+    k = kit()
+    aid = submit_array(k, "odd[1-100:2]%5")
+    (summary,) = k.call(Op.JOBS, S.JobsRequest(ids=[aid], arrays=True)).replies[0][1].arrays
+    assert (summary.name, summary.indices, summary.limit, summary.elements) == ("odd", "1-100:2", 5, 50)
+    job = k.call(Op.JOBS, S.JobsRequest(ids=[A.element_id(aid, 99)])).replies[0][1].jobs[0]
+    assert job.array == "odd[1-100:2]%5"

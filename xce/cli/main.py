@@ -197,7 +197,7 @@ def _jobs_by_id(c: Any, ids: list[int], stale_ok: bool, order: bool = False) -> 
         jobs = c.jobs(ids=ids, all=True, stale_ok=stale_ok, order=order)
     except NotFound:  # the controller refuses a lone unknown id outright
         return [], ids
-    found = {j.id for j in jobs}
+    found = {j.id for j in jobs} | {j.id >> 32 for j in jobs}  # an array's id is found as its elements
     return jobs, [i for i in dict.fromkeys(ids) if i not in found]
 
 
@@ -295,7 +295,7 @@ def cmd_kill(a: argparse.Namespace) -> int:
     rc = 0
     for jid, what in res.items():
         name = element_text(jid)
-        if what.startswith("signal "):
+        if what.startswith(("signal ", "killed ")):  # "killed ": a whole array's ("killed 49, kill requested for 1")
             print(f"Job <{name}>: {what}")
         elif what in ("killed", "kill requested"):
             print(f"Job <{name}> is being terminated" if what == "kill requested" else f"Job <{name}> is killed")

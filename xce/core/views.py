@@ -41,7 +41,7 @@ class ArrayView(msgspec.Struct, kw_only=True):
     name: str
     user: str
     queue: str
-    indices: str        # canonical index list, "1-1000:2,2000"
+    indices: str        # the index list as submitted ("1-100:2"; bjobs -A's ARRAY_SPEC), else the canonical
     limit: int | None   # %N
     elements: int
     counts: dict[str, int]
@@ -56,7 +56,7 @@ def array_view(arr: ArrayJob) -> ArrayView:
     counts = {s: n for s, n in arr.counts.items() if n}
     if unmaterialised(arr):
         counts["PEND"] = counts.get("PEND", 0) + unmaterialised(arr)
-    return ArrayView(id=arr.id, name=arr.spec.name, user=arr.spec.user, queue=arr.spec.queue, indices=spec.text(),
+    return ArrayView(id=arr.id, name=arr.spec.name, user=arr.spec.user, queue=arr.spec.queue, indices=spec.shown(),
                      limit=spec.limit, elements=spec.count, counts=counts, held=arr.held,
                      unstarted=unstarted(arr).text() if unmaterialised(arr) else "")
 
@@ -193,9 +193,9 @@ ROW_FIELDS = frozenset(JobView.__struct_fields__) - {"order"}
 
 
 def array_title(spec: JobSpec) -> str:
-    """``sweep[1-1000:2]%50``: an element's array as ``-J`` names it; "" for any other job."""
+    """``sweep[1-1000:2]%50``: an element's array as ``-J`` named it; "" for any other job."""
     a = spec.array
-    return "" if a is None else f"{spec.name}[{a.text()}]" + (f"%{a.limit}" if a.limit is not None else "")
+    return "" if a is None else f"{spec.name}[{a.shown()}]" + (f"%{a.limit}" if a.limit is not None else "")
 
 
 def row_fields_problem(fields: Sequence[str]) -> str | None:

@@ -7,6 +7,7 @@ XceError raised here; ``serve`` turns it into ``out.error``.
 
 from __future__ import annotations
 
+import itertools
 from collections import ChainMap
 from typing import Any
 
@@ -164,8 +165,16 @@ def _history(ctx: Context) -> Any:
 
 
 def _selected(jobs: dict[int, Job], arrays: dict[int, Any], body: S.JobsRequest) -> Any:
-    if not body.ids:
+    if not body.ids and not arrays:
         return (j for j in jobs.values() if j.id > body.after)
+    if not body.ids:  # every array's every element, by the rule of JOBS ARRAY, in id order (``after`` pages)
+        by_array: dict[int, list[Job]] = {}
+        for j in jobs.values():
+            if j.id >> SHIFT:
+                by_array.setdefault(j.id >> SHIFT, []).append(j)
+        plain = (j for j in jobs.values() if not j.id >> SHIFT)  # submitted in id order
+        listed = (j for a in sorted(arrays) for j in _elements(arrays[a], by_array.get(a, [])))
+        return (j for j in itertools.chain(plain, listed) if j.id > body.after)
     selected = [_named(jobs, arrays, i) for i in body.ids]
     missing = [i for i, got in zip(body.ids, selected, strict=True) if got is None]
     if missing and len(body.ids) == 1:
@@ -179,11 +188,16 @@ def _named(jobs: dict[int, Job], arrays: dict[int, Any], jid: int) -> list[Job] 
     if jid in jobs:
         return [jobs[jid]]
     if jid in arrays:
-        arr = arrays[jid]
-        return sorted([*(e for e in jobs.values() if e.id >> SHIFT == jid), *pending_tail(arr)], key=lambda j: j.id)
+        return _elements(arrays[jid], [e for e in jobs.values() if e.id >> SHIFT == jid])
     array_id, index = split_id(jid)
     arr = arrays.get(array_id) if index is not None else None
     return [element(arr, index)] if arr is not None and is_unmaterialised(arr, index) else None
+
+
+def _elements(arr: Any, materialised: list[Job]) -> list[Job]:
+    """An array's elements as JOBS lists them: its Jobs and, up to arrays.LISTED_MAX, those still
+    pending without one (as the PEND Jobs they will be), in index order."""
+    return sorted([*materialised, *pending_tail(arr)], key=lambda j: j.id)
 
 
 def _matching(ctx: Context, body: S.JobsRequest) -> Any:

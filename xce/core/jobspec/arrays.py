@@ -43,11 +43,14 @@ _REF_RE = re.compile(r"^(?P<id>\d{1,18})(?:\[(?P<list>[^\[\]]*)\]|_(?P<elem>\d{1
 Range = tuple[int, int, int]
 
 
-class ArraySpec(msgspec.Struct, frozen=True, gc=False):
+class ArraySpec(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """The indices of an array (or a selection of them) and its running limit."""
 
     ranges: tuple[Range, ...]  # sorted by first, disjoint; (first, last, step), last a member, step 1 if alone
     limit: int | None = None  # at most this many elements running at once
+    # The index list as submitted ("1-100:2"; "" for a selection): what bjobs -A shows, where the
+    # canonical text() says 1-99:2.  Not re-parsed: the ranges are the indices.
+    given: str = ""
 
     @property
     def count(self) -> int:
@@ -104,6 +107,10 @@ class ArraySpec(msgspec.Struct, frozen=True, gc=False):
     def text(self) -> str:
         """Canonical index list, re-parseable: ``1-9:2,12``."""
         return ",".join(_range_text(r) for r in self.ranges)
+
+    def shown(self) -> str:
+        """The index list as submitted (LSF shows it so: ``1-100:2``), else the canonical one."""
+        return self.given or self.text()
 
     def tail(self, position: int, without: Iterable[int] = ()) -> ArraySpec:
         """The indices from 0-based ``position`` on, but ``without``'s, as ranges (no limit)."""
@@ -203,7 +210,7 @@ def parse_lsf_job_name(text: str, *, max_size: int = LSF_MAX_ARRAY_SIZE) -> tupl
     if not _NAME_RE.match(m["name"]):
         raise ArraySpecError(f"{where}: array name {m['name']!r} may hold only letters, digits, '.', '-' and '_'")
     spec = parse_index_list(m["list"], where=where, min_index=1, max_size=max_size)
-    return m["name"], ArraySpec(spec.ranges, _parse_limit(m["limit"], where))
+    return m["name"], ArraySpec(spec.ranges, _parse_limit(m["limit"], where), _given(m["list"], spec))
 
 
 def parse_slurm_array(text: str, *, max_size: int = SLURM_MAX_ARRAY_SIZE) -> ArraySpec:
@@ -213,7 +220,14 @@ def parse_slurm_array(text: str, *, max_size: int = SLURM_MAX_ARRAY_SIZE) -> Arr
     if pct and not limit.isdigit():
         raise ArraySpecError(f"{where}: running limit %{limit} is not a whole number")
     spec = parse_index_list(body, where=where, min_index=0, max_size=max_size, max_index=max_size - 1)
-    return ArraySpec(spec.ranges, _parse_limit(limit if pct else None, where))
+    return ArraySpec(spec.ranges, _parse_limit(limit if pct else None, where), _given(body, spec))
+
+
+def _given(text: str, spec: ArraySpec) -> str:
+    """An index list as typed, its spaces dropped (``1, 5`` is ``1,5``); "" when that is the canonical
+    text (most arrays: ``1-1000``), which costs no bytes on the wire."""
+    given = "".join(text.split())
+    return "" if given == spec.text() else given
 
 
 class JobTarget(msgspec.Struct, frozen=True, gc=False):
