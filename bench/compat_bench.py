@@ -1,18 +1,24 @@
 """The LSF and Slurm commands as workflow tools call them: one process per command.
 
-    python bench/compat_bench.py [--runs 30] [--jobs 10000]
+    python bench/compat_bench.py [--runs 30] [--jobs 10000] [--anchor DIR]     (--jobs 0: start-up only)
 
 On a fresh `xce up --detach --hosts 1 --slots-per-host 1` cluster, with the commands of
 `xce compat path lsf|slurm`:
 
 - ``bsub true`` and ``sbatch`` of a two-line script: median wall time of ``--runs`` processes
-  (goal 20 ms), with ``xce submit true``, ``python -c pass`` and ``python -S -c pass`` (no site:
-  the interpreter's own start) of the same interpreter beside them, interleaved, so the machine's
-  load shows;
+  (goal 20 ms), each through the script `xce compat path` writes (``#!python -S``: no site) and
+  through the same script in its old form (``#!python``: site and the .pth files run first), with
+  ``xce submit true`` (the console script pip writes: site runs), ``python -c pass`` and
+  ``python -S -c pass`` (no site: the interpreter's own start) of the same interpreter beside
+  them, all interleaved, so the machine's load hits each alike; with ``--anchor DIR`` (an old
+  tree: ``git worktree add DIR COMMIT``) also its ``bsub`` and ``sbatch`` through the old script
+  with ``PYTHONPATH=DIR``, the code as it was;
 - with ``--jobs`` jobs in the cluster (one running, the rest pending behind it), the median
   of 5 ``bjobs -noheader -o 'jobid stat'``, ``bjobs -noheader`` (LSF's default columns) and
   ``squeue -h -o '%i %t'`` (goal 300 ms), and
   ``xce jobs`` beside them (the same request through the same client).
+
+It prints the date, the load average before and after, and one line per figure.
 """
 
 from __future__ import annotations
@@ -34,45 +40,87 @@ def xce(sd: Path, *args: str) -> str:
                           capture_output=True, text=True, check=True).stdout
 
 
+WORK = tempfile.mkdtemp()  # where the commands run: sbatch writes its slurm-N.out there
+
+
 def wall_ms(argv: list[str], env: dict[str, str], stdin: str | None = None) -> float:
     t0 = time.perf_counter()
-    r = subprocess.run(argv, env=env, input=stdin, capture_output=True, text=True)
+    r = subprocess.run(argv, env=env, input=stdin, capture_output=True, text=True, cwd=WORK)
     ms = (time.perf_counter() - t0) * 1000
     if r.returncode != 0:
         raise SystemExit(f"{argv} exited {r.returncode}: {r.stderr}")
     return ms
 
 
-def medians(cmds: dict[str, tuple[list[str], str | None]], env: dict[str, str], runs: int) -> dict[str, float]:
+Cmd = tuple[list[str], "str | None"] | tuple[list[str], "str | None", dict[str, str]]
+
+
+def medians(cmds: dict[str, Cmd], env: dict[str, str], runs: int) -> dict[str, float]:
     times: dict[str, list[float]] = {k: [] for k in cmds}
     for _ in range(runs):  # interleaved: a load spike hits every command alike
-        for name, (argv, stdin) in cmds.items():
-            times[name].append(wall_ms(argv, env, stdin))
+        for name, (argv, stdin, *extra) in cmds.items():
+            times[name].append(wall_ms(argv, {**env, **extra[0]} if extra else env, stdin))
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def old_shim(new: Path, into: Path) -> Path:
+    """The script `xce compat path` wrote before it started without site: ``#!python``, no paths."""
+    lines = new.read_text().splitlines(keepends=True)
+    into.mkdir(parents=True, exist_ok=True)
+    old = into / new.name
+    old.write_text(lines[0].replace(" -S\n", "\n")
+                   + "".join(line for line in lines[1:] if not line.startswith(("sys.path[0:1]", "sys.path +="))))
+    old.chmod(0o755)
+    return old
+
+
+def xce_script() -> str:
+    """The `xce` console script pip wrote beside this interpreter (site runs first), else the module."""
+    script = Path(sys.executable).parent / "xce"
+    return str(script) if script.exists() else ""
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--jobs", type=int, default=10_000)
+    ap.add_argument("--anchor", help="an old tree (git worktree add DIR COMMIT): its bsub and sbatch beside")
     a = ap.parse_args()
     sd = Path(tempfile.mkdtemp()) / "xce"
     xce(sd, "up", "--detach", "--hosts", "1", "--slots-per-host", "1", "--mem-per-host", "4G")
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, load average {load()} (1, 5, 15 min), {os.cpu_count()} CPUs,"
+          f" {sys.executable} (Python {sys.version.split()[0]})")
     try:
         env = {k: v for k, v in os.environ.items() if k != "XCE_STATE_DIR"}
-        bins = [xce(sd, "compat", "path", f).strip() for f in ("lsf", "slurm")]
-        env["PATH"] = ":".join([*bins, env["PATH"]])
+        bins = [Path(xce(sd, "compat", "path", f).strip()) for f in ("lsf", "slurm")]
+        env["PATH"] = ":".join([*map(str, bins), env["PATH"]])
+        old = [str(old_shim(b / name, b.parent / "old-bin")) for b, name in zip(bins, ("bsub", "sbatch"))]
+        submit_cmd = [xce_script()] if xce_script() else [sys.executable, "-m", "xce.cli.main"]
         with Client(state_dir=sd, timeout=60) as c:
             sleeper = c.submit_many([{"command": ["sleep", "3600"]}])  # holds the one slot: the rest pend
+            anchor: dict[str, Cmd] = {} if not a.anchor else {
+                "bsub true (anchor tree)": ([old[0], "true"], None, {"PYTHONPATH": a.anchor}),
+                "sbatch script (anchor tree)": ([old[1]], "#!/bin/sh\ntrue\n", {"PYTHONPATH": a.anchor})}
             submit = medians({
-                "bsub true": (["bsub", "true"], None),
-                "sbatch script": (["sbatch"], "#!/bin/sh\ntrue\n"),
-                "xce submit true": ([sys.executable, "-m", "xce.cli.main", "--state-dir", str(sd), "submit", "true"], None),
+                **anchor,
+                "bsub true (#!python -S)": (["bsub", "true"], None),
+                "bsub true (old: #!python)": ([old[0], "true"], None),
+                "sbatch script (#!python -S)": (["sbatch"], "#!/bin/sh\ntrue\n"),
+                "sbatch script (old: #!python)": ([old[1]], "#!/bin/sh\ntrue\n"),
+                "xce submit true": ([*submit_cmd, "--state-dir", str(sd), "submit", "true"], None),
                 "python -c pass": ([sys.executable, "-c", "pass"], None),
                 # without site: the interpreter's own start, no .pth files (an editable install's finder)
                 "python -S -c pass": ([sys.executable, "-S", "-c", "pass"], None)}, env, a.runs)
             for name, ms in submit.items():
-                print(f"{name:<18} median {ms:7.1f} ms over {a.runs} processes")
+                print(f"{name:<30} median {ms:7.1f} ms over {a.runs} processes")
+            print(f"load average after the start-up runs: {load()}")
+            if a.jobs <= 0:
+                c.kill(sleeper)
+                return
             left = a.jobs - len(c.jobs(all=True))
             for start in range(0, max(0, left), 1000):
                 c.submit_many([{"command": ["true"]}] * min(1000, left - start))
@@ -84,6 +132,7 @@ def main() -> None:
                                             None)}, env, 5)
             for name, ms in listing.items():
                 print(f"{name:<34} median {ms:7.1f} ms with {n} unfinished jobs")
+            print(f"load average after the listings: {load()}")
             c.kill([v.id for v in c.jobs()] or sleeper)  # a job's processes outlive `xce down`
     finally:
         xce(sd, "down")

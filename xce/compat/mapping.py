@@ -31,18 +31,31 @@ Lazy imports: the mapping tables load without the wire; parsers join only when u
 
 from __future__ import annotations
 
-from collections import namedtuple  # not typing.NamedTuple: typing costs the commands ~5 ms of start-up
-
 from xce.core.jobids import split_id  # stdlib only: the listings call it per row
 
 LSF_UNIT_FOR_LIMITS = "MB"
 MB = 1024 * 1024
 
 
-class SlurmState(namedtuple("SlurmState", ["long", "short"])):
-    """A Slurm state: ``long`` as %T and sacct's State show it, ``short`` as %t (a tuple, compared as one)."""
+class SlurmState(tuple[str, str]):
+    """A Slurm state: ``long`` as %T and sacct's State show it, ``short`` as %t (a tuple, compared as
+    one).  Not a namedtuple: collections (and typing.NamedTuple's typing) cost the commands' start-up."""
 
     __slots__ = ()
+
+    def __new__(cls, long: str, short: str) -> SlurmState:
+        return tuple.__new__(cls, (long, short))
+
+    @property
+    def long(self) -> str:
+        return self[0]
+
+    @property
+    def short(self) -> str:
+        return self[1]
+
+    def __repr__(self) -> str:
+        return f"SlurmState(long={self[0]!r}, short={self[1]!r})"
 
 
 PENDING = SlurmState("PENDING", "PD")

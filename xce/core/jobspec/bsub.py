@@ -11,8 +11,6 @@ dependency is never met, whether ``-U`` names a reservation that exists.
 
 from __future__ import annotations
 
-import re
-
 from xce.core.jobspec.errors import DirectiveError, JobSpecError
 from xce.core.jobspec.options import OptionSet
 from xce.core.jobspec.plain import ARRAY_SIZE_CAP, Plain
@@ -29,7 +27,6 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
 
-_VAR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class EnvPolicy(Plain, frozen=True):
@@ -180,7 +177,7 @@ def parse_env(text: str) -> EnvPolicy:
     names, exclude, values = [], [], {}
     for item in items[1:] if mode == "all" else items:
         var, eq, val = item.lstrip("~").partition("=")
-        if not _VAR_RE.match(var) or item.startswith("~") and (eq or mode != "all"):
+        if not (var.isascii() and var.isidentifier()) or item.startswith("~") and (eq or mode != "all"):
             raise DirectiveError(f"{where}: bad item {item!r} (VAR, VAR=value, or ~VAR after all)")
         if eq:
             values[var] = val

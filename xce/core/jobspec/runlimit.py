@@ -18,14 +18,11 @@ parser in XCE.
 
 from __future__ import annotations
 
-import re
-
 from xce.core.errors import InvalidRequest
 from xce.core.jobspec.errors import RunLimitError
 from xce.core.units import parse_mem
 
-_LSF_TIME_RE = re.compile(r"^(?:(\d{1,6}):)?(\d{1,8})$")
-_SLURM_TIME_RE = re.compile(r"^(?:(\d{1,5})-)?(\d{1,8})(?::(\d{1,8}))?(?::(\d{1,8}))?$")
+_SLURM_TIME = r"^(?:(\d{1,5})-)?(\d{1,8})(?::(\d{1,8}))?(?::(\d{1,8}))?$"
 _UNLIMITED = {"unlimited", "infinite"}
 
 
@@ -36,16 +33,21 @@ def parse_lsf_time(text: str, option: str = "-W") -> int:
     if "/" in value:
         raise RunLimitError(f"{where}: normalising a limit by host name or model ({value[value.index('/'):]}) "
                             "is not supported")
-    m = _LSF_TIME_RE.match(value)
-    if not m:
+    head, colon, tail = value.partition(":")  # [hours:]minutes, without re (bsub starts without it)
+    given_hours, given_minutes = (head, tail) if colon else (None, head)
+    if not (_decimal(given_minutes, 8) and (given_hours is None or _decimal(given_hours, 6))):
         raise RunLimitError(f"{where}: expected [hours:]minutes, e.g. 90 or 1:30")
-    hours, minutes = int(m.group(1) or 0), int(m.group(2))
-    if m.group(1) is not None and minutes > 59:
+    hours, minutes = int(given_hours or 0), int(given_minutes)
+    if given_hours is not None and minutes > 59:
         raise RunLimitError(f"{where}: minutes {minutes} after hours must be 0-59 (or give minutes alone)")
     seconds = (hours * 60 + minutes) * 60
     if seconds == 0:
         raise RunLimitError(f"{where}: the limit must be at least one minute")
     return seconds
+
+
+def _decimal(text: str, most: int) -> bool:
+    return 0 < len(text) <= most and text.isdecimal()
 
 
 def parse_slurm_time(text: str, option: str = "--time") -> int | None:
@@ -54,7 +56,9 @@ def parse_slurm_time(text: str, option: str = "--time") -> int | None:
     value = text.strip()
     if value.lower() in _UNLIMITED:
         return None
-    m = _SLURM_TIME_RE.match(value)
+    import re  # lazy: bsub's path has no Slurm time to parse
+
+    m = re.match(_SLURM_TIME, value)
     if not m:
         raise RunLimitError(f"{where}: expected M, M:S, H:M:S, D-H, D-H:M or D-H:M:S")
     days, a, b, c = m.groups()
