@@ -92,3 +92,134 @@ def test_a_batch_answers_each_command_with_a_tagged_result_holding_the_error_who
         assert isinstance(err, Err) and type(err.error) is NotFound and err.error.message == "job 9 is not known"
     finally:
         r.destroy()
+
+
+def test_a_full_dump_of_a_large_state_does_not_stall_the_raft_thread(tmp_path: Path) -> None:
+    """The full dump is written by a forked child: the Raft thread keeps ticking meanwhile.
+
+    Fails on the old code, which pickled the state in the Raft thread: at 40,000 jobs a dump
+    took 24-35 s there (docs/benchmarks.md, the fleet), and a node that does not tick sends
+    no append-entries, so every compaction cost the leadership."""
+    import gzip
+    import pickle
+    import time
+
+    port = free_port()
+    conf = make_conf(str(tmp_path / "raft.journal"), str(tmp_path / "raft.dump"), "pw", 0.02, 0.001, (0.1, 0.2),
+                     bind=f"127.0.0.1:{port}", compact_entries=10**6, compact_seconds=0.5)
+    r = ReplicatedState(f"127.0.0.1:{port}", [], conf, lambda: None)
+    dump = tmp_path / "raft.dump"
+    try:
+        wait_for(r.is_leader, 10, "a leader")
+        commit(r, [SetQueues(time=1.0, queues=[Queue(name="normal")], default_queue="normal")])
+        spec, req = JobSpec(command=["true"]), parse_resreq("")
+        n = 10_000
+        for i in range(0, n, 2000):
+            commit(r, [Submit(time=2.0 + i, specs=[spec] * 2000, reqs=[req] * 2000, key=f"k{i}")])
+        with r.lock:  # what a dump in the Raft thread would cost it, on this machine, now
+            t0 = time.perf_counter()
+            pickle.dumps(r.state)
+            in_thread = time.perf_counter() - t0
+        committed = time.time()
+        gaps: list[float] = []
+        last = [time.monotonic()]
+
+        def tick() -> None:
+            now = time.monotonic()
+            gaps.append(now - last[0])
+            last[0] = now
+        r.addOnTickCallback(tick)
+        wait_for(lambda: dump.exists() and dump.stat().st_mtime > committed and r.status()["log_len"] <= 3, 60,
+                 "a full dump holding every job")
+        r.removeOnTickCallback(tick)
+        assert max(gaps) < in_thread / 2, (max(gaps), in_thread)
+    finally:
+        r.destroy()
+    with gzip.open(dump) as f:
+        assert len(pickle.load(f)[0]["state"].jobs) == n
+
+
+def test_a_dump_writer_forked_from_the_raft_thread_holds_none_of_its_parents_descriptors(tmp_path: Path) -> None:
+    """It keeps no socket of the controller open (a dropped peer stays dropped) and ends with
+    the thread that forked it; a fork from any other thread is left alone."""
+    import json
+    import os
+    import signal
+
+    from xce.daemons.raft import detach_dump_children
+
+    held = os.open(tmp_path / "held", os.O_CREAT | os.O_RDWR)  # stands for a socket of the parent
+
+    def fork_and_list(out: Path) -> None:
+        pid = os.fork()
+        if pid == 0:  # the child: its descriptors and the signal it gets when the forking thread ends
+            import ctypes
+
+            fds = [int(fd) for fd in os.listdir("/proc/self/fd")]  # the listing's own fd included
+            sig = ctypes.c_int(0)
+            ctypes.CDLL(None).prctl(2, ctypes.byref(sig))  # PR_GET_PDEATHSIG
+            out.write_text(json.dumps({"fds": fds, "pdeathsig": sig.value}))
+            os._exit(0)
+        assert os.waitpid(pid, 0)[1] == 0
+
+    def raft_thread() -> None:
+        detach_dump_children(threading.current_thread(), threading.Lock())
+        fork_and_list(tmp_path / "dump-child")
+
+    try:
+        t = threading.Thread(target=raft_thread)
+        t.start()
+        t.join()
+        other = threading.Thread(target=fork_and_list, args=(tmp_path / "other-child",))
+        other.start()
+        other.join()
+        dump = json.loads((tmp_path / "dump-child").read_text())
+        assert held not in dump["fds"] and len(dump["fds"]) <= 4, dump  # 0, 1, 2 and the listing's
+        assert dump["pdeathsig"] == signal.SIGKILL
+        other = json.loads((tmp_path / "other-child").read_text())
+        assert held in other["fds"] and other["pdeathsig"] == 0, other
+    finally:
+        os.close(held)
+
+
+def test_a_commit_while_the_loop_reads_waits_in_the_backlog_and_the_raft_thread_keeps_ticking(tmp_path: Path) -> None:
+    """The loop holds the state lock while it reads (seconds, when a new leader takes over):
+    the Raft thread commits and ticks meanwhile, and the loop applies the backlog in order.
+
+    Fails on the old code: its apply waited for the lock, so nothing committed and no
+    append-entries went out while the loop read (the followers elected another leader)."""
+    import time
+
+    from xce.core.result import Ok
+    from xce.daemons.raft import Pending
+
+    r = node(tmp_path, free_port())
+    try:
+        wait_for(r.is_leader, 10, "a leader")
+        commit(r, [SetQueues(time=1.0, queues=[Queue(name="normal")], default_queue="normal")])
+        spec, req = JobSpec(command=["true"]), parse_resreq("")
+        got: list = []
+        gaps: list[float] = []
+        last = [time.monotonic()]
+
+        def tick() -> None:
+            now = time.monotonic()
+            gaps.append(now - last[0])
+            last[0] = now
+        with r.lock:  # the loop, reading
+            r.addOnTickCallback(tick)
+            for i in range(3):
+                r.apply_batch(encode_batch([Submit(time=2.0 + i, specs=[spec], reqs=[req], key=f"k{i}")]),
+                              callback=lambda res, err: got.append((res, err)))
+            wait_for(lambda: len(got) == 3, 10, "three commits while the lock is held")
+            time.sleep(0.5)  # a long read: the Raft thread must keep ticking through it
+            r.removeOnTickCallback(tick)
+            assert all(isinstance(res, Pending) and res.results is None and err == 0 for res, err in got)
+            assert r.state.jobs == {}  # nothing applied under the reader's feet
+            r.apply_backlog()
+        assert max(gaps) < 0.25, max(gaps)
+        assert [res.results for res, _ in got] == [[Ok([1])], [Ok([2])], [Ok([3])]]
+        assert sorted(r.state.jobs) == [1, 2, 3] and r.backlog == []
+        assert commit(r, [Submit(time=9.0, specs=[spec], reqs=[req], key="k9")]) == [Ok([4])]  # applied at once
+    finally:
+        r.destroy()

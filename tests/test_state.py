@@ -656,9 +656,10 @@ def test_the_full_state_sets_every_field() -> None:
     fresh = ClusterState()
     # dep_facts: only while a forgotten job has dependents (tests/test_jobcontrol.py); arrays: tests/test_arrays.py
     assert [k for k in ClusterState._REPLICATED if getattr(st, k) == getattr(fresh, k)] == ["dep_facts", "arrays"]
-    # Every attribute is replicated but the dependency index, derived from the jobs on restore;
-    # what a command changed travels in Changes.
-    assert set(vars(fresh)) - set(ClusterState._REPLICATED) == {"deps"}
+    # Every attribute is replicated but the dependency index, derived from the jobs on restore,
+    # and the jobs-by-host index (ClusterState.jobs_on), built when needed; what a command
+    # changed travels in Changes.
+    assert set(vars(fresh)) - set(ClusterState._REPLICATED) == {"deps", "on_host"}
 
 
 def test_a_held_unknown_job_round_trips() -> None:
@@ -927,3 +928,38 @@ def test_a_live_host_registering_again_walks_no_job_and_an_unknown_one_gets_its_
     assert st.jobs[jid].state == JobState.UNKWN
     st.apply(RegisterHost(time=T0 + 4, host=host("n1")))
     assert st.jobs[jid].state == JobState.RUN and not st.hosts["n1"].unavail
+
+
+class _CountScan(dict):  # type: ignore[type-arg]
+    walks = 0
+
+    def values(self):  # type: ignore[no-untyped-def]
+        type(self).walks += 1
+        return super().values()
+
+
+def test_many_hosts_going_unknown_and_coming_back_walk_the_jobs_once_not_once_each() -> None:
+    """A stalled leader's hosts all go silent in one check: thousands of HostUnknown, then as many
+    RegisterHost.  Each walked every job (hosts x jobs steps in every controller's Raft thread,
+    20 s and more at 2,000 hosts x 20 jobs); now one walk serves them while no command moves a
+    job.  Fails on the old code (a walk per command).  The outcome is the walk's: jobs UNKWN, in
+    job order, and back in the states they had; a job over two hosts comes back with the second."""
+    names = [f"n{i}" for i in range(1, 5)]
+    st = cluster_state(hosts=tuple(host(n) for n in names))
+    ids = [submit(st)[0] for _ in names]
+    for jid, n in zip(ids, names, strict=True):
+        run(st, jid, n)
+    (both,) = submit(st, spec(slots=2))
+    run(st, both, "n1", "n2")
+    st.apply(Stop(time=T0 + 1, job_ids=[ids[1]], key="s", by="alice"))  # USUSP: comes back stopped
+    st.jobs = _CountScan(st.jobs)
+    _CountScan.walks = 0
+    gone = st.apply_batch([HostUnknown(time=T0 + 2, name=n) for n in names])[0]
+    assert [r.value for r in gone] == [[ids[0], both], [ids[1]], [ids[2]], [ids[3]]]
+    st.apply_batch([RegisterHost(time=T0 + 3, host=host(n)) for n in names])
+    assert _CountScan.walks == 1
+    assert [st.jobs[j].state for j in ids] == [JobState.RUN, JobState.USUSP, JobState.RUN, JobState.RUN]
+    assert st.jobs[both].state == JobState.RUN and st.jobs[both].prior is None
+    submit(st, time=T0 + 4)
+    st.apply(HostUnknown(time=T0 + 5, name="n3"))  # after a command that may move jobs: walked again
+    assert _CountScan.walks == 2

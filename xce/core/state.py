@@ -342,6 +342,7 @@ class ClusterState:
         self.usage_past: dict[tuple[str, str, str, str], list[float]] = {}
         self.usage_as_of = 0.0
         self.deps = DepIndex()  # derived from the pending jobs' specs: rebuilt on restore, not replicated
+        self.on_host: dict[str, list[Job]] | None = None  # derived, not replicated: see jobs_on
 
     # Every field is replicated but the derived index (what a command changed travels in ``Changes``).
     _REPLICATED = ("jobs", "hosts", "queues", "default_queue", "next_job_id", "applied",
@@ -366,6 +367,8 @@ class ClusterState:
     def apply(self, cmd: Cmd, changes: Changes | None = None) -> Any:
         """The command's answer; what it changed is added to ``changes`` (if given)."""
         self.applied += 1
+        if type(cmd) not in _KEEP_ON_HOST:
+            self.on_host = None  # it may place, move or drop jobs
         self.last_time = max(self.last_time, cmd.time)  # "as of" for reads served by followers
         handler = _HANDLERS.get(type(cmd))
         if handler is None:
@@ -931,8 +934,8 @@ class ClusterState:
         host.unavail = True  # no new work while it is undecided
         ch.hosts.add(host.name)
         affected = []
-        for job in self.jobs.values():
-            if job.state in (S.RUN, S.USUSP, S.SSUSP) and cmd.name in job.hosts:
+        for job in self.jobs_on(cmd.name):
+            if job.state in (S.RUN, S.USUSP, S.SSUSP):
                 job.prior = job.state
                 self._set(ch, job, "unknown", cmd.time, "controller", f"host {cmd.name} not answering")
                 affected.append(job.id)
@@ -950,13 +953,30 @@ class ClusterState:
             # Only a host gone unknown (unavail) has UNKWN jobs: a failover's registrations
             # of live hosts skip the walk of every job, which at hosts x jobs held the lock.
             return "ok"
-        for job in self.jobs.values():  # its UNKWN jobs are known again, in the state they had
-            if job.state == S.UNKWN and host.name in job.hosts and self._all_answer(job):
+        for job in self.jobs_on(host.name):  # its UNKWN jobs are known again, in the state they had
+            if job.state == S.UNKWN and self._all_answer(job):
                 prior, job.prior = job.prior, None
                 self._set(ch, job, "back", cmd.time, host.name)
                 if prior in _SUSPEND_AGAIN:  # back where it was, through the table
                     self._set(ch, job, _SUSPEND_AGAIN[prior], cmd.time, host.name)
         return "ok"
+
+    def jobs_on(self, name: str) -> list[Job]:
+        """The jobs with a share on host ``name`` (any state), in job order.
+
+        From an index built by one walk of every job and kept while only HostUnknown and
+        RegisterHost apply: they change jobs' states, never where jobs run.  When a leader
+        stalls, thousands of hosts go silent in one check and thousands of HostUnknown follow
+        (and their registrations after): each walked every job, hosts x jobs steps in the
+        Raft thread of every controller (20 s and more at 2,000 hosts x 20 jobs).
+        """
+        if self.on_host is None:
+            index: dict[str, list[Job]] = {}
+            for job in self.jobs.values():
+                for host in dict.fromkeys(a.host for a in job.allocs):
+                    index.setdefault(host, []).append(job)
+            self.on_host = index
+        return self.on_host.get(name, [])
 
     def _all_answer(self, job: Job) -> bool:
         """Every host of the job answers again: a job over two silent hosts stays UNKWN until both do."""
@@ -1081,6 +1101,8 @@ HIST_EVENTS = {name: event for event, name in _HIST_NAMES.items()}
 
 
 _SUSPEND_AGAIN = {S.USUSP: "stop", S.SSUSP: "sys_suspend"}
+# Commands after which ClusterState.on_host still holds: they never place, move or drop a job.
+_KEEP_ON_HOST = frozenset({HostUnknown, RegisterHost})
 
 
 def _fmt_ref(ref: JobRef) -> str:
