@@ -113,7 +113,7 @@ def test_a_full_dump_of_a_large_state_does_not_stall_the_raft_thread(tmp_path: P
         wait_for(r.is_leader, 10, "a leader")
         commit(r, [SetQueues(time=1.0, queues=[Queue(name="normal")], default_queue="normal")])
         spec, req = JobSpec(command=["true"]), parse_resreq("")
-        n = 10_000
+        n = 20_000  # its pickling in the Raft thread takes 1-3 s on this machine
         for i in range(0, n, 2000):
             commit(r, [Submit(time=2.0 + i, specs=[spec] * 2000, reqs=[req] * 2000, key=f"k{i}")])
         with r.lock:  # what a dump in the Raft thread would cost it, on this machine, now
