@@ -64,12 +64,23 @@ def test_a_tasks_output_and_exit_code_are_kept(runner: Runner, tmp_path: Path) -
     assert not Path(t.stdout).exists()  # the task files go with the share
 
 
+def test_a_task_whose_directory_is_missing_runs_in_tmp_saying_so(runner: Runner, tmp_path: Path) -> None:
+    """As LSF runs a job whose cwd is not on its execution host: in /tmp, and the task's stderr says why."""
+    share = runner.start(1, 0, spec(["true"]), 0, None, False, {}, holder=True)
+    t = tasks.start_task(runner, share, "k1", ["sh", "-c", "pwd; echo err >&2"], str(tmp_path / "gone"), {}, "")
+    until_ended(runner, t)
+    out, err, _ = tasks.read_output(t, 0, 0, 4096)
+    assert t.exit_code == 0 and out == b"/tmp\n"
+    assert err == (f"xce launch: directory {tmp_path / 'gone'} does not exist on host {runner.worker_name}: "
+                   "the task runs in /tmp\nerr\n").encode()
+    runner.kill(share, "done")
+    wait_exit(runner, share)
+
+
 def test_a_task_is_refused_clearly(runner: Runner, tmp_path: Path) -> None:
     share = runner.start(1, 0, spec(["true"]), 0, None, False, {}, holder=True)
     with pytest.raises(InvalidRequest, match="command not found: no-such-command"):
         tasks.start_task(runner, share, "k1", ["no-such-command"], str(tmp_path), {}, "")
-    with pytest.raises(InvalidRequest, match="working directory /nonexistent does not exist"):
-        tasks.start_task(runner, share, "k2", ["true"], "/nonexistent", {}, "")
     runner.kill(share, "done")
     wait_exit(runner, share)
     with pytest.raises(NoShare, match="share on .* is ending"):

@@ -82,8 +82,10 @@ def start_task(runner: Runner, share: Task, key: str, command: list[str], cwd: s
         raise NoShare(f"job {share.job_id}'s share on {runner.worker_name} is ending")
     pw = runner._job_user(user)
     cwd = cwd or (pw.pw_dir if pw is not None else os.path.expanduser("~")) or "/"
-    if not os.path.isdir(cwd):
-        raise InvalidRequest(f"working directory {cwd} does not exist on host {runner.worker_name}")
+    note = ""
+    if not os.path.isdir(cwd):  # as LSF runs a job whose cwd its host lacks: in /tmp, saying so
+        note = f"xce launch: directory {cwd} does not exist on host {runner.worker_name}: the task runs in /tmp\n"
+        cwd = "/tmp"
     env.setdefault("PATH", DEFAULT_PATH)
     if pw is not None:
         env.setdefault("HOME", pw.pw_dir)
@@ -93,6 +95,8 @@ def start_task(runner: Runner, share: Task, key: str, command: list[str], cwd: s
     n = len(share.launched) + 1
     d = task_dir(runner, share, pw)
     out, err, rec = (str(d / f"{n}.{x}") for x in ("out", "err", "rec"))
+    if note:
+        _note(err, note, pw)
     proc, go_w, rec_fd = _spawn(["/bin/sh", "-c", GO + _script(out, err, os.devnull),
                                  f"xce-task[{share.key}.{n}]", out, err, *command], cwd, env, rec, pw)
     in_cgroup = join_cgroup(share, proc.pid)
@@ -108,6 +112,17 @@ def start_task(runner: Runner, share: Task, key: str, command: list[str], cwd: s
         os.close(rec_fd)
     share.launched.append(task)
     return task
+
+
+def _note(path: str, text: str, pw: object) -> None:
+    """Start a task's stderr file with ``text``, the file the job's user then appends to."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, text.encode())
+        if pw is not None:
+            os.fchown(fd, pw.pw_uid, pw.pw_gid)  # type: ignore[attr-defined]
+    finally:
+        os.close(fd)
 
 
 def task_dir(runner: Runner, share: Task, pw: object) -> Path:
