@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/fleet_bench.py [--hosts 1000] [--jobs-per-host 20] [--controllers 3]
                                           [--heartbeat 1] [--run 300] [--console 15] [--no-failover]
+                                          [--steady 10]
 
 Starts `xce up --hosts 0` (controllers, scheduler, REST; no worker) in a fresh state
 directory and `xce sim-fleet` as its own process (one CURVE connection and key per
@@ -15,12 +16,16 @@ simulated host), then measures, phase by phase:
              phase, the event stream's rate while it lasts;
   burst      the other half queued with every host closed, then every host opened:
              placements/s = jobs / (open -> all running), CPU, event stream;
-  steady     the same figures for 10 s with every job running and reporting usage;
+  steady     the same figures for --steady seconds with every job running and reporting usage,
+             and the heartbeats and usage reports the fleet sent a second;
   console    xce-top (headless, 160x50, hosts view, 4 fps, its LiveFeed) attached to the
              leader for --console seconds: render_frame wall time p50 / p95 / max against
              the 250 ms frame period, the process's CPU share, and heartbeat -> frame latency;
   failover   (3 controllers) SIGKILL of the leader by PID: time to a new leader's first
-             committed submit, and until every simulated host has registered again.
+             committed submit, and until every simulated host has registered again;
+  drain      until every job has ended (each runs --run seconds): the Finish storm.
+After each phase: the leadership's churn (every controller's term, sampled each second, and
+the samples with no leader), and the hosts `unavail` and jobs UNKWN at its end.
 Everything runs on this machine: the fleet's own CPU is reported too, as it competes.
 """
 
@@ -126,6 +131,53 @@ class Events(threading.Thread):
         return f"{(self.frames - f0) / seconds:7.1f} events/s, {(self.bytes - b0) / seconds / 1024:8.1f} KB/s"
 
 
+class Terms(threading.Thread):
+    """Every controller's term and role, once a second (its own client): the leadership's churn."""
+
+    def __init__(self, sd: Path) -> None:
+        super().__init__(daemon=True)
+        self.sd = sd
+        self.terms: list[int] = []       # the highest term seen, per sample
+        self.leaderless = 0              # samples with no controller calling itself leader
+        self.stop = False
+
+    def run(self) -> None:
+        with Client(state_dir=self.sd, timeout=5) as c:
+            while not self.stop:
+                t0 = time.monotonic()
+                try:
+                    cs = _each_controller(c, [])
+                    self.terms.append(max(x.term for x in cs))
+                    self.leaderless += not any(x.role == "leader" for x in cs)
+                except Exception:  # noqa: BLE001 - a sample lost while a controller is busy
+                    pass
+                time.sleep(max(0.0, 1.0 - (time.monotonic() - t0)))  # a sampling period
+
+    def mark(self) -> tuple[int, int]:
+        return len(self.terms), self.leaderless
+
+    def since(self, m: tuple[int, int]) -> str:
+        seen = self.terms[max(0, m[0] - 1):] or [0]
+        return f"term {seen[0]} -> {seen[-1]}, {self.leaderless - m[1]} of {len(self.terms) - m[0]} samples leaderless"
+
+
+def health(c: Client, terms: Terms, m: tuple[int, int]) -> dict[str, str]:
+    """What a phase cost the cluster: term changes, hosts gone unavail, jobs UNKWN."""
+    try:
+        st = c.status()
+        bad = f"{st.hosts_by_state.get('unavail', 0)} hosts unavail, {st.jobs_by_state.get('UNKWN', 0)} jobs UNKWN"
+    except Exception as e:  # noqa: BLE001 - report it, do not stop the bench
+        bad = f"status unanswered: {e}"
+    return {"leadership": terms.since(m), "at the end": bad}
+
+
+def reports_rate(stats: Path, before: dict[str, Any]) -> str:
+    now = fleet_stats(stats)
+    dt = now["time"] - before["time"]
+    return (f"{(now['beats'] - before['beats']) / dt:.0f} heartbeats/s carrying "
+            f"{(now['reports'] - before['reports']) / dt:.0f} usage reports/s")
+
+
 def fleet_stats(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
@@ -203,11 +255,22 @@ def burst_phase(c: Client, procs: Procs, ev: Events, hosts: list[str], n: int, r
             "placements/s": f"{n / dt:.0f}", "event stream": ev.rate(dt, f0, b0), **procs.since()}
 
 
-def steady_phase(procs: Procs, ev: Events, seconds: float) -> dict[str, str]:
+def steady_phase(procs: Procs, ev: Events, seconds: float, stats: Path) -> dict[str, str]:
     procs.mark()
-    f0, b0 = ev.frames, ev.bytes
+    f0, b0, s0 = ev.frames, ev.bytes, fleet_stats(stats)
     time.sleep(seconds)  # a measuring window, not a wait for an event
-    return {"event stream": ev.rate(seconds, f0, b0), **procs.since()}
+    return {"fleet sends": reports_rate(stats, s0), "event stream": ev.rate(seconds, f0, b0), **procs.since()}
+
+
+def drain_phase(c: Client, procs: Procs, stats: Path, total: int) -> dict[str, str]:
+    """Until every job has ended (each runs --run seconds from its start): the Finish storm."""
+    procs.mark()
+    t0 = time.monotonic()
+    done = wait(lambda: (s := c.status().jobs_by_state) and not any(s.get(k, 0) for k in ("PEND", "RUN", "UNKWN"))
+                and s, 1800, "every job ended", every=1.0)
+    return {"every job ended after": f"{time.monotonic() - t0:.1f} s (from the end of the phase before)",
+            "jobs by state": json.dumps(dict(done)), "fleet ended": str(fleet_stats(stats)["ended"]),
+            **procs.since()}
 
 
 async def console(sd: Path, seconds: float) -> dict[str, str]:
@@ -283,6 +346,7 @@ def main() -> int:
     ap.add_argument("--run", type=float, default=300.0, help="seconds each job runs (sleep N)")
     ap.add_argument("--console", type=float, default=15.0, help="seconds of xce-top attached (0: skip)")
     ap.add_argument("--no-failover", action="store_true")
+    ap.add_argument("--steady", type=float, default=10.0, help="seconds of the steady phase (every job running)")
     a = ap.parse_args()
     sd = Path(tempfile.mkdtemp(prefix="fleet-bench-")) / "xce"
     stats = sd.parent / "fleet.json"
@@ -308,17 +372,29 @@ def main() -> int:
                                                               "(fleet start, keys made)"})
             ev = Events(sd, events)
             ev.start()
-            phase("idle (heartbeats only), 10 s", steady_phase(procs, ev, 10))
+            terms = Terms(sd)
+            terms.start()
+            m = terms.mark()
+            phase("idle (heartbeats only), 10 s", {**steady_phase(procs, ev, 10, stats), **health(c, terms, m)})
             n = a.hosts * a.jobs_per_host
-            phase("jobs streamed (half)", stream_phase(c, procs, ev, n // 2, a.run))
+            m = terms.mark()
+            phase("jobs streamed (half)", {**stream_phase(c, procs, ev, n // 2, a.run), **health(c, terms, m)})
             names = [h.name for h in c.hosts()]
-            phase("jobs in a burst (the other half)", burst_phase(c, procs, ev, names, n - n // 2, a.run))
-            phase("steady (every job running), 10 s", steady_phase(procs, ev, 10))
+            m = terms.mark()
+            phase("jobs in a burst (the other half)",
+                  {**burst_phase(c, procs, ev, names, n - n // 2, a.run), **health(c, terms, m)})
+            m = terms.mark()
+            phase(f"steady (every job running), {a.steady:g} s",
+                  {**steady_phase(procs, ev, a.steady, stats), **health(c, terms, m)})
             if a.console:
                 phase(f"console attached, {a.console:g} s", asyncio.run(console(sd, a.console)))
             ev.stop = True
             if a.controllers > 1 and not a.no_failover:
-                phase("failover", failover(c, sd, stats, a.hosts))
+                m = terms.mark()
+                phase("failover", {**failover(c, sd, stats, a.hosts), **health(c, terms, m)})
+            m = terms.mark()
+            phase("drain (every job ends)", {**drain_phase(c, procs, stats, n), **health(c, terms, m)})
+            terms.stop = True
             phase("fleet", {"its counters": json.dumps(fleet_stats(stats))})
     finally:
         if fleet is not None:

@@ -98,6 +98,7 @@ class SimHost:
     term: int = 0
     rid: int = 0
     beats: int = 0
+    reports: int = 0           # usage reports sent (one per task a heartbeat lists)
     refused: str = ""
     leader: str | None = None       # where a "not leader" reply sent this host
     tasks: dict[tuple[int, int], SimTask] = field(default_factory=dict)
@@ -137,6 +138,7 @@ class SimHost:
                 self.reported[key] = (t.rss, t.peak, now)
                 add_report(usage, t.job_id, t.attempt, t.rss, t.peak, 0.0)
         self.beats += 1
+        self.reports += len(usage.job_id)
         return self._frame(Op.HEARTBEAT, S.Heartbeat(host=self.name, time=now, os_available=self.os_available(),
                                                      usage=usage, ack=ack_wanted(self.beats)))[1]
 

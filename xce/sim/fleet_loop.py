@@ -221,7 +221,7 @@ class Fleet:
         return {"hosts": len(self.hosts), "registered": sum(1 for h in hosts if h.registered),
                 "registrations": sum(h.registrations for h in hosts), "last_registered": self.last_registered,
                 "running": sum(len(h.tasks) for h in hosts), "started": sum(h.started for h in hosts),
-                "ended": sum(h.ended for h in hosts), **self.counts,
+                "ended": sum(h.ended for h in hosts), "reports": sum(h.reports for h in hosts), **self.counts,
                 "refused": sum(1 for h in hosts if h.refused), "cpu_s": cpu.user + cpu.system,
                 "time": time.time(), "pid": os.getpid()}
 
