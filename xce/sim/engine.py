@@ -462,8 +462,10 @@ class Engine:
             self._settling(job, attempt, reports, sj.run)
 
     def _settling(self, job: Job, attempt: int, reports: list[tuple[float, int]], run: float) -> None:
-        """The moments the job settles (accounting.settled): a report's rise held still for the
-        window, past the minimum run -- where the next report does not come first."""
+        """The moments the job may settle (accounting.settled): a report's rise held still for the
+        window, past the minimum run -- where the next report does not come first.  A superset:
+        a settled job's rise that is not large (accounting.large_rise) leaves its window as it
+        was, and its moment then changes nothing (the ledger decides, as in the daemons)."""
         rules = self.rules
         for k, (dt, _) in enumerate(reports):
             at = max(rules.min_run, dt + rules.window)
