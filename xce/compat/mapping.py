@@ -238,8 +238,9 @@ SLURM_IGNORED: dict[str, str] = {
 }
 
 # What is refused, by front-end and name, with why.  Removed here as the job model lands.
-# bsub's options the job model cannot hold yet (-ti -U) are refused once, for xce submit
-# and bsub alike, by xce.core.jobspec.build.UNSUPPORTED (-Is & co. by options.BSUB_REFUSED).
+# bsub's options XCE does not take at submit (-U: no advance reservations; -En, modify's) are
+# refused once, for xce submit and bsub alike, by xce.core.jobspec.build.UNSUPPORTED (-Is & co.
+# by options.BSUB_REFUSED).
 NOT_YET = "is not supported by this XCE yet"
 SLURM_REFUSED: dict[str, str] = {
     "--mail-type": "--mail-type: XCE sends no mail",
