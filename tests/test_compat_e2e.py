@@ -337,7 +337,7 @@ def test_sbatch_signal_warns_the_batch_shell_or_the_steps_before_the_time_limit(
     assert (tmp_path / f"{ids[1]}.out").read_text().endswith("shell lived on 0\n")
 
 
-def test_sbatch_hold_pends_held_until_scontrol_release(cluster: Cluster, tmp_path: Path) -> None:
+def test_sbatch_and_bsub_hold_pend_held_until_released(cluster: Cluster, tmp_path: Path) -> None:
     env = _env(cluster, "slurm")
     r = _run(env, "sbatch", "--parsable", "-H", "-o", "held.out", stdin="#!/bin/sh\necho released\n", cwd=tmp_path)
     job = r.stdout.strip()
@@ -350,3 +350,10 @@ def test_sbatch_hold_pends_held_until_scontrol_release(cluster: Cluster, tmp_pat
     assert _run(env, "scontrol", "release", job).returncode == 0
     wait_for(lambda: _sacct(env, job)[1] == "COMPLETED", 30, "the released job to run")
     assert (tmp_path / "held.out").read_text() == "released\n"
+    lsf = _env(cluster, "lsf")  # bsub -H: the same field, LSF's words
+    r = _run(lsf, "bsub", "-H", "-o", str(tmp_path / "lsf.out"), "echo", "resumed", cwd=tmp_path)
+    held = re.search(r"Job <(\d+)>", r.stdout).group(1)  # type: ignore[union-attr]
+    assert _stat(lsf, held) == "PSUSP"
+    assert _run(lsf, "bresume", held).returncode == 0
+    wait_for(lambda: _stat(lsf, held) == "DONE", 30, "the resumed bsub -H job")
+    assert (tmp_path / "lsf.out").read_text() == "resumed\n"

@@ -276,6 +276,14 @@ def test_bsub_options_map_to_jobspec_fields() -> None:
     assert (fields["run_limit"], fields["project"], fields["group"], fields["priority"]) == (5400, "proj", "grp", 5)
     assert (fields["stdout"], fields["cwd"]) == ("out.%J", "/tmp")
     assert not req.wait
+    assert {"hold", "warn_signal", "warn_time", "warn_to"}.isdisjoint(fields)  # defaults: omitted
+
+
+def test_bsub_hold_and_job_warning_map_to_the_same_fields_as_sbatchs() -> None:
+    """bsub -H is sbatch -H; -wa SIG -wt [H:]MIN is --signal, to every process of the job (LSF's)."""
+    fields, _ = bsub_spec(["-H", "-wa", "USR1", "-wt", "1:30", "-W", "3:00", "true"], lambda: None)
+    assert {k: fields[k] for k in ("hold", "warn_signal", "warn_time", "warn_to")} == \
+        {"hold": True, "warn_signal": 10, "warn_time": 5400.0, "warn_to": ""}
 
 
 def test_bsub_ti_asks_for_its_end_when_the_dependency_is_never_met() -> None:
@@ -319,6 +327,8 @@ def test_bsub_file_reads_its_directives(tmp_path: Any) -> None:
     (["-nnodes", "1", "-R", "span[ptile=2]", "true"], "give one"),
     (["-Q", "x", "true"], "unknown option -Q"),
     (["-W", "1:75", "true"], "minutes 75"),
+    (["-wa", "USR1", "true"], "-wa (the warning signal) and -wt (how long before the run limit) go together"),
+    (["-wa", "NOPE", "-wt", "1", "true"], "-wa: unknown signal 'NOPE'"),
 ])
 def test_bsub_refuses_by_name(argv: list[str], message: str) -> None:
     with pytest.raises(InvalidRequest, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):

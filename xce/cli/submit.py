@@ -40,6 +40,7 @@ block (the command line wins):
   -cwd DIR  -P PROJECT  -G GROUP  -w 'done(12) && ended(13)'  -sp PRIORITY
   -env all|none|VAR,...  -K (wait, exit with the job's code)  -I (show its output as it runs)
   -E "CMD" (pre-execution: run before the job on its first host; a failure sends it back to PEND)
+  -H (submit held: PSUSP until xce resume)  -wa SIGNAL -wt [HH:]MM (the signal that long before -W)
 XCE's own: --cwd DIR  --rerunnable  --reclaim (run on reclaimable memory; docs/accounting.md)
   --dry-run  --json  --state-dir DIR  --timeout S
 See docs/cli.md and docs/jobmodel.md."""

@@ -66,6 +66,9 @@ class BsubRequest(Plain):
     pre_exec_cancel: bool = False  # -En: bmod's, refused at submit
     reservation: str | None = None
     nodes: int | None = None  # -nnodes
+    hold: bool = False  # -H: submitted held (PSUSP)
+    warn_signal: int | None = None  # -wa: sent -wt before the run limit, to all the job's processes
+    warn_time: int | None = None  # -wt, seconds
 
 
 def bsub_request(opts: OptionSet, *, max_array_size: int = ARRAY_SIZE_CAP,
@@ -88,7 +91,18 @@ def bsub_request(opts: OptionSet, *, max_array_size: int = ARRAY_SIZE_CAP,
         depend=at("-w", _depend), depend_text=depend_text, kill_if_never=bool(v.get("-ti")),
         priority=at("-sp", _priority), exclusive=bool(v.get("-x")), wait=bool(v.get("-K")),
         interactive=bool(v.get("-I")), env=at("-env", parse_env) or EnvPolicy(),
-        pre_exec=at("-E", _pre_exec), pre_exec_cancel=bool(v.get("-En")), reservation=_str(v.get("-U")), nodes=at("-nnodes", _nodes))
+        pre_exec=at("-E", _pre_exec), pre_exec_cancel=bool(v.get("-En")), reservation=_str(v.get("-U")), nodes=at("-nnodes", _nodes),
+        hold=bool(v.get("-H")), **_warning(opts))
+
+
+def _warning(opts: OptionSet) -> dict[str, int | None]:
+    """-wa SIGNAL -wt [HOUR:]MINUTE: LSF's job warning, both or neither."""
+    if ("-wa" in opts.values) != ("-wt" in opts.values):
+        raise DirectiveError("-wa (the warning signal) and -wt (how long before the run limit) go together")
+    from xce.core.jobspec.signals import parse_signal  # lazy: the signal table only for a job with -wa
+
+    return {"warn_signal": _at(opts, "-wa", lambda s: parse_signal(s, "-wa")),
+            "warn_time": _at(opts, "-wt", lambda s: parse_lsf_time(s, "-wt"))}
 
 
 def _job_name(text: str, max_size: int) -> tuple[str, ArraySpec | None]:

@@ -102,6 +102,10 @@ def job_fields(req: BsubRequest, sub: Submission) -> dict[str, Any]:
     fields.update((k, v) for k, v in given.items() if v is not None and v != "")  # -M 0 is given (and refused)
     if req.exclusive:
         fields["exclusive"] = True
+    if req.hold:
+        fields["hold"] = True
+    if req.warn_signal is not None:  # LSF sends the warning to every process of the job
+        fields.update(warn_signal=req.warn_signal, warn_time=float(req.warn_time or 0), warn_to="")
     if req.kill_if_never:
         fields["dep_never_kill"] = True
     if req.stdout and req.stdout_overwrite:

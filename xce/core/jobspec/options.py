@@ -74,6 +74,7 @@ BSUB_OPTIONS: dict[str, OptSpec] = {
     "-P": OptSpec("value", "-P"), "-G": OptSpec("value", "-G"), "-w": OptSpec("value", "-w"),
     "-ti": OptSpec("flag", "-ti"), "-sp": OptSpec("value", "-sp"), "-x": OptSpec("flag", "-x"),
     "-env": OptSpec("value", "-env"), "-K": OptSpec("flag", "-K"), "-I": OptSpec("flag", "-I"),
+    "-H": OptSpec("flag", "-H"), "-wa": OptSpec("value", "-wa"), "-wt": OptSpec("value", "-wt"),
     "-E": OptSpec("value", "-E", "pre_exec"), "-En": OptSpec("flag", "-En"), "-U": OptSpec("value", "-U"), "-nnodes": OptSpec("value", "-nnodes"),
 }
 # `xce submit`'s own long spellings of bsub options (xce/cli/submit.py, xce/cli/quick.py).
