@@ -150,6 +150,27 @@ def test_a_host_whose_share_ended_is_refused() -> None:
     assert isinstance(e, NoShare) and e.message == f"job {job.id}'s share on node2 has ended"
 
 
+
+def test_a_poll_that_only_reads_follows_a_share_and_a_job_that_ended() -> None:
+    """The worker keeps an ended share's task output a while: the leader must let the reads through
+    (they were refused, and what the caller had not relayed yet was lost); a signal is not sent."""
+    k = kit(host("node1"), host("node2"), host("node3"))
+    for h in ("node1", "node2", "node3"):
+        k.worker(h)
+    job = k.run_job("node1", "node2")
+    token = make_token(k.ctx.launch_key, job.id, job.attempt)
+    k.state.apply(Finish(time=T0 + 2, job_id=job.id, attempt=job.attempt, host="node2", exit_code=0))
+    read = S.LaunchPoll(token=token, host="node2", task=1, stdout_offset=3)
+    ((where, op, order, _),) = k.call(Op.LAUNCH_POLL, read).orders
+    assert (where, op, order.attempt, order.stdout_offset) == ("node2", Op.POLL_TASK, job.attempt, 3)
+    e = refusal(k.call(Op.LAUNCH_POLL, S.LaunchPoll(token=token, host="node2", task=1, signal=15)))
+    assert isinstance(e, NoShare)
+    k.state.apply(Finish(time=T0 + 3, job_id=job.id, attempt=job.attempt, host="node1", exit_code=0))
+    assert k.state.jobs[job.id].state.value == "DONE"
+    assert k.call(Op.LAUNCH_POLL, read).orders  # the job ended: its last output still comes
+    assert isinstance(refusal(launch(k, token)), NotRunning)  # but nothing new starts
+
+
 def test_a_host_whose_worker_is_away_is_unavailable() -> None:
     k, job, token = two_host_job()
     del k.ctx.book.workers["node2"]

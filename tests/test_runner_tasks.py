@@ -61,7 +61,8 @@ def test_a_tasks_output_and_exit_code_are_kept(runner: Runner, tmp_path: Path) -
     runner.kill(share, "done")
     wait_exit(runner, share)
     runner.forget(share)
-    assert not Path(t.stdout).exists()  # the task files go with the share
+    assert not (runner.state_dir / "jobs" / share.key).exists()  # the share's directory goes...
+    assert Path(t.stdout).read_bytes() == b"out\n"  # ...its tasks' output is kept a while (tasks.KEEP_S)
 
 
 def test_a_task_whose_directory_is_missing_runs_in_tmp_saying_so(runner: Runner, tmp_path: Path) -> None:
@@ -75,6 +76,23 @@ def test_a_task_whose_directory_is_missing_runs_in_tmp_saying_so(runner: Runner,
                    "the task runs in /tmp\nerr\n").encode()
     runner.kill(share, "done")
     wait_exit(runner, share)
+
+
+def test_a_tasks_output_outlives_its_share_until_read_or_kept_long_enough(runner: Runner, tmp_path: Path) -> None:
+    """Output the caller had not polled yet when the share ended (and was forgotten) is still served,
+    from the task's record kept for KEEP_S after its share; it used to go with the share's directory."""
+    share = runner.start(1, 0, spec(["true"]), 0, None, False, {}, holder=True)
+    t = tasks.start_task(runner, share, "k1", ["sh", "-c", "echo last words; exit 5"], str(tmp_path), {}, "")
+    until_ended(runner, t)
+    runner.kill(share, "the job's command ended on a")
+    wait_exit(runner, share)
+    runner.forget(share)
+    assert runner.find(1, 0) is None
+    kept = tasks.kept_task(runner, 1, 0, t.n)
+    assert kept is t and tasks.read_output(kept, 0, 0, 1024) == (b"last words\n", b"", True) and t.exit_code == 5
+    assert tasks.kept_task(runner, 1, 0, 9) is None and tasks.kept_task(runner, 2, 0, 1) is None
+    runner.clock = lambda: time.time() + tasks.KEEP_S + 1  # long enough: dropped, its files too
+    assert tasks.kept_task(runner, 1, 0, t.n) is None and not Path(t.stdout).exists()
 
 
 def test_a_task_is_refused_clearly(runner: Runner, tmp_path: Path) -> None:

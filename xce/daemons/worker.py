@@ -482,14 +482,15 @@ class Worker:
     def poll_task(self, body: S.PollTask) -> None:
         """A launched task's output past the caller's offsets, and its exit once it ended (TASK_STATE)."""
         share = self.runner.find(body.job_id, body.attempt)
-        task = tasks.find(share, body.task) if share is not None else None
+        task = tasks.find(share, body.task) if share is not None else \
+            tasks.kept_task(self.runner, body.job_id, body.attempt, body.task)  # its share ended: output kept
         if task is None:
             why = f"job {body.job_id} has no task {body.task} on {self.name}" if share is not None else \
                 f"job {body.job_id} has no share on {self.name} any more"
             self.send(Op.TASK_STATE, S.TaskState(host=self.name, ticket=body.ticket, job_id=body.job_id,
                                                  task=body.task, error=why, code=NotFound.code))
             return
-        if body.signal:
+        if body.signal and share is not None:
             tasks.signal_task(task, body.signal)
         tasks.reap([task])
         out, err, done = tasks.read_output(task, body.stdout_offset, body.stderr_offset, body.max_bytes)

@@ -6,7 +6,9 @@ current attempt, and holds a share on the host that has not ended there; that ho
 is connected.  It then forwards the start to that worker (LAUNCH_TASK) under a ticket and
 answers when the worker's TASK_STATE comes back.  LAUNCH_POLL is checked the same way and
 forwarded as POLL_TASK: it brings the task's new output (from the offsets the caller
-already has) and, once the task ended, its exit code.
+already has) and, once the task ended, its exit code.  A poll that only reads is forwarded
+also once the share ended, or the job left RUN, for the same attempt: the worker keeps an
+ended share's task output for a while, so the end of it still reaches the caller.
 
 Why relayed through the leader, polled, like peek: a worker has no socket a client can
 reach (it only dials the controllers), and the leader is where the token, the job's
@@ -32,8 +34,10 @@ LAUNCH_WAIT = 10.0         # seconds a client waits for the worker's answer
 POLL_MAX = 1 << 20         # bytes of each stream a poll may ask for
 
 
-def launch_target(ctx: Context, token: str, host: str) -> Job:
-    """The job ``token`` vouches for, if it may run a task on ``host`` now; a specific refusal if not."""
+def launch_target(ctx: Context, token: str, host: str, reading: bool = False) -> Job:
+    """The job ``token`` vouches for, if it may run a task on ``host`` now; a specific refusal if not.
+    ``reading``: a poll that only reads may follow a share that ended (the worker keeps its tasks'
+    output a while, xce/worker/tasks.py ``keep``), and a job no longer RUN, of the same attempt."""
     job_id, attempt = verify_token(ctx.launch_key, token)
     job = ctx.state.jobs.get(job_id)
     if job is None:
@@ -41,11 +45,11 @@ def launch_target(ctx: Context, token: str, host: str) -> Job:
     if attempt != job.attempt:
         raise LaunchDenied(f"the launch token is for attempt {attempt} of job {job_id}, "
                            f"which now runs attempt {job.attempt}")
-    if job.state != JobState.RUN:
+    if job.state != JobState.RUN and not (reading and job.allocs):
         raise NotRunning(f"job {job_id} is {job.state.value}: tasks are launched only while it runs (RUN)")
     if host not in job.hosts:
         raise NoShare(f"job {job_id} has no share on {host}: its hosts are {' '.join(job.hosts)}")
-    if host in job.finished_hosts:
+    if host in job.finished_hosts and not reading:
         raise NoShare(f"job {job_id}'s share on {host} has ended")
     if host not in ctx.book.workers:
         raise Unavailable(f"job {job_id}: the worker of {host} is not connected")
@@ -73,7 +77,7 @@ def on_launch_poll(ctx: Context, req: Request, body: S.LaunchPoll, out: Outbox) 
     if not 0 <= body.signal < 65:
         raise InvalidRequest(f"signal must be 1-64, got {body.signal}")
     expire_launches(ctx, req.now, out)
-    job = launch_target(ctx, body.token, body.host)
+    job = launch_target(ctx, body.token, body.host, reading=not body.signal)
     ticket = _wait(ctx, req, job)
     out.order(body.host, Op.POLL_TASK, S.PollTask(
         job_id=job.id, attempt=job.attempt, ticket=ticket, task=body.task, stdout_offset=body.stdout_offset,

@@ -108,7 +108,7 @@ from xce.core.arrays import split_id
 from xce.core.jobspec.filenames import lsf_filename
 from xce.core.model import JobSpec
 from xce.worker import spare
-from xce.worker.tasks import Launched, reap, share_sample, signal_tasks, tasks_in_grace
+from xce.worker.tasks import Kept, Launched, keep, reap, share_sample, signal_tasks, tasks_in_grace
 from xce.worker.tasks import adopt as adopt_tasks
 from xce.worker.measure import (
     CgroupPool,
@@ -346,6 +346,7 @@ class Runner:
         self._hostfiles: dict[str, str] = {}  # hostfile text -> its shared file (``hostfile``)
         self.jobs_dir = str(self.state_dir / "jobs")
         self._stray: list[Launched] = []  # launched tasks of forgotten shares, killed, not yet reaped
+        self.kept: dict[tuple[int, int], Kept] = {}  # launched tasks' output past their share (tasks.keep)
 
     # ------------------------------------------------------------------ launching
 
@@ -609,6 +610,7 @@ class Runner:
         if task.launched:
             signal_tasks(task, signal.SIGKILL)
             self._stray += [t for t in task.launched if not t.ended]
+            keep(self, task)  # output its callers have not read yet outlives the share's directory
         try:
             os.unlink(self._rec(task.key))
         except FileNotFoundError:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -65,8 +66,53 @@ class Launched:
     _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
 
+KEEP_S = 60.0  # seconds an ended share's tasks' output is kept for callers still relaying it
+
+
+@dataclass(eq=False)
+class Kept:
+    """The tasks of a share that ended, their output moved out of its directory, until ``until``."""
+
+    launched: list[Launched]
+    path: str
+    until: float
+
+
 def find(share: Task, n: int) -> Launched | None:
     return next((t for t in share.launched if t.n == n), None)
+
+
+def keep(runner: Runner, share: Task) -> None:
+    """Before the share's directory goes: move its tasks' files aside for KEEP_S, so output the
+    caller had not polled when the share ended (its job killed, its command ended) still reaches it."""
+    _prune(runner)
+    src = Path(runner.jobs_dir) / share.key / "tasks"
+    dst = runner.state_dir / "ended-tasks" / share.key
+    try:
+        dst.parent.mkdir(exist_ok=True)
+        os.replace(src, dst)
+    except OSError:
+        return  # no task files (or no room): nothing to keep
+    for t in share.launched:
+        t.stdout, t.stderr = (str(dst / Path(p).name) for p in (t.stdout, t.stderr))
+    runner.kept[(share.job_id, share.attempt)] = Kept(list(share.launched), str(dst), runner.clock() + KEEP_S)
+
+
+def kept_task(runner: Runner, job_id: int, attempt: int, n: int) -> Launched | None:
+    """Task ``n`` of a share that ended, while its output is kept."""
+    _prune(runner)
+    k = runner.kept.get((job_id, attempt))
+    return next((t for t in k.launched if t.n == n), None) if k is not None else None
+
+
+def _prune(runner: Runner) -> None:
+    if not runner.kept:
+        return
+    now = runner.clock()
+    for key, k in list(runner.kept.items()):
+        if now >= k.until:
+            del runner.kept[key]
+            shutil.rmtree(k.path, ignore_errors=True)
 
 
 def start_task(runner: Runner, share: Task, key: str, command: list[str], cwd: str,
