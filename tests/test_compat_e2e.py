@@ -357,3 +357,17 @@ def test_sbatch_and_bsub_hold_pend_held_until_released(cluster: Cluster, tmp_pat
     assert _run(lsf, "bresume", held).returncode == 0
     wait_for(lambda: _stat(lsf, held) == "DONE", 30, "the resumed bsub -H job")
     assert (tmp_path / "lsf.out").read_text() == "resumed\n"
+
+
+def test_sbatch_cpus_per_task_gives_tasks_not_slots_in_slurm_ntasks(cluster: Cluster, tmp_path: Path) -> None:
+    """-n 1 -c 2: one task of two CPUs, two slots reserved; the node list in Slurm's form."""
+    env = _env(cluster, "slurm")
+    script = ("#!/bin/sh\n#SBATCH -n 1 -c 2\n"
+              "echo $SLURM_NTASKS $SLURM_CPUS_PER_TASK $SLURM_CPUS_ON_NODE $SLURM_NODEID $SLURM_JOB_NODELIST\n")
+    r = _run(env, "sbatch", "--parsable", "-o", "cpus.out", stdin=script, cwd=tmp_path)
+    job = r.stdout.strip()
+    assert job.isdigit(), (r.stdout, r.stderr)
+    wait_for(lambda: _sacct(env, job)[1] == "COMPLETED", 30, "the -c 2 job to end")
+    assert _sacct(env, job)[3] == "2"  # AllocCPUS: the slots it held
+    assert (tmp_path / "cpus.out").read_text() == "1 2 2 0 node1\n"
+    assert "NumCPUs=2 NumTasks=1 CPUs/Task=2" in _run(env, "scontrol", "show", "job", job).stdout

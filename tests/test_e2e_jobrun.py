@@ -31,8 +31,8 @@ def test_a_two_host_job_runs_its_command_once_with_the_lsf_environment(cluster2:
     assert env["LSB_MCPU_HOSTS"] == f"{first} 2 {second} 2"
     assert env["LSB_DJOB_NUMPROC"] == "4" and env["LSB_JOBINDEX"] == "0"
     assert env["LSB_OUTPUTFILE"] == str(out / f"o.{jid}") and env["LSB_SUB_HOST"]
-    assert env["SLURM_JOB_NODELIST"] == f"{first},{second}" and env["SLURM_NTASKS"] == "4"
-    assert env["SLURM_CPUS_ON_NODE"] == "2" and env["SLURM_NODEID"] == "0"
+    assert env["SLURM_JOB_NODELIST"] == "node[1-2]" and env["SLURM_NTASKS"] == "4"  # Slurm's sorted, compressed list
+    assert env["SLURM_CPUS_ON_NODE"] == "2" and env["SLURM_NODEID"] == str(["node1", "node2"].index(first))
     assert (out / f"{first}.hostfile").read_text() == f"{first}\n{first}\n{second}\n{second}\n"
 
 

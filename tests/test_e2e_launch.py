@@ -81,7 +81,7 @@ def test_srun_and_blaunch_inside_a_two_host_job(cluster2: Cluster, tmp_path: Pat
     jid = c.submit(script, slots=4, resreq="span[ptile=2]", cwd=str(tmp_path), env=job_env(cluster2))
     v = cluster2.wait_job(jid)
     assert v.state == "DONE", v
-    first, second = v.hosts
+    first, second = sorted(v.hosts)  # ranks follow SLURM_NODEID: Slurm's sorted node list
     assert (tmp_path / "all").read_text().splitlines() == [
         f"0 0 0 {first}", f"1 1 0 {first}", f"2 0 1 {second}", f"3 1 1 {second}"]
     assert (tmp_path / f"task.{jid}.0").read_text() == f"0 0 0 {first}\n"
