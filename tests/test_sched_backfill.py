@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from builders import T0, alloc, b, cap, caps, host, job
@@ -10,7 +11,7 @@ from builders import T0, alloc, b, cap, caps, host, job
 from xce.core.accounting import Ledger
 from xce.core.model import JobState
 from xce.core.placement import host_caps, schedule
-from xce.core.sched.backfill import BackfillRules, Release, releases, when
+from xce.core.sched.backfill import BackfillRules, Release, ReleaseBook, releases, when
 
 EASY = BackfillRules()
 OFF = BackfillRules(mode="off")
@@ -127,6 +128,35 @@ def test_an_overrun_job_is_due_now() -> None:
     r = job(5, state=JobState.RUN, start_time=T0 - 1000, run_limit=600.0, allocs=[alloc("n1", 1, "1G")])
     assert releases([r], EASY, T0)[0].end == T0
     assert releases([job(6, state=JobState.RUN, start_time=T0, allocs=[alloc()])], EASY, T0) == []
+
+
+def test_a_release_book_kept_between_rounds_gives_what_releases_makes_each_round() -> None:
+    """The simulator keeps the releases from round to round (made at a start, again after a
+    report, dropped at an end); unclamped, the round's reservation is the same as with
+    ``releases``' clamped ends: an overrun job's end is due now either way."""
+    led = Ledger()
+    led.open(7, "n1", b("4G"), {"slots": 2})
+    led.open(8, "n2", b("2G"), {"slots": 2})
+    over = job(7, mem="2G", state=JobState.RUN, start_time=T0 - 1000, run_limit=600.0, allocs=[alloc("n1", 2, "4G")])
+    due = job(8, mem="1G", state=JobState.RUN, start_time=T0, run_limit=900.0, allocs=[alloc("n2", 2, "2G")])
+    never = job(9, state=JobState.RUN, start_time=T0, allocs=[alloc("n2", 1, "1G")])
+    book = ReleaseBook(EASY)
+    for j in (over, due, never):
+        book.started(j)
+    led.report(7, "n1", b("3G"))
+    book.changed(over)
+    kept = list(book.current(led))
+    assert [replace(r, end=max(T0, r.end)) for r in kept] == releases([over, due, never], EASY, T0, led)
+    assert kept[0].actual == b("3G") and kept[0].end == T0 - 400  # unclamped; the round takes it as now
+    pending = [job(1, mem=None, slots=4, resreq="span[hosts=1]"), job(2, mem=None, slots=2, run_limit=60.0)]
+    hosts = [host("n1", mem="8G", slots=4), host("n2", mem="8G", slots=4)]
+    got = [schedule(host_caps(hosts, led, {}), pending, T0, releases=rel) for rel in
+           (kept, releases([over, due, never], EASY, T0, led))]
+    assert [(r.job_id, r.start, [a.host for a in r.allocs]) for r in got[0].reservations] == \
+        [(r.job_id, r.start, [a.host for a in r.allocs]) for r in got[1].reservations] == [(1, T0, ["n1"])]
+    assert got[0].placements == got[1].placements
+    book.ended(7)
+    assert [r.host for r in book.current(led)] == ["n2"]
 
 
 RUNTIME_CASES = [

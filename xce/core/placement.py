@@ -27,6 +27,7 @@ look-up (``_Round.place_quietly``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -612,6 +613,14 @@ class _Round:
         # Keyed finer than ``demand``: the queue and the job's own flags give its reclaiming and
         # its queue's hosts without a call per job; the first job of each key still asks its class.
         dead: set[tuple[int, ResReq, str, bool, bool]] = set()
+        # Each key's ``demand`` entry: a job of a class that failed on a veto ending as late
+        # (``_Class.vetoed_from``) is held by ``place`` at once; it is passed here at one look-up.
+        # No reservation is made from here on, so the veto is asked exactly when ``veto`` would ask
+        # it: reservations hold points and the job ends after the first, or a host limit is set.
+        known: dict[tuple[int, ResReq, str, bool, bool], list] = {}
+        bf = self.bf
+        vetoes = bool(bf.points)
+        limited = bool(self.limits and self.limits.host_limits)
         for job in pending:
             spec = job.spec
             slots = spec.slots
@@ -620,7 +629,16 @@ class _Round:
                     break  # every job needs a slot (model.validate)
                 continue
             key = (slots, job.req, spec.queue, spec.reclaim, spec.exclusive)
-            if key not in dead and self.place(job, plan):
+            if key in dead:
+                continue
+            dc = known.get(key)
+            if dc is None:
+                dc = known[key] = self.demand(job)
+            elif (vetoes or limited) and dc[1] is not None and (vf := dc[1].vetoed_from) is not None:
+                end = bf.end_of(job)
+                if end >= vf[0] and (limited or end > bf.earliest):
+                    continue
+            if self.place(job, plan):
                 dead.add(key)
 
     def place(self, job: Job, plan: Plan) -> bool:
@@ -662,8 +680,8 @@ class _Round:
                 cls.failed = why
                 if self.beaten is not None:
                     self.beaten.failed(d, cls.plain)
-            elif cls.vetoed_from is None or end < cls.vetoed_from[0]:
-                cls.vetoed_from = (end, why)
+            else:
+                self.vetoed(cls, end, why)
             self.hold(job, d, why, plan)
             return not vetoed
         if self.limits:  # the exact charge, now that the hosts (and so the per-host memory) are known
@@ -674,6 +692,21 @@ class _Round:
                 return False
         self.commit(job, d, allocs, plan)
         return False
+
+    def vetoed(self, cls: _Class, end: float, why: str) -> None:
+        """A job of ``cls`` ending at ``end`` failed on a veto: so does any that ends as late.
+
+        Without words and host limits, a veto is a backfill point that starts before the job
+        ends (``Backfill.veto``), so two ends past the same points' starts meet the same vetoes
+        (and bounds): the failure holds from just past the last start before ``end``.  A later
+        end meets more points, and resources and points only shrink in a round.
+        """
+        if not self.explain and not (self.limits and self.limits.host_limits):
+            last = max((r.start for r in self.bf.reservations if r.start < end), default=None)
+            if last is not None:
+                end = min(end, math.nextafter(last, math.inf))
+        if cls.vetoed_from is None or end < cls.vetoed_from[0]:
+            cls.vetoed_from = (end, why)
 
     def veto(self, job: Job) -> Veto | None:
         """The job-specific checks beside the fit rule: reservations it must not delay, host limits."""
@@ -764,8 +797,10 @@ def _single(d: Demand) -> bool:
 
 
 def _place_fresh(d: Demand, hosts: list[HostCap]) -> list[Alloc] | None:
-    """Where ``d`` would go on ``hosts`` (ranked) as they are: backfill's look at a later time."""
-    return _place_one(d, _Class(hosts))[0]
+    """Where ``d`` would go on ``hosts`` (ranked) as they are: backfill's look at a later time.
+    Only the placement is kept, so no words are made (a fresh class has no ``plain`` key, so
+    no bound is taken either: the walks alone decide, as with words)."""
+    return _place_one(d, _Class(hosts), explain=False)[0]
 
 
 def _place_one(d: Demand, cls: _Class, veto: Veto | None = None, explain: bool = True,

@@ -46,7 +46,7 @@ from xce.core.memretry import mem_kill
 from xce.replica.live import Live
 from xce.core.model import RECLAIMED, Alloc, Host, Job, JobSpec, JobState, Queue, reclaim_queues, reclaiming
 from xce.core.placement import HostCap, Plan, host_caps, job_demand, never_fits, pending_order, schedule
-from xce.core.sched.backfill import releases
+from xce.core.sched.backfill import ReleaseBook
 from xce.core.sched.fairshare import Key, key_of
 from xce.core.sched.site import PolicyState, SitePolicy
 from xce.site.config import Config
@@ -143,6 +143,8 @@ class Engine:
         self.kill_grace, self.mem_floor, self.progress = kill_grace, mem_floor, progress
         self.run_limits, self.knobs = run_limits, knobs
         self.fair = fair_state(policy)
+        # The running jobs' releases, kept as jobs start, report and end (only where reservations read them).
+        self.releases = ReleaseBook(policy.backfill) if policy.backfill.reservations else None
         self.ended_since: list[Job] = []  # for the fairshare book: each ended job once
         self.pend_keys: dict[Key, dict[int, Job]] = {}  # pending jobs by fairshare key
         self.cs = ClusterState()
@@ -428,7 +430,7 @@ class Engine:
     def plan(self, ordered: list[Job]) -> Plan:
         """One round of the daemons' placement over the current host views (an overlay)."""
         rules = self.policy.backfill
-        rel = releases(self.running.values(), rules, self.now, self.live.ledger) if rules.reservations else ()
+        rel = self.releases.current(self.live.ledger) if self.releases is not None else ()
         return schedule(self.caps, ordered, self.now, backfill=rules, releases=rel, explain=False,
                         reclaim_queues=self.live.reclaim_queues)
 
@@ -444,6 +446,8 @@ class Engine:
                 del self.pend_keys[key]
         self.running[job.id] = job
         self._changing(job.hosts, lambda: self.live.sync_job(job, now))
+        if self.releases is not None:
+            self.releases.started(job)
         self.slots_used += job.spec.slots
         sj = self.sim[job.id]
         self.records[job.id].start = now
@@ -492,6 +496,8 @@ class Engine:
 
         hosts = job.hosts
         self._changing(hosts, change)
+        if self.releases is not None:
+            self.releases.changed(job)  # its actual and slack: what its end gives back
         self._use(job, per_slot * job.spec.slots)
         self.peak_slot[job.id] = max(self.peak_slot[job.id], per_slot)
         # Less memory than the job's previous report (they arrive in order) may let a job start.
@@ -570,6 +576,8 @@ class Engine:
         del self.last_use[job.id]
         self.dying.discard(job.id)
         del self.running[job.id]
+        if self.releases is not None:
+            self.releases.ended(job.id)
         tries = job.mem_tries
         reserved_slot = job.allocs[0].mem // max(1, job.allocs[0].slots) if job.allocs else 0
 

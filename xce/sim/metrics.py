@@ -17,6 +17,7 @@ makespan runs from the first submit to the last end.  Jobs the controller would 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -81,6 +82,19 @@ def summary(o: Outcome) -> dict[str, Any]:
            "oversubscribed_host_minutes": a.over_hosts / 60.0,
            "events": o.events, "rounds": o.rounds}
     return out
+
+
+def digest(o: Outcome) -> str:
+    """A hash of every decision of a replay: each job's start, end and fate, in submit order, and the
+    events and time integrals that follow from them (not the rounds: a round that could place nothing
+    may be skipped).  Two replays with the same digest decided alike; its timings are not in it."""
+    h = hashlib.sha256()
+    for r in o.records:
+        h.update(repr((r.submit, r.start, r.end, r.slots, r.killed, r.timed_out, r.rejected, r.kills,
+                       r.evictions, r.retries, r.lent, r.sized, r.mem_seconds)).encode())
+    a = o.integrals
+    h.update(repr((o.events, o.end, a.slots, a.reserved, a.actual, a.slack, a.over_hosts, a.held)).encode())
+    return h.hexdigest()[:16]
 
 
 def loss_figures(records: Sequence[JobRecord]) -> dict[str, Any]:

@@ -54,6 +54,7 @@ def run_policy(m: Machine, jobs: list[SimJob], name: str, usage: UsageModel, kil
         bar(1.0, outcome.events)
         sys.stderr.write("\n")
     row = metrics.summary(outcome)
+    row["digest"] = metrics.digest(outcome)  # every decision: equal digests, equal replays
     row["wall_s"] = wall
     row["cpu_s"] = cpu  # this process's CPU: what a busy shared machine does not inflate
     row["us_per_event"] = wall / max(1, outcome.events) * 1e6

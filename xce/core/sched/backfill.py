@@ -29,8 +29,9 @@ from __future__ import annotations
 import bisect
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING
 
 from xce.core.model import Alloc, Job, JobSpec
@@ -99,6 +100,40 @@ def releases(running: Iterable[Job], rules: BackfillRules, now: float,
     return out
 
 
+class ReleaseBook:
+    """The running jobs' releases kept from round to round, for a caller that knows when each
+    changes (the simulator): a job's are made when it starts and again when its account moves
+    (``changed``), not every round.  Their ends stay unclamped: ``Backfill`` takes an overdue
+    end as due now, as ``releases`` gives it."""
+
+    def __init__(self, rules: BackfillRules) -> None:
+        self.rules = rules
+        self.by_job: dict[int, list[Release]] = {}  # in start order, as ``releases`` walks the running jobs
+        self.stale: dict[int, Job] = {}
+
+    def started(self, job: Job) -> None:
+        self.by_job[job.id] = []
+        self.stale[job.id] = job
+
+    def changed(self, job: Job) -> None:
+        """The job's account moved (a usage report): its releases are made again before the next round."""
+        if job.id in self.by_job:
+            self.stale[job.id] = job
+
+    def ended(self, job_id: int) -> None:
+        self.by_job.pop(job_id, None)
+        self.stale.pop(job_id, None)
+
+    def current(self, ledger: Ledger | None = None) -> Iterator[Release]:
+        """Every running job's releases as ``releases`` makes them, but for the clamp to now."""
+        for j in self.stale.values():
+            assert j.start_time is not None
+            end = j.start_time + self.rules.runtime(j.spec)
+            self.by_job[j.id] = job_releases(j, end, ledger) if end < math.inf else []
+        self.stale.clear()
+        return chain.from_iterable(self.by_job.values())
+
+
 def job_releases(j: Job, end: float, ledger: Ledger | None = None) -> list[Release]:
     """What one job gives back on each of its hosts when it ends at ``end``."""
     accs = {a.host: a for a in ledger.by_job.get(j.id, [])} if ledger is not None else {}
@@ -136,6 +171,11 @@ class Point:
     start: float
     cap: HostCap
     reservation: Reservation
+    # What the reservation holds on this host from ``start`` (its alloc here): a sweep charges it
+    # at every point it passes, so it is kept here rather than looked up among the allocs.
+    slots: int = 0
+    mem: int = 0
+    virtual: tuple[tuple[str, int], ...] = ()
 
 
 class Backfill:
@@ -200,7 +240,8 @@ class Backfill:
         """The earliest start for ``job`` on ``cands`` (ranked), held from then on; None if the
         known ends never make room.  One sweep over the hosts' releases and holds in time order."""
         by_name = {h.name: h for h in cands}
-        stream = sorted([(r.end, 0, r.host, r) for h in by_name for r in self.timeline.get(h, ())]
+        now = self.now  # a release's end as given, or now when it is overdue (the caller may keep them unclamped)
+        stream = sorted([(max(now, r.end), 0, r.host, r) for h in by_name for r in self.timeline.get(h, ())]
                         + [(p.start, 1, h, p) for h in by_name for p in self.points.get(h, ())],
                         key=lambda e: (e[0], e[1]))  # at one instant releases first: they are due
         future: dict[str, HostCap] = {}
@@ -220,12 +261,14 @@ class Backfill:
             if single:
                 allocs = next((self.place(d, [c]) for c in touched if self.ok(d, c, d.slots, True)
                                and self._fits_later(d, c, d.slots, True, t, t + run)), None)
-            elif free >= d.slots and tries < 8:  # a spread over hosts: try the whole ranked list
+            elif free >= d.slots:  # a spread over hosts: try the whole ranked list, at most 8 times
                 tries += 1
                 allocs = self.place(d, [future.get(c.name, c) for c in cands])
                 if allocs and not all(self._fits_later(d, future.get(a.host, by_name[a.host]), a.slots, i == 0, t,
                                                        t + run) for i, a in enumerate(allocs)):
                     allocs = None
+                if not allocs and tries >= 8:
+                    return None  # the rest of the sweep would try nothing more
             touched.clear()
             if allocs:
                 return self._hold(job, t, t + run, allocs, {a.host: future.get(a.host, by_name[a.host])
@@ -250,7 +293,7 @@ class Backfill:
                     p.cap.charge(a.slots, a.mem, virtual, r.exclusive)
             cap = at_t[a.host].clone()
             cap.charge(a.slots, a.mem, virtual, r.exclusive)
-            bisect.insort(pts, Point(t, cap, r), key=lambda p: p.start)
+            bisect.insort(pts, Point(t, cap, r, a.slots, a.mem, virtual), key=lambda p: p.start)
             if end < math.inf:
                 self.timeline.setdefault(a.host, []).append(Release(end, a.host, a.slots, 0, a.mem, virtual,
                                                                     r.exclusive))
@@ -278,6 +321,5 @@ def give_back(h: HostCap, ev: Release | Point) -> int:
 def _hold_point(h: HostCap, ev: Release | Point) -> int:
     """Move ``h`` past a reservation's start; returns the change of its free slots."""
     assert isinstance(ev, Point)
-    a = next(a for a in ev.reservation.allocs if a.host == h.name)
-    h.charge(a.slots, a.mem, _virtual(a), ev.reservation.exclusive)
-    return -a.slots
+    h.charge(ev.slots, ev.mem, ev.virtual, ev.reservation.exclusive)
+    return -ev.slots
