@@ -119,3 +119,42 @@ def test_srun_passes_its_own_environment_but_for_what_each_host_sets() -> None:
     env = caller_env({"SUBMITIT_EXECUTOR": "slurm", "PATH": "/x", "SLURM_NODEID": "0", "LSB_HOSTS": "a",
                       "XCE_LAUNCH_TOKEN": "t"})
     assert env == {"SUBMITIT_EXECUTOR": "slurm", "PATH": "/x"}
+
+
+def test_the_caller_polls_once_a_round_for_all_its_tasks() -> None:
+    """srun of N tasks made N LAUNCH_POLLs a round; now one, naming the others in ``more``, each
+    task's share of the bytes asked for shrinking with their number."""
+    import io
+
+    from xce.client.launch import CHUNK, TaskRun, run_tasks
+    from xce.proto import schema as S
+    from xce.proto.opcodes import Op
+
+    class Leader:  # stands for the controller's answers only: what the client sends is under test
+        def __init__(self) -> None:
+            self.polls: list[S.LaunchPoll] = []
+            self.started = 0
+
+        def request(self, op: Op, body: object) -> S.LaunchReply:
+            if op == Op.LAUNCH:
+                self.started += 1
+                return S.LaunchReply(job_id=1, host=body.host, task=self.started)  # type: ignore[attr-defined]
+            assert isinstance(body, S.LaunchPoll)
+            self.polls.append(body)
+            round_ = len(self.polls)
+            asked = [(body.host, body.task), *((t.host, t.task) for t in body.more)]
+            return _answer(asked, round_)
+
+    def _answer(asked: list[tuple[str, int]], round_: int) -> S.LaunchReply:
+        replies = [S.LaunchReply(job_id=1, host=h, task=n, stdout=f"{h}{n}.{round_}\n".encode(),
+                                 ended=round_ >= n + 1, exit_code=n if round_ >= n + 1 else None) for h, n in asked]
+        replies[0].more = replies[1:]
+        return replies[0]
+
+    leader = Leader()
+    outs = [io.BytesIO() for _ in range(3)]
+    runs = [TaskRun(h, ["true"], stdout=o, stderr=io.BytesIO()) for h, o in zip(("a", "b", "a"), outs)]
+    assert run_tasks(leader, runs, token="t", sleep=lambda s: None) == [1, 2, 3]
+    assert [1 + len(p.more) for p in leader.polls] == [3, 3, 2, 1]  # one poll a round, the ended ones dropped
+    assert leader.polls[0].max_bytes == CHUNK // 3 and leader.polls[-1].max_bytes == CHUNK
+    assert outs[2].getvalue() == b"a3.1\na3.2\na3.3\na3.4\n"

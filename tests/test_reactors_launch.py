@@ -224,3 +224,43 @@ def test_launch_needs_no_user_token_but_task_state_needs_a_daemon() -> None:
     assert out.orders and not out.errors
     denied = k.call(Op.TASK_STATE, S.TaskState(host="node2", ticket=1, job_id=job.id), token="tok-alice")
     assert denied.errors and denied.errors[0][1].code == "forbidden"
+
+
+def test_one_poll_reads_every_task_of_the_caller_and_is_answered_once_all_came_back() -> None:
+    """One LAUNCH_POLL a round for all the caller's tasks (it was one per task): a POLL_TASK each,
+    one LaunchReply with the others in ``more``, in the order asked."""
+    k, job, token = two_host_job()
+    body = S.LaunchPoll(token=token, host="node1", task=1, stdout_offset=4,
+                        more=[S.TaskAt("node2", 1, 2, 0), S.TaskAt("node2", 2)])
+    out = k.call(Op.LAUNCH_POLL, body, peer=b"client")
+    orders = [(where, o.task, o.stdout_offset) for where, op, o, _ in out.orders if op == Op.POLL_TASK]
+    assert orders == [("node1", 1, 4), ("node2", 1, 2), ("node2", 2, 0)]
+    tickets = [o.ticket for _, _, o, _ in out.orders]
+    answers = [S.TaskState(host="node2", ticket=tickets[2], job_id=job.id, task=2, stdout=b"c"),
+               S.TaskState(host="node1", ticket=tickets[0], job_id=job.id, task=1, stdout=b"a", ended=True,
+                           exit_code=0)]
+    for a in answers:  # not all back yet: no answer to the client
+        assert [r for r in k.call(Op.TASK_STATE, a).replies if isinstance(r[1], S.LaunchReply)] == []
+    last = k.call(Op.TASK_STATE, S.TaskState(host="node2", ticket=tickets[1], job_id=job.id, task=1, stdout=b"b"))
+    (reply,) = [r for _, r in last.replies if isinstance(r, S.LaunchReply)]
+    assert [(r.host, r.task, r.stdout) for r in [reply, *reply.more]] == [("node1", 1, b"a"), ("node2", 1, b"b"),
+                                                                          ("node2", 2, b"c")]
+    assert reply.ended and reply.exit_code == 0 and not k.ctx.book.launches
+
+
+def test_a_gathered_poll_errs_once_and_expires_once() -> None:
+    k, job, token = two_host_job()
+    out = k.call(Op.LAUNCH_POLL, S.LaunchPoll(token=token, host="node1", task=1, more=[S.TaskAt("node2", 1)]))
+    t1, t2 = (o.ticket for _, _, o, _ in out.orders)
+    err = k.call(Op.TASK_STATE, S.TaskState(host="node1", ticket=t1, job_id=job.id, task=1, error="no task 1",
+                                            code="not_found"))
+    assert len(err.errors) == 1 and isinstance(err.errors[0][1], NotFound)
+    late = k.call(Op.TASK_STATE, S.TaskState(host="node2", ticket=t2, job_id=job.id, task=1, stdout=b"x"))
+    assert not late.errors and [r for _, r in late.replies if isinstance(r, S.LaunchReply)] == []
+    out = k.call(Op.LAUNCH_POLL, S.LaunchPoll(token=token, host="node1", task=1, more=[S.TaskAt("node2", 1)]))
+    timed_out = Outbox()
+    on_tick(k.ctx, T0 + 1000, timed_out)
+    assert len([e for _, e in timed_out.errors if isinstance(e, Unavailable)]) == 1 and not k.ctx.book.launches
+    e = refusal(k.call(Op.LAUNCH_POLL, S.LaunchPoll(token=token, host="node1", task=1, signal=15,
+                                                    more=[S.TaskAt("node2", 1)])))
+    assert isinstance(e, InvalidRequest) and "a poll of several tasks only reads" in e.message

@@ -4,8 +4,8 @@ relay their output here, and give back their exit codes.
 Only a process inside a running job can launch: it shows the job's ``XCE_LAUNCH_TOKEN``
 (the worker puts it in every job's environment).  Each task is started through the leader
 (LAUNCH, which checks the token and the host) on its host's worker, inside the job's share
-there, then polled (LAUNCH_POLL) for the output past what was already relayed, until it
-ended.  A poll that brings nothing waits a little longer before the next, up to POLL_MAX_S;
+there, then polled for the output past what was already relayed, until it ended: one LAUNCH_POLL a
+round for all the caller's tasks (``LaunchPoll.more``), not one a task.  A poll that brings nothing waits a little longer before the next, up to POLL_MAX_S;
 one that brings output polls again at once.  Interrupted (Ctrl-C, SIGTERM), the caller's
 running tasks are sent SIGTERM first.
 """
@@ -29,6 +29,7 @@ TOKEN_VAR = "XCE_LAUNCH_TOKEN"
 POLL_MIN_S = 0.02
 POLL_MAX_S = 0.25
 CHUNK = 256 * 1024
+CHUNK_MIN = 4 * 1024  # a stream's share of CHUNK when one poll reads many tasks
 
 
 @dataclass
@@ -108,7 +109,7 @@ def run_tasks(client: Any, runs: list[TaskRun], token: str | None = None,
             started.append(r)
         wait = POLL_MIN_S
         while not all(r.done for r in runs):
-            moved = any([_poll(client, token, r) for r in runs if not r.done])
+            moved = _poll_all(client, token, [r for r in runs if not r.done])
             wait = POLL_MIN_S if moved else min(wait * 2, POLL_MAX_S)
             if not moved:
                 sleep(wait)
@@ -118,10 +119,25 @@ def run_tasks(client: Any, runs: list[TaskRun], token: str | None = None,
     return [r.exit_code for r in runs]
 
 
+def _poll_all(client: Any, token: str, runs: list[TaskRun]) -> bool:
+    """One poll for every task still running (not one each: a round costs one request, whatever the
+    tasks); their output relayed, at most CHUNK a stream in all; whether anything came."""
+    first, *rest = runs
+    reply = client.request(Op.LAUNCH_POLL, S.LaunchPoll(
+        token=token, host=first.host, task=first.n, stdout_offset=first.out_at, stderr_offset=first.err_at,
+        max_bytes=max(CHUNK_MIN, CHUNK // len(runs)), more=[S.TaskAt(r.host, r.n, r.out_at, r.err_at) for r in rest]))
+    return any([_took(r, a) for r, a in zip(runs, [reply, *reply.more], strict=True)])
+
+
 def _poll(client: Any, token: str, r: TaskRun, sig: int = 0) -> bool:
-    """One poll of ``r``: its output relayed; whether anything came."""
+    """One poll of ``r`` (with a signal to send it first); whether anything came."""
     reply = client.request(Op.LAUNCH_POLL, S.LaunchPoll(token=token, host=r.host, task=r.n, stdout_offset=r.out_at,
                                                         stderr_offset=r.err_at, max_bytes=CHUNK, signal=sig))
+    return _took(r, reply)
+
+
+def _took(r: TaskRun, reply: S.LaunchReply) -> bool:
+    """``reply``'s output relayed to ``r``'s sinks; whether it brought anything."""
     _write(r.stdout or sys.stdout.buffer, reply.stdout)
     _write(r.stderr or sys.stderr.buffer, reply.stderr)
     r.out_at += len(reply.stdout)

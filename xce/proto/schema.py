@@ -567,17 +567,29 @@ class LaunchRequest(msgspec.Struct, kw_only=True):
     env: dict[str, str] = {}           # over the share's own environment (SLURM_PROCID, ...)
 
 
+class TaskAt(msgspec.Struct, array_like=True):
+    """One more task of a LAUNCH_POLL: where it runs, its number there, the offsets the caller has."""
+
+    host: str
+    task: int
+    stdout_offset: int = 0
+    stderr_offset: int = 0
+
+
 class LaunchPoll(msgspec.Struct, kw_only=True):
     """The output of task ``task`` on ``host`` past the given offsets (bytes), and its end once it
-    ended; with ``signal``, that signal is sent to the task first."""
+    ended; with ``signal``, that signal is sent to the task first.  ``more``: the job's other
+    tasks the caller follows, read in the same request (one poll a round, not one a task), each
+    answered in ``LaunchReply.more`` in this order; a poll of several tasks only reads."""
 
     token: str
     host: str
     task: int
     stdout_offset: int = 0
     stderr_offset: int = 0
-    max_bytes: int = 256 * 1024        # per stream
+    max_bytes: int = 256 * 1024        # per stream (of each task)
     signal: int = 0
+    more: list[TaskAt] = []
 
 
 class LaunchReply(msgspec.Struct, kw_only=True):
@@ -591,6 +603,7 @@ class LaunchReply(msgspec.Struct, kw_only=True):
     ended: bool = False                # it ended and the output above reaches the end of both files
     exit_code: int | None = None       # 128+n when killed by signal n; None: lost
     signal: int | None = None
+    more: list[LaunchReply] = []       # LaunchPoll.more's tasks, in its order
 
 
 class LaunchTask(msgspec.Struct, kw_only=True):

@@ -60,6 +60,32 @@ class Peek(NamedTuple):
     sent: float
 
 
+@dataclass(eq=False)
+class Gather:
+    """A LAUNCH_POLL of several tasks: one POLL_TASK each, one answer once all came back."""
+
+    client: Any                          # the client's Request
+    answers: list[Any]                   # a TaskState per task, None until it came
+    done: bool = False                   # answered (or refused): later TaskStates are dropped
+
+    def claim(self) -> Any:
+        """The client, the first time only (an error or the answer goes out once)."""
+        if self.done:
+            return None
+        self.done = True
+        return self.client
+
+
+class Slot(NamedTuple):
+    """Task ``index`` of a Gather, as ``Peek.client`` under its POLL_TASK's ticket."""
+
+    gather: Gather
+    index: int
+
+    def claim(self) -> Any:
+        return self.gather.claim()
+
+
 @dataclass
 class Book:
     """The leader's dispatch bookkeeping (soft): which worker is where, and what it confirmed.

@@ -8,7 +8,7 @@ state: a new leader has no book, and its clients ask again.
 from __future__ import annotations
 
 from xce.core.errors import Unavailable
-from xce.reactors.context import Peek
+from xce.reactors.context import Peek, Slot
 from xce.reactors.outbox import Outbox
 
 
@@ -24,4 +24,6 @@ def expire(waiting: dict[int, Peek], now: float, wait: float, what: str, out: Ou
     for ticket, w in list(waiting.items()):
         if now - w.sent > wait:
             del waiting[ticket]
-            out.error(w.client, Unavailable(f"{what}: job {w.job_id}'s host did not answer within {wait:g} s"))
+            client = w.client.claim() if isinstance(w.client, Slot) else w.client  # a gathered poll errs once
+            if client is not None:
+                out.error(client, Unavailable(f"{what}: job {w.job_id}'s host did not answer within {wait:g} s"))
