@@ -343,3 +343,16 @@ def test_submit_refuses_a_reclaiming_job_that_reserves_no_memory_by_name() -> No
     out = k.commit_all(k.call(Op.SUBMIT, S.SubmitRequest(jobs=[spec(mem="1G", queue="reclaim"),
                                                                spec(mem=None)], key="k-000002")))
     assert not out.errors                                          # a reservation, or no reclaim: admitted
+
+
+def test_bmod_and_bswitch_cannot_make_a_reclaiming_job_that_reserves_no_memory() -> None:
+    k = kit(host("node1", mem="8G"), queues=(queue("normal"), queue("reclaim", reclaimable=True)))
+    bare, lent = k.pend_job(mem=None), k.pend_job(mem="1G", queue="reclaim")
+    for body in (S.SwitchRequest(ids=[bare.id], queue="reclaim", key="k-000001"),
+                 S.ModifySpecRequest(id=bare.id, queue="reclaim", key="k-000002"),
+                 S.ModifySpecRequest(id=lent.id, resreq="span[hosts=1]", key="k-000003")):
+        out = k.call(Op.SWITCH if isinstance(body, S.SwitchRequest) else Op.MODIFY_SPEC, body)
+        ((_, e),) = out.errors
+        assert isinstance(e, InvalidRequest) and "must reserve memory" in e.message, e.message
+    ok = k.call(Op.SWITCH, S.SwitchRequest(ids=[lent.id], queue="normal", key="k-000004"))
+    assert ok.commits and not ok.errors

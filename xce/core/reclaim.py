@@ -18,8 +18,9 @@ the size it had, it would be placed, grow and be sent away again, for ever.  One
 reserves no memory (none in force) has outgrown it as soon as it uses any: placement lets it
 onto any host (it needs no room), so requeued it would come straight back.  One that holds
 no memory at all is never sent away: it would give nothing back.  (The leader refuses a
-reclaiming job that reserves no memory at submit; these are the ones whose reservation
-decayed to 0, or whose queue became reclaimable after they were submitted.)
+reclaiming job that reserves no memory at submit, bmod and bswitch: ``unreserved``; these
+are the ones whose reservation decayed to 0, or whose queue the site's configuration made
+reclaimable after they were submitted.)
 
 Jobs already on their way out (``kill_requested``) count as gone (their charge is added back
 to the room), so one owner's growth does not send more reclaiming jobs away than it needs.

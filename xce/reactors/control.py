@@ -11,10 +11,12 @@ from typing import Any
 
 import msgspec
 
+from xce.core import reclaim
 from xce.core.arrays import element_text, split_id
 from xce.core.errors import Infeasible, InvalidRequest, NotFound
 from xce.core.jobspec.depend import parse_depend
 from xce.core.limits import KILL_REASON, check_text
+from xce.core.model import reclaim_queues
 from xce.core.resreq import ResReq
 from xce.core.model import ACTIVE, HistEvent
 from xce.core.state import Cmd, ModifySpec, Move, Requeue, Resume, SpecPatch, Stop, Switch, with_event
@@ -49,8 +51,10 @@ def on_requeue(ctx: Context, req: Request, body: S.ControlRequest, out: Outbox) 
 
 
 def on_switch(ctx: Context, req: Request, body: S.SwitchRequest, out: Outbox) -> None:
-    _control(ctx, req, Switch(time=req.now, job_ids=_ids(body.ids, "switch"), queue=body.queue, key=body.key,
-                              by=key_owner(req)), out)
+    ids = _ids(body.ids, "switch")
+    for jid in ids:
+        _check_reserves(ctx, jid, body.queue, None)
+    _control(ctx, req, Switch(time=req.now, job_ids=ids, queue=body.queue, key=body.key, by=key_owner(req)), out)
 
 
 def _control(ctx: Context, req: Request, cmd: Cmd, out: Outbox) -> None:
@@ -73,6 +77,8 @@ def on_modify_spec(ctx: Context, req: Request, body: S.ModifySpecRequest, out: O
                              "(xce recommend shows what the history suggests)")
     if parsed is not None or "slots" in changes:
         _check_capacity(ctx, body.id, changes.get("slots"), parsed)
+    if parsed is not None or "queue" in changes:
+        _check_reserves(ctx, body.id, changes.get("queue"), parsed)
     if "depend" in changes:  # parsed once, here; the state keeps the tree
         changes["depend"] = parse_depend(changes["depend"]) if changes["depend"].strip() else None
     out.commit(ModifySpec(time=req.now, job_id=body.id, patch=SpecPatch(**changes), req=parsed, key=body.key,
@@ -90,6 +96,20 @@ def _check_capacity(ctx: Context, job_id: int, slots: int | None, req: ResReq | 
     never = never_reason(ctx, slots if slots is not None else known[0], req or known[1], all_hosts(ctx))
     if never:
         raise Infeasible(f"job {element_text(job_id)}: {never}")
+
+
+def _check_reserves(ctx: Context, job_id: int, queue: str | None, req: ResReq | None) -> None:
+    """A job moved into a reclaimable queue, or given a new -R, must still reserve memory if it
+    runs on reclaimable memory (reclaim.unreserved), as submit requires."""
+    st = ctx.state
+    job, arr = st.jobs.get(job_id), st.arrays.get(split_id(job_id)[0])
+    known = (job.spec, job.req) if job is not None else (arr.spec, arr.req) if arr is not None else None
+    if known is None:
+        return  # the state machine names the unknown job
+    spec = msgspec.structs.replace(known[0], queue=queue) if queue else known[0]
+    why = reclaim.unreserved(spec, req or known[1], reclaim_queues(st.queues.values()))
+    if why:
+        raise InvalidRequest(f"job {element_text(job_id)}: {why}")
 
 
 def on_hist(ctx: Context, req: Request, body: S.HistRequest, out: Outbox) -> None:
