@@ -93,6 +93,14 @@ def test_a_tasks_output_outlives_its_share_until_read_or_kept_long_enough(runner
     assert tasks.kept_task(runner, 1, 0, 9) is None and tasks.kept_task(runner, 2, 0, 1) is None
     runner.clock = lambda: time.time() + tasks.KEEP_S + 1  # long enough: dropped, its files too
     assert tasks.kept_task(runner, 1, 0, t.n) is None and not Path(t.stdout).exists()
+    stale = runner.state_dir / "ended-tasks" / "7.1"  # kept by a worker that then stopped
+    stale.mkdir(parents=True)
+    share = runner.start(2, 0, spec(["true"]), 0, None, False, {}, holder=True)
+    tasks.start_task(runner, share, "k2", ["true"], str(tmp_path), {}, "")
+    runner.kill(share, "done")
+    wait_exit(runner, share)
+    runner.forget(share)
+    assert not stale.exists() and tasks.kept_task(runner, 2, 0, 1) is not None
 
 
 def test_a_task_is_refused_clearly(runner: Runner, tmp_path: Path) -> None:

@@ -88,6 +88,8 @@ def keep(runner: Runner, share: Task) -> None:
     _prune(runner)
     src = Path(runner.jobs_dir) / share.key / "tasks"
     dst = runner.state_dir / "ended-tasks" / share.key
+    if not runner.kept and dst.parent.is_dir():  # what an earlier worker kept and did not live to drop
+        shutil.rmtree(dst.parent, ignore_errors=True)
     try:
         dst.parent.mkdir(exist_ok=True)
         os.replace(src, dst)
