@@ -132,3 +132,21 @@ def test_without_a_run_limit_the_warning_never_goes(runner: Runner) -> None:
     t = runner.start(1, 0, spec(["sleep", "30"], warn_signal=signal.SIGUSR1, warn_time=65535.0), 0, None, False, {})
     assert not warning_due(t, time.time() + 1e6)
     assert warning_due(dataclasses.replace(t, run_limit=65536.0), time.time() + 1.5)
+
+
+def test_a_restarted_worker_keeps_the_warning_and_sends_it_once(make_runner: Callable[..., Runner],
+                                                                 tmp_path: Path) -> None:
+    ready, got = tmp_path / "ready", tmp_path / "got"
+    cmd = ["sh", "-c", f"trap 'echo w >> {got}' USR1; touch {ready}; while :; do sleep 0.05; done"]
+    a = make_runner(state=tmp_path / "s", name="warn")
+    t = a.start(1, 0, spec(cmd, run_limit=30.0, warn_signal=signal.SIGUSR1, warn_time=29.5, warn_to="batch"),
+                0, None, False, {})
+    wait_for(lambda: ready.exists())
+    wait_for(lambda: a.sample_all(time.time()) is not None and got.exists())
+    b = make_runner(state=tmp_path / "s", name="warn")  # a restarted worker
+    (tb,) = b.adopt()
+    assert (tb.warning, tb.warned) == ((signal.SIGUSR1, 29.5, "batch"), True)
+    for _ in range(5):
+        b.sample_all(time.time())
+        time.sleep(0.05)
+    assert got.read_text() == "w\n"  # once
