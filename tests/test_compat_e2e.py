@@ -344,6 +344,7 @@ def test_sbatch_and_bsub_hold_pend_held_until_released(cluster: Cluster, tmp_pat
     assert job.isdigit(), (r.stdout, r.stderr)
     assert _run(env, "squeue", "-h", "-j", job, "-o", "%i %t %r").stdout == f"{job} PD JobHeldUser\n"
     lines = _run(env, "squeue", "-l", "-j", job).stdout.splitlines()
+    assert re.fullmatch(r"\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}", lines[0]), lines  # the time, as ctime(3)
     assert lines[1].split() == ["JOBID", "PARTITION", "NAME", "USER", "STATE", "TIME", "TIME_LIMI", "NODES",
                                 "NODELIST(REASON)"], lines
     assert lines[2].split()[4:] == ["PENDING", "0:00", "UNLIMITED", "1", "(JobHeldUser)"], lines

@@ -279,10 +279,10 @@ def squeue(s: Session, argv: list[str]) -> int:
         print(F.squeue_fields(views, values["--Format"], header), end="")
         return 0
     long = "--long" in flags and "--format" not in values
-    if long and header:  # -l: the time of the listing first, as Slurm's
+    if long and header:  # -l: the time of the listing first, as Slurm's (ctime: "Thu Dec  3 19:50:48 2026")
         import time
 
-        print(time.strftime("%a %b %d %H:%M:%S %Y"))
+        print(time.ctime())
     print(F.squeue_format(views, values.get("--format") or (F.SQUEUE_LONG if long else F.SQUEUE_DEFAULT), header),
           end="")
     return 0
