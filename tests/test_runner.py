@@ -208,6 +208,20 @@ def test_stdin_is_dev_null_and_no_fd_leaks(runner: Runner, tmp_path: Path) -> No
     assert sorted(out.read_text().split()) == ["0", "1", "2", "3"]
 
 
+def test_a_job_takes_sigpipe_and_sigxfsz_as_a_shell_would_on_a_spare_or_not(runner: Runner, tmp_path: Path) -> None:
+    """The worker (Python) ignores SIGPIPE and SIGXFSZ; a job must not inherit that, whether its
+    wrapper was spawned fresh (posix_spawn) or was the spare (Popen)."""
+    for job, on_spare in ((1, False), (2, True)):
+        if on_spare:
+            runner.prepare_spare()
+        out = tmp_path / f"sig{job}"
+        t = start(runner, job, ["sh", "-c", "grep ^SigIgn /proc/self/status; yes | head -1 >/dev/null"],
+                  stdout=str(out))
+        assert wait_exit(runner, t).exit_code == 0
+        ignored = int(out.read_text().split()[1], 16)
+        assert not ignored & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)), out.read_text()
+
+
 def test_bad_requests_raise_invalid_request(runner: Runner, tmp_path: Path) -> None:
     with pytest.raises(InvalidRequest, match="command not found: no-such-cmd-xce"):
         start(runner, 1, ["no-such-cmd-xce", "x"])

@@ -108,6 +108,7 @@ from xce.core.arrays import split_id
 from xce.core.jobspec.filenames import lsf_filename
 from xce.core.model import JobSpec
 from xce.worker import spare
+from xce.worker.spawn import Spawned, spawn
 from xce.worker.tasks import Kept, Launched, keep, reap, share_sample, signal_tasks, tasks_in_grace
 from xce.worker.tasks import adopt as adopt_tasks
 from xce.worker.measure import (
@@ -169,7 +170,7 @@ class Task:
     suspended_total: float = 0.0       # seconds suspended before suspended_at
     cgroup: str = ""                   # its job cgroup's name: the key, or the spare's it ran in
     launched: list[Launched] = field(default_factory=list)  # what `xce launch` started in it (tasks.py)
-    _proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    _proc: subprocess.Popen[bytes] | Spawned | None = field(default=None, repr=False)
     _last_t: float | None = field(default=None, repr=False)
     _last_slack: int = field(default=0, repr=False)
     _persisted: bool = field(default=False, repr=False)
@@ -293,7 +294,7 @@ _PRE_EXEC = ('[ -z "$k" ] || { echo 143 >&3; exit 143; }\n'
 class Launch(NamedTuple):
     """A wrapper started and held on its go pipe: what ``_go`` needs to let it run."""
 
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | Spawned
     rec_fd: int
     go_w: int
     meter: Meter
@@ -425,8 +426,10 @@ class Runner:
             fds.append(rec_fd)
             go_r, go_w = os.pipe()
             fds += [go_r, go_w]
-            proc = subprocess.Popen(argv, stdin=go_r, stdout=rec_fd, stderr=sink, cwd=cwd, env=env,
-                                    start_new_session=True, **extra)  # type: ignore[call-overload]
+            proc: subprocess.Popen[bytes] | Spawned = \
+                subprocess.Popen(argv, stdin=go_r, stdout=rec_fd, stderr=sink, cwd=cwd, env=env,
+                                 start_new_session=True, **extra) if extra else \
+                spawn(argv, env, cwd, go_r, rec_fd, sink)  # type: ignore[call-overload]
         except BaseException as e:
             for fd in fds:
                 os.close(fd)
