@@ -78,11 +78,19 @@ def test_overage_blocks_and_slack_holds_the_promise(tmp_path: Path) -> None:
         rows = {r["job"]: r for r in json.loads(cl.xce("recommend", "--json").stdout)}
         assert rows["B"]["mem_requested"] == 1 * G and rows["B"]["mem_peak_max"] < 200 * MB
         assert rows["B"]["mem_wasted_hours"] > 0 and rows["B"]["mem_recommended"] < 300 * MB
-        # rusage[mem=auto]: the leader sizes the next B from that history, as recommend does.
+        # rusage[mem=auto]: with fewer runs of B than the queue's mem_auto_min_runs (3) the leader
+        # takes the fallback (none here) and says why; from the third run on it sizes B from that
+        # history, as recommend does.
+        for runs in (1, 2):
+            early = c.submit(["true"], resreq="rusage[mem=auto]", name="B")
+            (ve,) = c.wait([early], timeout=20)
+            assert ve.mem_reserved == 0 and ve.mem_basis == (
+                f"auto: only {runs} run{'s' * (runs > 1)} of {ve.user}/B in normal (auto needs 3), no reservation")
+        rows = {r["job"]: r for r in json.loads(cl.xce("recommend", "--json").stdout)}
         sized = c.submit(["true"], resreq="rusage[mem=auto]", name="B")
         (vs,) = c.wait([sized], timeout=20)
         assert vs.mem_reserved == rows["B"]["mem_recommended"], (vs.mem_reserved, rows["B"])
-        assert vs.mem_basis.startswith(f"auto: p95 of 1 run of {vs.user}/B in normal, "), vs.mem_basis
+        assert vs.mem_basis.startswith(f"auto: p95 of 3 runs of {vs.user}/B in normal, "), vs.mem_basis
         assert f"Reservation sized: {vs.mem_basis}" in cl.xce("jobs", "-l", str(sized)).stdout
         reclaim_in_settled_slack(cl, tmp_path)
 
