@@ -617,10 +617,10 @@ class _Round:
         # (``_Class.vetoed_from``) is held by ``place`` at once; it is passed here at one look-up.
         # No reservation is made from here on, so the veto is asked exactly when ``veto`` would ask
         # it: reservations hold points and the job ends after the first, or a host limit is set.
-        known: dict[tuple[int, ResReq, str, bool, bool], list] = {}
+        # (None where no veto can be asked: a greedy round pays nothing for it.)
         bf = self.bf
-        vetoes = bool(bf.points)
         limited = bool(self.limits and self.limits.host_limits)
+        known: dict[tuple[int, ResReq, str, bool, bool], list] | None = {} if bf.points or limited else None
         for job in pending:
             spec = job.spec
             slots = spec.slots
@@ -631,13 +631,14 @@ class _Round:
             key = (slots, job.req, spec.queue, spec.reclaim, spec.exclusive)
             if key in dead:
                 continue
-            dc = known.get(key)
-            if dc is None:
-                dc = known[key] = self.demand(job)
-            elif (vetoes or limited) and dc[1] is not None and (vf := dc[1].vetoed_from) is not None:
-                end = bf.end_of(job)
-                if end >= vf[0] and (limited or end > bf.earliest):
-                    continue
+            if known is not None:
+                dc = known.get(key)
+                if dc is None:
+                    dc = known[key] = self.demand(job)
+                elif dc[1] is not None and (vf := dc[1].vetoed_from) is not None:
+                    end = bf.end_of(job)
+                    if end >= vf[0] and (limited or end > bf.earliest):
+                        continue
             if self.place(job, plan):
                 dead.add(key)
 
