@@ -235,7 +235,7 @@ class Checked(Engine):
         return mine
 
 
-@pytest.mark.parametrize("policy", ["xce", "xce-easy", "xce-fair", "xce-fair-easy"])
+@pytest.mark.parametrize("policy", ["xce", "xce-easy", "xce-fair", "xce-fair-easy", "xce-conservative"])
 def test_every_round_of_a_replay_is_the_daemons_decision(policy: str) -> None:
     trace = load(TRACE, limit=150)
     m = machine(trace, slots=32, mem=640 * MB)

@@ -241,7 +241,8 @@ class Backfill:
         known ends never make room.  One sweep over the hosts' releases and holds in time order."""
         by_name = {h.name: h for h in cands}
         now = self.now  # a release's end as given, or now when it is overdue (the caller may keep them unclamped)
-        stream = sorted([(max(now, r.end), 0, r.host, r) for h in by_name for r in self.timeline.get(h, ())]
+        stream = sorted([(e if (e := r.end) > now else now, 0, r.host, r) for h in by_name
+                         for r in self.timeline.get(h, ())]
                         + [(p.start, 1, h, p) for h in by_name for p in self.points.get(h, ())],
                         key=lambda e: (e[0], e[1]))  # at one instant releases first: they are due
         future: dict[str, HostCap] = {}
