@@ -175,7 +175,7 @@ def reports_rate(stats: Path, before: dict[str, Any]) -> str:
     now = fleet_stats(stats)
     dt = now["time"] - before["time"]
     return (f"{(now['beats'] - before['beats']) / dt:.0f} heartbeats/s carrying "
-            f"{(now['reports'] - before['reports']) / dt:.0f} usage reports/s")
+            f"{(now.get('reports', 0) - before.get('reports', 0)) / dt:.0f} usage reports/s")
 
 
 def fleet_stats(path: Path) -> dict[str, Any]:
