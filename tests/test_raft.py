@@ -146,7 +146,7 @@ def test_a_dump_writer_forked_from_the_raft_thread_holds_none_of_its_parents_des
     import os
     import signal
 
-    from xce.daemons.raft import detach_dump_children
+    from xce.daemons.raft import DumpGate, detach_dump_children
 
     held = os.open(tmp_path / "held", os.O_CREAT | os.O_RDWR)  # stands for a socket of the parent
 
@@ -163,7 +163,7 @@ def test_a_dump_writer_forked_from_the_raft_thread_holds_none_of_its_parents_des
         assert os.waitpid(pid, 0)[1] == 0
 
     def raft_thread() -> None:
-        detach_dump_children(threading.current_thread(), threading.Lock())
+        detach_dump_children(threading.current_thread(), DumpGate(threading.Lock()))
         fork_and_list(tmp_path / "dump-child")
 
     try:
@@ -223,3 +223,4 @@ def test_a_commit_while_the_loop_reads_waits_in_the_backlog_and_the_raft_thread_
         assert commit(r, [Submit(time=9.0, specs=[spec], reqs=[req], key="k9")]) == [Ok([4])]  # applied at once
     finally:
         r.destroy()
+
