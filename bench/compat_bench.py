@@ -15,7 +15,7 @@ On a fresh `xce up --detach --hosts 1 --slots-per-host 1` cluster, with the comm
   with ``PYTHONPATH=DIR``, the code as it was;
 - with ``--jobs`` jobs in the cluster (one running, the rest pending behind it), the median
   of 5 ``bjobs -noheader -o 'jobid stat'``, ``bjobs -noheader`` (LSF's default columns) and
-  ``squeue -h -o '%i %t'`` (goal 300 ms), and
+  ``squeue -h -o '%i %t'`` (goal 300 ms), ``squeue -h`` (Slurm's default columns), and
   ``xce jobs`` beside them (the same request through the same client).
 
 It prints the date, the load average before and after, and one line per figure.
@@ -128,6 +128,7 @@ def main() -> None:
             listing = medians({"bjobs -noheader -o 'jobid stat'": (["bjobs", "-noheader", "-o", "jobid stat"], None),
                                "bjobs -noheader (default columns)": (["bjobs", "-noheader"], None),
                                "squeue -h -o '%i %t'": (["squeue", "-h", "-o", "%i %t"], None),
+                               "squeue -h (default columns)": (["squeue", "-h"], None),
                                "xce jobs": ([sys.executable, "-m", "xce.cli.main", "--state-dir", str(sd), "jobs"],
                                             None)}, env, 5)
             for name, ms in listing.items():

@@ -176,7 +176,7 @@ _SHAPES = [view(), view(state="RUN", hosts=["n1", "n2"], start_time=5.0, run_lim
            view(state="EXIT", reason="TERM_MEMLIMIT: over", exit_code=None, signal=9, start_time=5.0, end_time=9.0),
            view(id=(7 << 20) | 3, name="arr", state="SSUSP", reason="load"), view(state="PEND", reason="no slot"),
            view(state="DONE", exit_code=0, start_time=1.0, end_time=2.0, mem_limit=2**30),
-           view(state="RUN", hosts=["n1", "n2"], slots=3, accounts=[
+           view(state="RUN", hosts=["n1", "n2"], slots=3, host_slots=[2, 1], accounts=[
                JobAccountView(host="n1", slots=2, mem_reserved=0, mem_actual=None, mem_peak=0, mem_charged=0,
                               mem_slack=0, mem_overage=0),
                JobAccountView(host="n2", slots=1, mem_reserved=0, mem_actual=None, mem_peak=0, mem_charged=0,
@@ -202,12 +202,14 @@ def test_bjobs_long_listing_reads_only_what_it_declares(monkeypatch: Any) -> Non
         assert lsf_fmt.long_listing(_only(v, lsf_fmt.LONG_READS)) == lsf_fmt.long_listing(v)
 
 
-def test_accounts_through_the_door_read_as_the_full_views_do() -> None:
-    from xce.compat.fast import rows_of
-
+def test_exec_host_reads_the_allocation_not_the_accounts() -> None:
+    """EXEC_HOST's slots per host come from host_slots (the allocation, a row field read off the
+    job), so the default bjobs asks no view per job; a view without them (an older controller)
+    still lists each host once."""
     v = _SHAPES[-1]
-    wire = [[[{"host": a.host, "slots": a.slots} for a in v.accounts], v.hosts]]  # maps, as lite decodes them
-    assert lsf_fmt.exec_hosts(rows_of(["accounts", "hosts"], wire)[0]) == lsf_fmt.exec_hosts(v) == "2*n1:n2"
+    assert "accounts" not in lsf_fmt.FIELDS["exec_host"].reads
+    assert lsf_fmt.exec_hosts(_only(v, ["hosts", "host_slots"])) == lsf_fmt.exec_hosts(v) == "2*n1:n2"
+    assert lsf_fmt.exec_hosts(view(state="RUN", hosts=["n1", "n2"])) == "n1:n2"
 
 
 @pytest.mark.parametrize("letter", sorted(slurm_fmt.SQUEUE_LETTERS))

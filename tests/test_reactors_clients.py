@@ -189,7 +189,8 @@ def test_jobs_naming_fields_answers_rows_of_those_fields_equal_to_the_views() ->
     k.pend_job(user="alice")
     k.state.apply(Kill(time=T0, job_ids=[3]))
     k.ctx.live.reasons[2] = "waiting for a slot"  # the round's reason, as a view shows it
-    for fields in (["id", "state"], ["id", "state", "reason", "user"], ["id", "mem_reserved", "accounts"]):
+    for fields in (["id", "state"], ["id", "state", "reason", "user"], ["id", "mem_reserved", "accounts"],
+                   ["id", "hosts", "host_slots"]):
         for req in (S.JobsRequest(all=True), S.JobsRequest(user="alice", all=True), S.JobsRequest(ids=[2])):
             views = only_reply(k.call(Op.JOBS, req)).jobs
             rows = only_reply(k.call(Op.JOBS, S.JobsRequest(**{**{f: getattr(req, f) for f in
@@ -197,6 +198,9 @@ def test_jobs_naming_fields_answers_rows_of_those_fields_equal_to_the_views() ->
             assert rows.jobs == [] and rows.rows == [[getattr(v, f) for f in fields] for v in views]
     rows = only_reply(k.call(Op.JOBS, S.JobsRequest(fields=["id", "state", "reason"]))).rows
     assert rows == [[1, "RUN", ""], [2, "PEND", "waiting for a slot"]]  # finished hidden, as for views
+    # the allocation's slots per host (bjobs EXEC_HOST) are the accounts' that a view shows
+    run = only_reply(k.call(Op.JOBS, S.JobsRequest(ids=[1]))).jobs[0]
+    assert run.host_slots == [a.slots for a in run.accounts] == [1] and run.hosts == [a.host for a in run.accounts]
     page = only_reply(k.call(Op.JOBS, S.JobsRequest(all=True, limit=2, fields=["id"])))
     assert page.rows == [[1], [2]] and page.next_after == 2
 

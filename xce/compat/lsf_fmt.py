@@ -29,8 +29,8 @@ def exec_hosts(v: Any) -> str:
 
 
 def _exec_list(v: Any) -> list[str]:
-    slots = [(a.host, a.slots) for a in v.accounts] or [(h, 1) for h in v.hosts]
-    return [f"{n}*{h}" if n > 1 else h for h, n in slots]
+    # host_slots is the allocation's, read off the job: no view (and its accounts) per job
+    return [f"{n}*{h}" if n > 1 else h for h, n in zip(v.hosts, v.host_slots or [1] * len(v.hosts))]
 
 
 def lsf_long_time(t: float | None) -> str:
@@ -85,7 +85,7 @@ FIELDS: dict[str, Field] = {
     "name": Field("JOB_NAME", 10, lambda v: mapping.lsf_name(v.id, v.name), ("id", "name")),
     "from_host": Field("FROM_HOST", 11, lambda v: v.submit_host, ("submit_host",)),
     "proj_name": Field("PROJ_NAME", 11, lambda v: v.project or DEFAULT_PROJECT, ("project",)),
-    "exec_host": Field("EXEC_HOST", 11, exec_hosts, ("accounts", "hosts")),
+    "exec_host": Field("EXEC_HOST", 11, exec_hosts, ("hosts", "host_slots")),
     "nexec_host": Field("NEXEC_HOST", 10, lambda v: str(len(v.hosts)) if v.hosts else "", ("hosts",)),
     "slots": Field("SLOTS", 5, lambda v: str(v.slots), ("slots",)),
     "nalloc_slot": Field("NALLOC_SLOT", 11, lambda v: str(v.slots) if v.hosts else "", ("slots", "hosts")),

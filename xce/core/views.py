@@ -110,6 +110,7 @@ class JobView(msgspec.Struct, kw_only=True):
     warn_time: float = 0.0
     warn_to: str = ""               # "" all its processes, "batch" its command, "steps" its launched tasks
     cpus_per_task: int = 1          # sbatch -c: its tasks are slots / this
+    host_slots: list[int] = []      # slots on each of ``hosts``, in that order: the allocation's (bjobs EXEC_HOST)
 
 
 class HostView(msgspec.Struct, kw_only=True):
@@ -187,7 +188,8 @@ OWN: dict[str, Callable[[Job], Any]] = {
     "array": lambda j: array_title(j.spec),
     "evictions": lambda j: j.evictions, "pre_exec": lambda j: j.spec.pre_exec,
     "warn_signal": lambda j: j.spec.warn_signal, "warn_time": lambda j: j.spec.warn_time,
-    "warn_to": lambda j: j.spec.warn_to, "cpus_per_task": lambda j: j.spec.cpus_per_task}
+    "warn_to": lambda j: j.spec.warn_to, "cpus_per_task": lambda j: j.spec.cpus_per_task,
+    "host_slots": lambda j: [a.slots for a in j.allocs]}
 # What a row may name: every JobView field but the pending order, which only full views carry.
 ROW_FIELDS = frozenset(JobView.__struct_fields__) - {"order"}
 
