@@ -7,12 +7,10 @@ and memory come from mapping.py.
 
 from __future__ import annotations
 
-import re
 import time
 
 from xce.compat import mapping
 from xce.compat.session import Refused
-from xce.core.hostlist import compress as hostlist
 from xce.core.jobids import element_id, split_id
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the commands start in ms
@@ -21,6 +19,14 @@ if TYPE_CHECKING:
     from typing import Any
 
     Getter = Callable[[Any], str]
+
+
+def hostlist(hosts: Sequence[str]) -> str:
+    """``node[1-3]``: Slurm's compressed list (xce/core/hostlist.py, loaded when a listing needs it:
+    it imports re, and sbatch imports this module)."""
+    from xce.core.hostlist import compress
+
+    return compress(list(hosts))
 
 
 def elapsed(v: Any, now: float | None = None) -> float:
@@ -105,7 +111,7 @@ SQUEUE_NAMES = {"jobid": "jobid", "jobarrayid": "jobid", "name": "name", "userna
                 "starttime": "start", "endtime": "end"}
 SQUEUE_DEFAULT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 SQUEUE_LONG = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"  # -l (its TIME_LIMIT header cut to TIME_LIMI)
-_PCT = re.compile(r"%(\.)?(\d+)?([a-zA-Z])")
+_PCT = r"%(\.)?(\d+)?([a-zA-Z])"  # compiled where used: sbatch imports this module and must not load re
 
 
 def _cell(text: str, width: int | None, right: bool) -> str:
@@ -195,9 +201,11 @@ def _index_text(indices: list[int]) -> str:
 
 def _format_parts(fmt: str) -> tuple[list[tuple[str, str, int | None, bool]], str]:
     """``-o "%.18i %t"`` -> (literal before, field, width, right-aligned) per ``%`` field, and the tail."""
+    import re  # lazy: see _PCT
+
     parts: list[tuple[str, str, int | None, bool]] = []
     pos = 0
-    for m in _PCT.finditer(fmt):
+    for m in re.finditer(_PCT, fmt):
         if m.group(3) not in SQUEUE_LETTERS:
             raise Refused(f"--format: %{m.group(3)} is not supported by this XCE "
                           f"({' '.join('%' + k for k in SQUEUE_LETTERS)})")

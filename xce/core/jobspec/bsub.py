@@ -99,6 +99,8 @@ def _warning(opts: OptionSet) -> dict[str, int | None]:
     """-wa SIGNAL -wt [HOUR:]MINUTE: LSF's job warning, both or neither."""
     if ("-wa" in opts.values) != ("-wt" in opts.values):
         raise DirectiveError("-wa (the warning signal) and -wt (how long before the run limit) go together")
+    if "-wa" not in opts.values:
+        return {"warn_signal": None, "warn_time": None}
     from xce.core.jobspec.signals import parse_signal  # lazy: the signal table only for a job with -wa
 
     return {"warn_signal": _at(opts, "-wa", lambda s: parse_signal(s, "-wa")),

@@ -13,8 +13,6 @@ the block are not read; ``late_lines`` lists them so a caller can warn.
 
 from __future__ import annotations
 
-import shlex
-
 from xce.core.jobspec.errors import DirectiveError
 from xce.core.jobspec.options import (
     OptionSet,
@@ -59,9 +57,64 @@ def _directive_words(text: str, keyword: str) -> str | None:
 
 def _split(rest: str, source: Source) -> list[str]:
     try:
-        return shlex.split(rest, comments=True)
-    except ValueError as e:  # shlex: "No closing quotation", "No escaped character"
+        return split_words(rest)
+    except ValueError as e:  # "No closing quotation", "No escaped character"
         raise DirectiveError(f"{source.prefix.strip()}{source.suffix}: {str(e).lower()} in {rest.strip()!r}") from None
+
+
+def split_words(text: str) -> list[str]:
+    """``shlex.split(text, comments=True)``, the same words and errors, without shlex: it imports
+    re (and enum, functools, collections), which would cost every bsub or sbatch of a script
+    milliseconds of its ~10 ms start-up.  tests/test_compat_startup.py compares the two."""
+    words: list[str] = []
+    word: list[str] = []
+    quoted, i, n = False, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in " \t\r\n" or c == "#":
+            if word or quoted:
+                words.append("".join(word))
+                word, quoted = [], False
+            if c == "#":  # a comment, to the end of its line
+                i = n if text.find("\n", i) < 0 else text.find("\n", i)
+                continue
+        elif c == "\\":
+            if i + 1 >= n:
+                raise ValueError("No escaped character")
+            i += 1
+            word.append(text[i])
+        elif c == "'":
+            end = text.find("'", i + 1)
+            if end < 0:
+                raise ValueError("No closing quotation")
+            word.append(text[i + 1:end])
+            quoted, i = True, end
+        elif c == '"':
+            i = _double_quoted(text, i + 1, word)
+            quoted = True
+        else:
+            word.append(c)
+        i += 1
+    if word or quoted:
+        words.append("".join(word))
+    return words
+
+
+def _double_quoted(text: str, i: int, word: list[str]) -> int:
+    """Inside ``"``: a backslash escapes only ``\\`` and ``"`` (else it stays); the closing quote's index."""
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            return i
+        if c == "\\":
+            if i + 1 >= len(text):
+                raise ValueError("No escaped character")
+            i += 1
+            word.append(text[i] if text[i] in '\\"' else "\\" + text[i])
+        else:
+            word.append(c)
+        i += 1
+    raise ValueError("No closing quotation")
 
 
 def _directives(script: str, keyword: str, parse: ArgParser) -> Directives:

@@ -16,10 +16,8 @@ anywhere turns substitution off (the backslashes are dropped), as in sbatch.  Ot
 
 from __future__ import annotations
 
-import re
-
 SLURM_NO_INDEX = 4294967294
-_SLURM_RE = re.compile(r"%(\d{0,10})([%jAaJxuN])")
+_SLURM_KEYS = "%jAaJxuN"  # what may follow ``%`` and up to 10 digits (read without re: sbatch's start-up)
 
 
 def lsf_filename(pattern: str, job_id: int, index: int = 0) -> str:
@@ -35,11 +33,21 @@ def slurm_filename(pattern: str, *, job_id: int, array_job_id: int | None = None
     numbers = {"j": job_id, "J": job_id, "A": array_job_id if array_job_id is not None else job_id,
                "a": index if index is not None else SLURM_NO_INDEX}
     words = {"x": name, "u": user, "N": host, "%": "%"}
-
-    def field(m: re.Match[str]) -> str:
-        width, key = m.group(1), m.group(2)
-        if key in numbers:
-            return str(numbers[key]).zfill(int(width or 0))
-        return words[key]
-
-    return _SLURM_RE.sub(field, pattern)
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        j = pattern.find("%", i)
+        if j < 0:
+            break
+        out.append(pattern[i:j])
+        k = j + 1
+        while k < n and k - j <= 10 and pattern[k] in "0123456789":
+            k += 1
+        if k < n and pattern[k] in _SLURM_KEYS:
+            key, width = pattern[k], pattern[j + 1:k]
+            out.append(str(numbers[key]).zfill(int(width or 0)) if key in numbers else words[key])
+            i = k + 1
+        else:  # not a pattern: the % stays, and the scan goes on after it
+            out.append("%")
+            i = j + 1
+    out.append(pattern[i:])
+    return "".join(out)

@@ -22,7 +22,6 @@ from xce.core.errors import InvalidRequest
 from xce.core.jobspec.errors import RunLimitError
 from xce.core.units import parse_mem
 
-_SLURM_TIME = r"^(?:(\d{1,5})-)?(\d{1,8})(?::(\d{1,8}))?(?::(\d{1,8}))?$"
 _UNLIMITED = {"unlimited", "infinite"}
 
 
@@ -56,12 +55,10 @@ def parse_slurm_time(text: str, option: str = "--time") -> int | None:
     value = text.strip()
     if value.lower() in _UNLIMITED:
         return None
-    import re  # lazy: bsub's path has no Slurm time to parse
-
-    m = re.match(_SLURM_TIME, value)
-    if not m:
+    groups = _slurm_time_groups(value)
+    if groups is None:
         raise RunLimitError(f"{where}: expected M, M:S, H:M:S, D-H, D-H:M or D-H:M:S")
-    days, a, b, c = m.groups()
+    days, a, b, c = groups
     if days is not None:
         fields = (int(days), int(a), int(b or 0), int(c or 0))  # D-H[:M[:S]]
     elif c is not None:
@@ -73,6 +70,20 @@ def parse_slurm_time(text: str, option: str = "--time") -> int | None:
     d, h, mi, s = fields
     total = ((d * 24 + h) * 60 + mi) * 60 + s
     return total or None  # Slurm: a limit of 0 means none
+
+
+def _slurm_time_groups(value: str) -> tuple[str | None, str, str | None, str | None] | None:
+    """``[D-]A[:B[:C]]`` (D up to 5 digits, the others up to 8) -> (D, A, B, C), None if not that
+    form; read without re, which sbatch's start-up does not load."""
+    days, dash, rest = value.partition("-")
+    if not dash:
+        days, rest = None, value
+    elif not _decimal(days, 5):
+        return None
+    parts = rest.split(":")
+    if len(parts) > 3 or not all(_decimal(p, 8) for p in parts):
+        return None
+    return days, parts[0], (parts[1:2] or [None])[0], (parts[2:3] or [None])[0]
 
 
 def _check_fields(where: str, fields: tuple[int, int, int, int], hours_bounded: bool,
