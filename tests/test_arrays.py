@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pickle
-import time
 
 import pytest
 from builders import T0, alloc, cluster_state, host, queue, spec
@@ -60,11 +59,13 @@ def test_a_million_element_array_is_one_entity_and_a_window_of_jobs() -> None:
     assert st.next_job_id == aid + 1  # one id for the array
 
 
-def test_a_100k_array_commits_within_a_second() -> None:
+def test_a_100k_array_commits_as_its_window_not_per_element() -> None:
+    """What keeps a 100,000-element commit cheap: it creates a window of jobs, not one per element
+    (the time itself is bench/array_bench.py's figure; a timed assertion fails on a loaded machine)."""
     st = cluster()
-    t = time.perf_counter()
-    submit_array(st, "a[1-100000]")
-    assert time.perf_counter() - t < 1.0
+    aid = submit_array(st, "a[1-100000]")
+    assert len(st.jobs) == A.WINDOW and st.arrays[aid].cursor == A.WINDOW
+    assert A.counts(st.arrays[aid], st.jobs).pend == 100_000
 
 
 def test_running_limit_caps_what_is_pending_and_what_may_be_placed() -> None:
