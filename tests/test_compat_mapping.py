@@ -623,3 +623,11 @@ def test_sinfo_by_partition_and_by_node() -> None:
 def test_bjobs_default_listing_leaves_a_pending_jobs_exec_host_blank() -> None:
     head, row = lsf_fmt.default_listing([view(state="PEND", hosts=[])], wide=False, header=True).splitlines()
     assert row[head.index("EXEC_HOST"):head.index("JOB_NAME")].strip() == "" and row.split()[5] == "job", row
+
+
+def test_bjobs_default_listing_shows_each_jobs_own_submit_time() -> None:
+    """The listing formats each minute once (10,000 jobs share a few): every row still shows its job's."""
+    views = [view(id=i + 1, submit_time=1_700_000_000.0 + 17 * i) for i in range(400)] + [view(id=999, submit_time=0.0)]
+    rows = lsf_fmt.default_listing(views, wide=False, header=False).splitlines()
+    assert [r[68:] for r in rows] == [lsf_fmt.lsf_time(v.submit_time) for v in views]  # SUBMIT_TIME at 68
+    assert len({r[68:] for r in rows}) > 100

@@ -164,14 +164,19 @@ def columns(views: Sequence[Any], cols: Columns, header: bool) -> str:
 def default_listing(views: Sequence[Any], wide: bool, header: bool) -> str:
     """bjobs without -o: LSF's eight columns; -w keeps long names and host lists whole."""
     lines = ["JOBID   USER    STAT  QUEUE      FROM_HOST   EXEC_HOST   JOB_NAME   SUBMIT_TIME"] if header else []
+    when: dict[int, str] = {}  # SUBMIT_TIME shows minutes: 10,000 jobs share a few of them
     for v in views:
         name, sub = mapping.lsf_name(v.id, v.name) or "-", v.submit_host or "-"
         # -w: the hosts joined on the line; else one per line, the further ones under the first
-        hosts = [exec_hosts(v)] if wide else [cut(h, 11) for h in _exec_list(v)] or [""]  # blank until placed
+        hosts = [] if not v.hosts else [exec_hosts(v)] if wide else [cut(h, 11) for h in _exec_list(v)]
         if not wide:
             name, sub = cut(name, 10), cut(sub, 11)
+        minute = int(v.submit_time) // 60 if v.submit_time else -1  # time zones are whole minutes off UTC
+        shown = when.get(minute)
+        if shown is None:
+            shown = when[minute] = lsf_time(v.submit_time)
         lines.append(f"{mapping.lsf_id(v.id):<7} {v.user[:7]:<7} {v.state:<5} {v.queue[:10]:<10} {sub:<11} "
-                     f"{hosts[0]:<11} {name:<10} {lsf_time(v.submit_time)}")
+                     f"{hosts[0] if hosts else '':<11} {name:<10} {shown}")  # EXEC_HOST blank until placed
         lines += [" " * 45 + h for h in hosts[1:]]  # under EXEC_HOST
     return "\n".join(lines)
 
