@@ -131,3 +131,22 @@ def test_slurm_times_read_as_the_regex_read_them() -> None:
     for t in texts:
         m = re.match(old, t)
         assert _slurm_time_groups(t) == (m.groups() if m else None), repr(t)
+
+
+def test_squeue_folds_arrays_without_msgspec_unless_elements_are_unstarted() -> None:
+    """squeue asks the arrays' summaries on every listing; parsing an unstarted list needs
+    arrays.py (msgspec, ~20 ms), so only a listing that has one loads it."""
+    code = ("import sys; sys.path[0:1] = []; sys.path += %r\n"
+            "from xce.compat import slurm, slurm_fmt\n"
+            "from xce.core.jobids import element_id\n"
+            "class A: id, name, user, queue, limit, counts, unstarted = 1, 'a', 'u', 'q', None, {'RUN': 1}, ''\n"
+            "class V: id, state, reason = element_id(1, 2), 'PEND', ''\n"
+            "rows = slurm_fmt.fold_arrays([V()], [A()], each=False)\n"
+            "assert [r.folded for r in rows] == ['1_[2]'], [r.folded for r in rows]\n"
+            "print('msgspec' in sys.modules, end=' ')\n"
+            "A.unstarted = '3-4'\n"
+            "print([r.folded for r in slurm_fmt.fold_arrays([V()], [A()], each=False)] == ['1_[2-4]'])"
+            ) % (shims.import_paths(),)
+    r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=Path(__file__).parent)
+    assert (r.returncode, r.stdout) == (0, "False True\n"), r.stderr

@@ -152,8 +152,6 @@ def fold_arrays(views: Sequence[Any], arrays: Sequence[Any], *, each: bool, only
     """The listing with each array's pending elements, materialised (PEND views) or not (its
     summary's ``unstarted``), as one row ``A_[4-10%2]`` (``each``: a row per element, squeue -r);
     ``only``: the element ids asked for (squeue -j A_I), each shown alone."""
-    from xce.core.jobspec.arrays import ARRAY_SIZE_CAP, parse_index_list  # msgspec: only with unstarted elements
-
     by_array = {a.id: a for a in arrays}
     rows: list[Any] = []
     pending: dict[int, list[int]] = {}
@@ -170,9 +168,7 @@ def fold_arrays(views: Sequence[Any], arrays: Sequence[Any], *, each: bool, only
         else:
             rows.append(v)
     for a in by_array.values():
-        unstarted = parse_index_list(a.unstarted, where="unstarted", min_index=0, max_size=ARRAY_SIZE_CAP) \
-            if a.unstarted else ()
-        indices = sorted({*pending.get(a.id, ()), *unstarted})
+        indices = sorted({*pending.get(a.id, ()), *_unstarted(a)})
         if only is not None:
             indices = [i for i in indices if element_id(a.id, i) in only or a.id in only]
         if not indices:
@@ -187,6 +183,16 @@ def fold_arrays(views: Sequence[Any], arrays: Sequence[Any], *, each: bool, only
         text = _index_text(indices) + (f"%{a.limit}" if a.limit else "")
         rows.append(Pending(template, element_id(a.id, indices[0]), f"{a.id}_[{text}]", held, stopped))
     return sorted(rows, key=lambda v: split_id(v.id)[0] << 32 | (split_id(v.id)[1] or 0))
+
+
+def _unstarted(a: Any) -> Sequence[int]:
+    """An array's elements not yet materialised (its summary's ``1-3,7``), as indices."""
+    if not a.unstarted:
+        return ()
+    # lazy: arrays.py loads msgspec (~20 ms of a listing), so only a listing with such elements pays
+    from xce.core.jobspec.arrays import ARRAY_SIZE_CAP, parse_index_list
+
+    return parse_index_list(a.unstarted, where="unstarted", min_index=0, max_size=ARRAY_SIZE_CAP)
 
 
 def _index_text(indices: list[int]) -> str:
