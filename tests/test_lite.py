@@ -144,3 +144,20 @@ def test_replies_decode_like_codec() -> None:
         lite.decode(enc([1, 1]))
     with pytest.raises(ProtocolError, match="must be integers"):
         lite.decode(enc([1, "1", 1, {}]))
+
+
+def test_arrays_read_inline_decode_as_msgspec_and_refuse_every_truncation() -> None:
+    """lite reads an array's common elements inline (32-bit ids, times, empty host lists of a
+    10,000-row JOBS reply): the same values as msgspec, and a cut anywhere is refused."""
+    import random
+
+    rng = random.Random(15)
+    values = [0, 127, 128, 65535, 65536, 2**32 - 1, 2**32, -1, -33, 1.5, float(2**60), None, True, False, "",
+              "x" * 31, "y" * 40, [], [1, []], {}, {"a": 1.25}, b"b"]
+    for _ in range(2000):
+        obj = [rng.choice(values) for _ in range(rng.randrange(12))]
+        data = msgspec.msgpack.encode(obj)
+        assert lite.unpackb(data) == msgspec.msgpack.decode(data), obj
+        for cut in range(len(data)):
+            with pytest.raises(ProtocolError):
+                lite.unpackb(data[:cut])

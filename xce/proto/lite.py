@@ -187,9 +187,9 @@ class _Reader:
 
 
     def array(self, n: int, pos: int, depth: int) -> tuple[list[Any], int]:
-        """``n`` elements from ``pos``.  Small ints, short strings and nil are read here, not
-        through ``read``: a JOBS reply of 10,000 rows (bjobs -o, squeue -o) is mostly those,
-        and the call per element was half its decoding."""
+        """``n`` elements from ``pos``.  Small ints, short strings, nil, 16- and 32-bit ints,
+        doubles and empty arrays are read here, not through ``read``: a JOBS reply of 10,000
+        rows (bjobs, squeue) is mostly those, and the call per element was half its decoding."""
         data, end, items = self.data, len(self.data), []
         append = items.append
         for _ in range(n):
@@ -209,6 +209,15 @@ class _Reader:
             elif c == 0xCD and pos + 3 <= end:
                 append(data[pos + 1] << 8 | data[pos + 2])
                 pos += 3
+            elif c == 0xCE and pos + 5 <= end:  # a job id past 65,535
+                append(int.from_bytes(data[pos + 1:pos + 5], "big"))
+                pos += 5
+            elif c == 0xCB and pos + 9 <= end:  # a time
+                append(_d.unpack_from(data, pos + 1)[0])
+                pos += 9
+            elif c == 0x90:  # a job's hosts before it is placed
+                append([])
+                pos += 1
             else:
                 x, pos = self.read(pos, depth + 1)
                 append(x)
