@@ -252,7 +252,7 @@ def _on_job_rows(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -
         raise InvalidRequest("jobs: fields (rows) cannot be combined with order or arrays (full views only)")
     jobs = list(_matching(ctx, body))
     more = body.limit and len(jobs) >= body.limit
-    out.reply(req, S.JobsReply(jobs=[], rows=[ctx.live.job_row(j, body.fields) for j in jobs],
+    out.reply(req, S.JobsReply(jobs=[], rows=ctx.live.job_rows(jobs, body.fields),
                                next_after=jobs[-1].id if more else None, stale=staleness(ctx)))
 
 

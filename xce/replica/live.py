@@ -159,17 +159,21 @@ class Live:
             v.reason = self.reasons[job.id]
         return v
 
-    def job_row(self, job: Job, fields: Sequence[str]) -> list[Any]:
-        """The JobView's ``fields`` of ``job``, in that order: straight off the job when they are
-        all its own (OWN), so 10,000 rows of ``id state`` cost no views."""
+    def job_rows(self, jobs: Sequence[Job], fields: Sequence[str]) -> list[list[Any]]:
+        """The JobView's ``fields`` of each job, in that order: straight off the job when they are
+        all its own (OWN), so 10,000 rows of ``id state`` cost no views.  What a row needs is
+        looked up once, not once a job: for 10,000 jobs those look-ups were a third of the reply."""
         if not all(f in OWN for f in fields):
-            v = self.job_view(job)
-            return [getattr(v, f) for f in fields]
-        row = [OWN[f](job) for f in fields]
-        if "reason" in fields and job.id in self.reasons:
-            i = fields.index("reason")
-            row[i] = row[i] or self.reasons[job.id]
-        return row
+            views = (self.job_view(j) for j in jobs)
+            return [[getattr(v, f) for f in fields] for v in views]
+        getters = [OWN[f] for f in fields]
+        rows = [[get(j) for get in getters] for j in jobs]
+        if "reason" in fields and self.reasons:  # the round's reason, where the job has none
+            i, reasons = fields.index("reason"), self.reasons
+            for job, row in zip(jobs, rows):
+                if not row[i] and job.id in reasons:
+                    row[i] = reasons[job.id]
+        return rows
 
     def rebuild(self, jobs: Iterable[Job], now: float) -> None:
         """Re-derive every account from hard job state (after a snapshot or failover)."""
