@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 def hostlist(hosts: Sequence[str]) -> str:
     """``node[1-3]``: Slurm's compressed list (xce/core/hostlist.py, loaded when a listing needs it:
     it imports re, and sbatch imports this module)."""
-    from xce.core.hostlist import compress
+    from xce.core.hostlist import compress  # lazy: re, which sbatch's start-up does without
 
     return compress(list(hosts))
 
