@@ -4,6 +4,8 @@ and a restarted node recovers every committed entry from its dump and journal.""
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import wait_for
@@ -28,6 +30,18 @@ def commit(r: ReplicatedState, cmds: list) -> list:
     assert done.wait(10), "no commit"
     assert out[0][1] == 0, out
     return out[0][0]
+
+
+def tick_gaps() -> tuple[list[float], Callable[[], None]]:
+    """A tick callback for the Raft thread, and the seconds between its calls as it records them."""
+    gaps: list[float] = []
+    last = [time.monotonic()]
+
+    def tick() -> None:
+        now = time.monotonic()
+        gaps.append(now - last[0])
+        last[0] = now
+    return gaps, tick
 
 
 def test_journal_is_compacted_and_a_restart_recovers_every_entry(tmp_path: Path) -> None:
@@ -102,7 +116,6 @@ def test_a_full_dump_of_a_large_state_does_not_stall_the_raft_thread(tmp_path: P
     no append-entries, so every compaction cost the leadership."""
     import gzip
     import pickle
-    import time
 
     port = free_port()
     conf = make_conf(str(tmp_path / "raft.journal"), str(tmp_path / "raft.dump"), "pw", 0.02, 0.001, (0.1, 0.2),
@@ -121,13 +134,7 @@ def test_a_full_dump_of_a_large_state_does_not_stall_the_raft_thread(tmp_path: P
             pickle.dumps(r.state)
             in_thread = time.perf_counter() - t0
         committed = time.time()
-        gaps: list[float] = []
-        last = [time.monotonic()]
-
-        def tick() -> None:
-            now = time.monotonic()
-            gaps.append(now - last[0])
-            last[0] = now
+        gaps, tick = tick_gaps()
         r.addOnTickCallback(tick)
         wait_for(lambda: dump.exists() and dump.stat().st_mtime > committed and r.status()["log_len"] <= 3, 60,
                  "a full dump holding every job")
@@ -188,8 +195,6 @@ def test_a_commit_while_the_loop_reads_waits_in_the_backlog_and_the_raft_thread_
 
     Fails on the old code: its apply waited for the lock, so nothing committed and no
     append-entries went out while the loop read (the followers elected another leader)."""
-    import time
-
     from xce.core.result import Ok
     from xce.daemons.raft import Pending
 
@@ -199,13 +204,7 @@ def test_a_commit_while_the_loop_reads_waits_in_the_backlog_and_the_raft_thread_
         commit(r, [SetQueues(time=1.0, queues=[Queue(name="normal")], default_queue="normal")])
         spec, req = JobSpec(command=["true"]), parse_resreq("")
         got: list = []
-        gaps: list[float] = []
-        last = [time.monotonic()]
-
-        def tick() -> None:
-            now = time.monotonic()
-            gaps.append(now - last[0])
-            last[0] = now
+        gaps, tick = tick_gaps()
         with r.lock:  # the loop, reading
             r.addOnTickCallback(tick)
             for i in range(3):

@@ -14,7 +14,7 @@ from reactor_kit import Kit, kit
 from xce.core import accounting as A
 from xce.core.accounting import Ledger, ReclaimRules
 from xce.core.errors import ConfigError, InvalidRequest
-from xce.core.model import JobState
+from xce.core.model import Job, JobState
 from xce.core.placement import demand_of, fit_reason, schedule
 from xce.core.resreq import parse_resreq
 from xce.core.state import Finish, Kill, Place, Requeue, Submit, SysResume, SysSuspend
@@ -173,8 +173,8 @@ def test_the_simulators_round_places_a_spread_reclaiming_job_as_the_daemons_do()
 
 # ---- reclaim on a heartbeat (the controller) ---------------------------------------------------
 
-def _kit(policy: str = "requeue") -> tuple[Kit, int, int]:
-    """node1 (8G): an owner reserving 6G settled at 1G, and a reclaiming job of 4G running at 3G."""
+def _settled_owner(policy: str) -> tuple[Kit, Job]:
+    """node1 (8G) with a reclaim queue: an owner reserving 6G, settled at 1G."""
     k = kit(host("node1", mem="8G"), queues=(queue("normal"), queue("reclaim", reclaimable=True,
                                                                     reclaim_policy=policy)))
     k.ctx.live.rules = FAST
@@ -183,6 +183,12 @@ def _kit(policy: str = "requeue") -> tuple[Kit, int, int]:
     owner = k.run_job("node1", mem="6G")
     beat(k, {owner.id: G}, os_available=7 * G)
     k.now += 2  # settled
+    return k, owner
+
+
+def _kit(policy: str = "requeue") -> tuple[Kit, int, int]:
+    """node1 (8G): an owner reserving 6G settled at 1G, and a reclaiming job of 4G running at 3G."""
+    k, owner = _settled_owner(policy)
     lent = k.run_job("node1", mem="4G", queue="reclaim")
     beat(k, {owner.id: G, lent.id: 3 * G}, os_available=4 * G)
     return k, owner.id, lent.id
@@ -223,14 +229,7 @@ def test_an_owner_growing_back_requeues_the_reclaiming_job_and_never_touches_the
 
 def _kit_unreserved(policy: str = "requeue") -> tuple[Kit, int, int]:
     """node1 (8G): an owner reserving 6G settled at 1G, and a reclaiming job that reserves no memory."""
-    k = kit(host("node1", mem="8G"), queues=(queue("normal"), queue("reclaim", reclaimable=True,
-                                                                    reclaim_policy=policy)))
-    k.ctx.live.rules = FAST
-    k.ctx.live.reclaim_queues = frozenset({"reclaim"})
-    k.worker("node1")
-    owner = k.run_job("node1", mem="6G")
-    beat(k, {owner.id: G}, os_available=7 * G)
-    k.now += 2  # settled
+    k, owner = _settled_owner(policy)
     s = spec(mem=None, queue="reclaim")
     (jid,) = k.state.apply(Submit(time=T0, specs=[s], reqs=[parse_resreq(s.resreq)]))
     k.state.apply(Place(time=k.now, job_id=jid, attempt=0, allocs=[alloc("node1", 1, 0)]))
