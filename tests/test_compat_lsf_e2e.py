@@ -142,6 +142,7 @@ def test_bsub_e_runs_the_pre_execution_command_first(env: dict[str, str], tmp_pa
     job = _bsub(env, "-E", "echo pre", "-o", str(out), "echo main")
     wait_for(lambda: _stat(env, job) == "DONE", 30, "the job to run after its pre-execution command")
     assert out.read_text() == "pre\nmain\n"
+    assert "CWD <" in (long := _run(env, "bjobs", "-l", job).stdout) and ", Pre-execute Command <echo pre>;" in long
     failing = _bsub(env, "-E", "exit 7", "true")
     wait_for(lambda: 'pre-execution command "exit 7" exited 7' in _run(env, "bhist", "-l", failing).stdout, 30,
              "the failing pre-execution command in the job's history")

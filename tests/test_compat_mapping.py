@@ -128,6 +128,14 @@ def test_bjobs_o_refuses_unknown_field_by_name() -> None:
         lsf_fmt.parse_o("jobid bogus")
 
 
+def test_bjobs_l_shows_the_pre_execution_command_as_lsf_does() -> None:
+    """LSF's bjobs -l ends the "Submitted from host" line with ", Pre-execute Command <CMD>"
+    (after ", Exclusive Execution"); a job without -E has none."""
+    line = lsf_fmt.long_listing(view(pre_exec="test -e /scratch && echo ok", exclusive=True)).splitlines()[1]
+    assert line.endswith(", CWD <->, Exclusive Execution, Pre-execute Command <test -e /scratch && echo ok>;"), line
+    assert "Pre-execute" not in lsf_fmt.long_listing(view())
+
+
 def test_bjobs_json_shape() -> None:
     names = lsf_fmt.parse_o("jobid stat exit_reason kill_reason max_mem").names
     records = [lsf_fmt.json_record(view(state="EXIT", reason="MEMLIMIT", exit_code=137), names),
@@ -176,6 +184,7 @@ _SHAPES = [view(), view(state="RUN", hosts=["n1", "n2"], start_time=5.0, run_lim
            view(state="EXIT", reason="TERM_MEMLIMIT: over", exit_code=None, signal=9, start_time=5.0, end_time=9.0),
            view(id=(7 << 20) | 3, name="arr", state="SSUSP", reason="load"), view(state="PEND", reason="no slot"),
            view(state="DONE", exit_code=0, start_time=1.0, end_time=2.0, mem_limit=2**30),
+           view(state="PEND", pre_exec="test -e /scratch", exclusive=True),
            view(state="RUN", hosts=["n1", "n2"], slots=3, host_slots=[2, 1], accounts=[
                JobAccountView(host="n1", slots=2, mem_reserved=0, mem_actual=None, mem_peak=0, mem_charged=0,
                               mem_slack=0, mem_overage=0),

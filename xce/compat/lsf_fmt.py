@@ -111,7 +111,7 @@ DEFAULT_PROJECT = "default"  # LSF's name for a job submitted without -P
 DEFAULT_FIELDS = ("jobid", "user", "stat", "queue", "from_host", "exec_host", "job_name", "submit_time")
 # What bjobs -l (long_listing) reads; tests/test_compat_mapping.py checks it against a full view.
 LONG_READS = ("id", "name", "user", "state", "queue", "command", "submit_time", "submit_host", "cwd", "exclusive", "project",
-              "run_limit", "start_time", "slots", "hosts", "reason", "end_time", "exit_code", "signal", "mem_peak")
+              "pre_exec", "run_limit", "start_time", "slots", "hosts", "reason", "end_time", "exit_code", "signal", "mem_peak")
 
 
 def _run_limit(v: Any) -> str:
@@ -202,13 +202,20 @@ def json_record(v: Any, names: Sequence[str]) -> dict[str, str]:
     return {FIELDS[n].header: FIELDS[n].value(v) for n in names}
 
 
+def _submit_details(v: Any) -> str:
+    """The "Submitted from host" line's tail, in the order LSF's bjobs -l writes it (openlava's
+    prtSubDetails: ..., Exclusive Execution, ..., Pre-execute Command <CMD>, ...)."""
+    return (", Exclusive Execution" if v.exclusive else "") + \
+        (f", Pre-execute Command <{v.pre_exec}>" if v.pre_exec else "")
+
+
 def long_listing(v: Any) -> str:
     """bjobs -l: the lines tools and people read (not LSF's every line)."""
     cmd = FIELDS["command"].value(v)
     out = [f"Job <{mapping.lsf_job(v.id)}>, Job Name <{mapping.lsf_name(v.id, v.name)}>, User <{v.user}>, Project <{v.project or DEFAULT_PROJECT}>, Status <{v.state}>, "
            f"Queue <{v.queue}>, Command <{cmd}>",
            f"{lsf_long_time(v.submit_time)}: Submitted from host <{v.submit_host or '-'}>, CWD <{v.cwd or '-'}>"
-           + (", Exclusive Execution;" if v.exclusive else ";")]
+           + _submit_details(v) + ";"]
     if v.run_limit is not None:
         out += ["", " RUNLIMIT", f" {v.run_limit / 60:.1f} min", ""]
     if v.start_time:
