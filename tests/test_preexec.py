@@ -13,7 +13,7 @@ from builders import T0, alloc, cluster_state, host, queue, spec, submit
 from xce.core.errors import InvalidRequest
 from xce.core.jobspec.modify import bmod_changes
 from xce.core.jobspec.options import parse_bsub_args
-from xce.core.model import PREEXEC_FAILED, JobState
+from xce.core.model import PREEXEC_FAILED, PREEXEC_TIMEOUT, PREEXEC_TIMEOUT_CODE, JobState
 from xce.core.state import ClusterState, Finish, Kill, ModifySpec, Place, Resume, SpecPatch
 
 S = JobState
@@ -122,3 +122,26 @@ def test_the_queue_config_checks_the_retry_keys() -> None:
         from_dict({"queues": {"q": {"default": True, "max_preexec_retry": 0}}})
     with pytest.raises(ConfigError, match="key queues.q.preexec_retry_action: must be one of suspend, exit"):
         from_dict({"queues": {"q": {"default": True, "preexec_retry_action": "hold"}}})
+    with pytest.raises(ConfigError, match=r"key queues.q.preexec_timeout: must be a number of seconds \(0: none\), got -1"):
+        from_dict({"queues": {"q": {"default": True, "preexec_timeout": -1}}})
+    assert from_dict({"queues": {"q": {"default": True, "preexec_timeout": 90}}}).queues["q"].preexec_timeout == 90
+
+
+def test_a_pre_exec_past_its_timeout_is_a_failure_of_it_as_lsfs_job_preproc_timeout() -> None:
+    """LSF's JOB_PREPROC_TIMEOUT: the job goes back to the queue (exit value 98), and once the
+    retries are spent it is suspended (PSUSP) as any failing pre-exec is."""
+    st = cluster(max_preexec_retry=2, preexec_timeout=30.0)
+    submit(st, spec(pre_exec="wait-for-licence"))
+    run(st, T0 + 1)
+    st.apply(Finish(time=T0 + 32, job_id=1, attempt=1, host="n1", exit_code=PREEXEC_TIMEOUT_CODE,
+                    reason=PREEXEC_TIMEOUT, started=T0 + 1))
+    job = st.jobs[1]
+    assert job.state == S.PEND and job.preexec_fails == 1
+    assert job.reason == ('requeued: pre-execution command "wait-for-licence" ran past the queue\'s '
+                          'preexec_timeout (30 s): killed, exit 98 (failure 1 of 2)')
+    assert "started" not in [e.event for e in st.history[1]]  # its command never ran
+    run(st, T0 + 40)
+    st.apply(Finish(time=T0 + 71, job_id=1, attempt=2, host="n1", exit_code=PREEXEC_TIMEOUT_CODE,
+                    reason=PREEXEC_TIMEOUT))
+    assert job.state == S.PSUSP and job.reason.startswith(
+        'held: pre-execution command "wait-for-licence" ran past the queue\'s preexec_timeout (30 s): killed, exit 98')

@@ -12,6 +12,7 @@ import pytest
 from conftest import proc_state
 from test_runner import gone, make_runner, runner, spec, wait_exit, wait_for  # noqa: F401 - fixtures
 
+from xce.core.model import PREEXEC_TIMEOUT, PREEXEC_TIMEOUT_CODE
 from xce.worker.runner import Runner, share_outcome, warning_due
 
 
@@ -150,3 +151,31 @@ def test_a_restarted_worker_keeps_the_warning_and_sends_it_once(make_runner: Cal
         b.sample_all(time.time())
         time.sleep(0.05)
     assert got.read_text() == "w\n"  # once
+
+
+def test_a_pre_exec_past_its_timeout_is_killed_with_its_whole_group_and_reports_98(runner: Runner,
+                                                                                    tmp_path: Path) -> None:
+    """LSF's JOB_PREPROC_TIMEOUT: the pre-exec's process group is killed, the job reports exit 98
+    (PREEXEC_TIMEOUT) and its command never runs."""
+    pids, ran = tmp_path / "pids", tmp_path / "ran"
+    t = runner.start(1, 0, spec(["touch", str(ran)], pre_exec=f"sleep 30 & echo $! > {pids}; wait"), 0, None,
+                     False, {}, preexec_timeout=0.5)
+    child = int(wait_for(lambda: pids.exists() and pids.read_text().strip()))
+    ex = wait_exit(runner, t, sample=True)
+    assert (ex.reason, ex.exit_code, ex.signal) == (PREEXEC_TIMEOUT, PREEXEC_TIMEOUT_CODE, None)
+    assert wait_for(lambda: gone(child)) and not ran.exists()
+
+
+def test_a_pre_exec_that_ends_in_time_leaves_the_command_to_run_past_the_timeout(
+        make_runner: Callable[..., Runner], tmp_path: Path) -> None:
+    """Only the pre-exec is timed: a command that runs longer is not touched, nor after a restart;
+    its status line (after the wrapper's PREEXEC_DONE line) still gives its own exit code."""
+    a = make_runner(state=tmp_path / "s", name="pt")
+    t = a.start(1, 0, spec(["sh", "-c", "sleep 1; exit 3"], pre_exec="true"), 0, None, False, {},
+                preexec_timeout=0.2)
+    wait_for(lambda: "PREEXEC_DONE" in Path(a._rec(t.key)).read_text())
+    b = make_runner(state=tmp_path / "s", name="pt")  # a restarted worker adopts it, timeout and all
+    (tb,) = b.adopt()
+    assert tb.preexec_timeout == 0.2
+    ex = wait_exit(b, tb, sample=True)
+    assert (ex.reason, ex.exit_code) == ("", 3) and tb.kill_reason is None

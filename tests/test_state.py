@@ -597,7 +597,7 @@ def full_state() -> ClusterState:
                                          mem_default_auto=True, mem_auto_fallback=2 * G, mem_auto_margin=0.2, mem_auto_min_runs=5,
                                          hosts=("n1", "n2"), hosts_not=("n3",),  # (hosts given, hosts_not is unread)
                                          mem_limit_default=G, mem_limit_max=16 * G, max_preexec_retry=3,
-                                         preexec_retry_action="exit")],
+                                         preexec_retry_action="exit", preexec_timeout=90.0)],
                   default_queue="re"),
         *[RegisterHost(time=T0, host=mk(n)) for n in ("n1", "n2", "n3")],
         Submit(time=T0 + 1, specs=[FULL_SPEC], reqs=[FULL_REQ], key="k1"),

@@ -331,6 +331,9 @@ class Queue(msgspec.Struct, kw_only=True, frozen=True, gc=False):
     # this many a job is held (PSUSP, "suspend") or ended EXIT with the pre-exec's code ("exit").
     max_preexec_retry: int = 5
     preexec_retry_action: str = "suspend"
+    # Seconds an -E may run (LSF JOB_PREPROC_TIMEOUT); past it the worker kills it, and the run counts
+    # as a failure of it with exit code PREEXEC_TIMEOUT_CODE.  None: no limit (LSF's default).
+    preexec_timeout: float | None = None
 
 
 RECLAIM_POLICIES = ("requeue", "suspend", "kill")
@@ -338,6 +341,10 @@ PREEXEC_ACTIONS = ("suspend", "exit")
 # The reason a worker reports for a run whose -E command failed (exit code: the pre-exec's):
 # the job's command never ran, and the state machine sends it back to PEND (xce/core/state.py).
 PREEXEC_FAILED = "PREEXEC_FAILED"
+# ... and for one whose -E ran past its queue's preexec_timeout: the worker killed its process group.
+PREEXEC_TIMEOUT = "PREEXEC_TIMEOUT"
+PREEXEC_TIMEOUT_CODE = 98  # LSF's "pre-defined exit value" of a job whose pre-exec timed out
+PREEXEC_ENDS = frozenset({PREEXEC_FAILED, PREEXEC_TIMEOUT})  # a run that ended in its -E: the command never ran
 
 
 RECLAIMED = "RECLAIMED"  # the reason of a job sent away, or suspended, for its lenders (reactors/reclaim.py)

@@ -15,7 +15,8 @@ IllegalTransition naming the job, the event and its state::
     RUN/USUSP/SSUSP --unknown--> UNKWN (host silent, not yet decided) --back--> RUN (then its
           prior suspension again); host lost decides: --requeue--> PEND or --exit--> EXIT
     RUN/USUSP/SSUSP/UNKWN --done/exit--> DONE/EXIT; --requeue--> PEND (rerunnable host loss,
-          or brequeue once the old processes have ended, or its -E pre-exec failed)
+          or brequeue once the old processes have ended, or its -E pre-exec failed or ran past
+          its queue's preexec_timeout)
     RUN/USUSP/SSUSP/UNKWN --preexec_hold--> PSUSP (its -E failed the queue's max_preexec_retry
           times, LSF's LOCAL_MAX_PREEXEC_RETRY_ACTION=SUSPEND; "exit" ends it --exit--> EXIT)
 
@@ -63,6 +64,7 @@ from xce.core.model import (
     HistEvent,
     Host,
     HostUsage,
+    PREEXEC_ENDS,
     PREEXEC_FAILED,
     Job,
     JobSpec,
@@ -472,10 +474,12 @@ class ClusterState:
     def _after_preexec(self, ch: Changes, job: Job, time: float, by: str) -> bool:
         """A run whose -E failed (the command never ran): PEND again for a new attempt, and after
         the queue's max_preexec_retry failures held (PSUSP) or, for "exit", left to end EXIT."""
-        if job.reason != PREEXEC_FAILED or job.kill_requested:
+        if job.reason not in PREEXEC_ENDS or job.kill_requested:
             return False
         queue, fails = self._queue(job), job.preexec_fails + 1
-        what = f"pre-execution command {_quoted(job.spec.pre_exec)} exited {job.exit_code}"
+        what = f"pre-execution command {_quoted(job.spec.pre_exec)} " + (
+            f"exited {job.exit_code}" if job.reason == PREEXEC_FAILED else
+            f"ran past the queue's preexec_timeout ({queue.preexec_timeout or 0:g} s): killed, exit {job.exit_code}")
         if fails < queue.max_preexec_retry:
             self._back_to_pending(ch, job, f"{what} (failure {fails} of {queue.max_preexec_retry})", time, by)
         elif queue.preexec_retry_action == "exit":
@@ -665,7 +669,7 @@ class ClusterState:
         if cmd.host not in job.hosts or cmd.host in job.finished_hosts:
             return "stale"
         job.finished_hosts.append(cmd.host)
-        if cmd.started is not None and cmd.host == job.hosts[0] and cmd.reason != PREEXEC_FAILED:
+        if cmd.started is not None and cmd.host == job.hosts[0] and cmd.reason not in PREEXEC_ENDS:
             self._hist_at(job.id, HistEvent(cmd.started, "started", cmd.host))  # its command ran from then
         if cmd.usage is not None:
             job.usage.append(cmd.usage)

@@ -391,7 +391,8 @@ class Worker:
             task = self.runner.start(body.job_id, body.attempt, body.spec, body.alloc.mem,
                                      body.mem_duration_s, body.mem_decay, self.env_of(body),
                                      index=body.element.index if body.element else body.spec.index,
-                                     holder=not first, reclaiming=body.reclaiming)
+                                     holder=not first, reclaiming=body.reclaiming,
+                                     preexec_timeout=body.preexec_timeout)
         except XceError as e:
             usage = HostUsage(host=self.name, reserved=body.alloc.mem)
             self.finish_now(body.job_id, body.attempt, now, None, None, f"start failed: {e.message}", usage)

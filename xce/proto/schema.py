@@ -477,6 +477,7 @@ class RunJob(msgspec.Struct, kw_only=True):
     element: ArrayElement | None = None  # set when the job is an element of an array
     reclaiming: bool = False             # it runs on reclaimable memory (the pressure kill takes it first)
     launch_token: str = ""               # XCE_LAUNCH_TOKEN: what `xce launch` shows (xce/security/launch.py)
+    preexec_timeout: float | None = None  # seconds its -E may run (its queue's; LSF JOB_PREPROC_TIMEOUT)
 
 
 class OrderKey(msgspec.Struct):

@@ -115,6 +115,7 @@ def leadership(ctx: Context, now: float, out: Outbox) -> None:
                         dep_never=q.dep_never, reclaimable=q.reclaimable, reclaim_policy=q.reclaim_policy,
                         mem_retries=q.mem_retries, mem_retry_factor=q.mem_retry_factor,
                         max_preexec_retry=q.max_preexec_retry, preexec_retry_action=q.preexec_retry_action,
+                        preexec_timeout=q.preexec_timeout or None,
                         mem_retry_max=parse_mem(q.mem_retry_max) if q.mem_retry_max else 0,
                         mem_limit_max=parse_mem(q.mem_limit) if q.mem_limit else None,
                         mem_limit_default=parse_mem(q.mem_limit_default) if q.mem_limit_default else None,

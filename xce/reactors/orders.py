@@ -60,7 +60,8 @@ def dispatch(ctx: Context, job: Job, host: str, now: float, out: Outbox) -> None
     order = S.RunJob(job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
                      mem_duration_s=duration, mem_decay=decay, slots=[a.slots for a in job.allocs],
                      element=array_element(job), reclaiming=reclaiming(job.spec, ctx.live.reclaim_queues),
-                     launch_token=make_token(ctx.launch_key, job.id, job.attempt))
+                     launch_token=make_token(ctx.launch_key, job.id, job.attempt),
+                     preexec_timeout=_preexec_timeout(ctx, job))
     data = encode(Op.RUN_JOB, 0, order, term=ctx.raft.term())
     limit = body_limit(Op.RUN_JOB.name)
     if len(data) > limit:  # a worker would refuse it: end the share now, not re-send it forever
@@ -68,6 +69,12 @@ def dispatch(ctx: Context, job: Job, host: str, now: float, out: Outbox) -> None
                                        f"bytes, over the limit of {limit:,} bytes", out)
         return
     out.order(host, Op.RUN_JOB, order, data)
+
+
+def _preexec_timeout(ctx: Context, job: Job) -> float | None:
+    """Seconds the job's -E may run on its first host: its queue's preexec_timeout (None: no limit)."""
+    queue = ctx.state.queues.get(job.spec.queue) if job.spec.pre_exec else None
+    return queue.preexec_timeout if queue is not None else None
 
 
 def array_element(job: Job) -> S.ArrayElement | None:

@@ -118,6 +118,7 @@ class QueueConf(msgspec.Struct, forbid_unknown_fields=True):
     hosts: list[str] = []            # LSF HOSTS: hosts, host groups (NAME or NAME/), all, ~NAME; []: every host
     max_preexec_retry: int = 5       # -E failures before preexec_retry_action (LSF MAX_PREEXEC_RETRY's default)
     preexec_retry_action: str = "suspend"  # then: suspend (held, PSUSP) | exit (LSF LOCAL_MAX_PREEXEC_RETRY_ACTION)
+    preexec_timeout: float = 0       # seconds an -E may run before it is killed, a failure (LSF JOB_PREPROC_TIMEOUT); 0: none
 
 
 RECLAIM_QUEUE = "reclaim"  # the built-in reclaimable queue, added unless the site marks one of its own
@@ -501,7 +502,7 @@ def _check_size(key: str, size: str, bad: Callable[[str, str], ConfigError]) -> 
 
 
 def _check_queue(name: str, q: QueueConf, bad: Callable[[str, str], ConfigError]) -> None:
-    for key in ("run_limit", "run_limit_default"):
+    for key in ("run_limit", "run_limit_default", "preexec_timeout"):
         t = getattr(q, key)
         if not 0 <= t < float("inf"):
             raise bad(f"queues.{name}.{key}", f"must be a number of seconds (0: none), got {t}")

@@ -106,7 +106,7 @@ from xce.core.accounting import pressure_victim, reserved_in_force, slack
 from xce.core.errors import InvalidRequest
 from xce.core.arrays import split_id
 from xce.core.jobspec.filenames import lsf_filename
-from xce.core.model import JobSpec
+from xce.core.model import PREEXEC_TIMEOUT, PREEXEC_TIMEOUT_CODE, JobSpec
 from xce.worker import spare
 from xce.worker.spawn import Spawned, spawn
 from xce.worker.tasks import Kept, Launched, keep, reap, share_sample, signal_tasks, tasks_in_grace
@@ -169,6 +169,8 @@ class Task:
     suspended_at: float | None = None  # when a stop signal was sent, while it holds
     suspended_total: float = 0.0       # seconds suspended before suspended_at
     cgroup: str = ""                   # its job cgroup's name: the key, or the spare's it ran in
+    preexec_timeout: float | None = None  # seconds its -E may run (LSF JOB_PREPROC_TIMEOUT); None: no limit
+    preexec_done: bool = False         # its -E ended well (the record says PREEXEC_DONE): the command runs
     launched: list[Launched] = field(default_factory=list)  # what `xce launch` started in it (tasks.py)
     _proc: subprocess.Popen[bytes] | Spawned | None = field(default=None, repr=False)
     _last_t: float | None = field(default=None, repr=False)
@@ -195,6 +197,13 @@ def over_run_limit(task: Task, now: float) -> bool:
     """Whether ``task`` ran past its run limit (holders never: the first host's share governs)."""
     return task.run_limit is not None and not task.holder and task.kill_reason is None \
         and run_elapsed(task.start_time, now, task.suspended_total, task.suspended_at) > task.run_limit
+
+
+def preexec_overdue(task: Task, now: float) -> bool:
+    """Whether the job's -E may have run past its timeout: wall time since the start, as LSF's
+    JOB_PREPROC_TIMEOUT (the record says whether the -E has in fact ended: ``Runner.preexec_ended``)."""
+    return task.preexec_timeout is not None and not task.preexec_done and task.kill_reason is None \
+        and now - task.start_time > task.preexec_timeout
 
 
 def warning_due(task: Task, now: float) -> bool:
@@ -246,6 +255,8 @@ TERM_AGAIN_S = 0.2
 TRAPPED = "HUP INT QUIT USR1 USR2 ALRM"
 
 
+PREEXEC_DONE = "PREEXEC_DONE"  # what the wrapper writes to the record after a good -E (the status line follows)
+
 GO = 'trap k=1 TERM\nread -r _ || [ "$k" ] || exit 125\n[ -z "$k" ] || { echo 143; exit 143; }\n'
 
 
@@ -286,8 +297,10 @@ def _script(out: str, err: str, sink: str, out_trunc: bool = False, err_trunc: b
 
 
 # The -E step of the wrapper: the command line (the first parameter) by /bin/sh, LSF's way.
+# A good one leaves a line in the record, for a queue's preexec_timeout (the status line is the last).
 _PRE_EXEC = ('[ -z "$k" ] || { echo 143 >&3; exit 143; }\n'
              '/bin/sh -c "$1" 3>&- || { s=$?; echo "$s PREEXEC_FAILED" >&3; exit $s; }\n'
+             f'echo "0 {PREEXEC_DONE}" >&3\n'
              'shift\n')
 
 
@@ -353,7 +366,7 @@ class Runner:
 
     def start(self, job_id: int, attempt: int, spec: JobSpec, reserved: int, duration_s: int | None,
               decay: bool, extra_env: dict[str, str] | EnvOf, *, index: int = 0, holder: bool = False,
-              reclaiming: bool = False) -> Task:
+              reclaiming: bool = False, preexec_timeout: float | None = None) -> Task:
         """Launch one attempt; the same (job, attempt) again returns the running task.
 
         ``extra_env``: variables over ``spec.env``, or a function of the resolved cwd and
@@ -409,7 +422,8 @@ class Runner:
             stdout=out, stderr=err, mem_limit=spec.mem_limit, reserved=reserved, duration_s=duration_s,
             decay=decay, meter=launch.meter, proc_start=launch.proc_start, run_limit=spec.run_limit,
             warning=(spec.warn_signal, spec.warn_time, spec.warn_to) if spec.warn_signal else None,
-            holder=holder, reclaiming=reclaiming, cgroup=launch.cgroup, _proc=launch.proc))
+            holder=holder, reclaiming=reclaiming, cgroup=launch.cgroup, _proc=launch.proc,
+            preexec_timeout=preexec_timeout if spec.pre_exec else None))
 
     def _spawn(self, key: str, argv: list[str], cwd: str, env: dict[str, str], sink_path: str,
                pw: pwd.struct_passwd | None) -> Launch:
@@ -589,7 +603,7 @@ class Runner:
                 "stderr": task.stderr, "mem_limit": task.mem_limit, "reserved": task.reserved,
                 "duration_s": task.duration_s, "decay": task.decay, "method": task.meter.method,
                 "run_limit": task.run_limit, "holder": task.holder, "reclaiming": task.reclaiming,
-                "cgroup": task.cgroup, "warning": task.warning}
+                "cgroup": task.cgroup, "warning": task.warning, "preexec_timeout": task.preexec_timeout}
 
     def persist(self, task: Task) -> None:
         """Save what changes while a task runs (kill reason, peak, slack integral).
@@ -668,7 +682,8 @@ class Runner:
                         warned=upd.get("warned", False),
                         reclaiming=rec.get("reclaiming", False),
                         suspended_at=upd.get("suspended_at"), suspended_total=upd.get("suspended_total", 0.0),
-                        cgroup=cgroup, _last_t=upd.get("saved_at"), _persisted=bool(upd))
+                        cgroup=cgroup, _last_t=upd.get("saved_at"), _persisted=bool(upd),
+                        preexec_timeout=rec.get("preexec_timeout"))
             self._tasks[key] = task
             adopt_tasks(self, task)
             if live:
@@ -770,7 +785,7 @@ class Runner:
         except OSError:
             pass
         if text:
-            first, _, note = text.partition("\n")[0].partition(" ")
+            first, _, note = text.rpartition("\n")[2].partition(" ")  # the last line: after PREEXEC_DONE
             try:
                 code, sig = _decode_code(int(first))
             except ValueError:
@@ -788,7 +803,9 @@ class Runner:
         task.last = Sample(task.last.rss if task.last else 0, task.peak, cpu, task.meter.method)
         if task.kill_reason is not None:
             reason = task.kill_reason
-            if code is None and task.hard_killed:
+            if reason == PREEXEC_TIMEOUT:
+                code, sig = PREEXEC_TIMEOUT_CODE, None  # LSF's exit value for it, not the SIGKILL's
+            elif code is None and task.hard_killed:
                 code, sig = 128 + signal.SIGKILL, signal.SIGKILL
         elif code is None:
             reason = LOST_DOWN if task.adopted else LOST_REAPED
@@ -817,6 +834,8 @@ class Runner:
                 continue
             if over_run_limit(task, now):
                 self.kill(task, "TERM_RUNLIMIT")
+            elif preexec_overdue(task, now) and not self.preexec_ended(task):
+                self.kill(task, PREEXEC_TIMEOUT, grace=0)  # LSF kills the pre-exec's whole process group
             elif warning_due(task, now):
                 self.warn(task)
             # A holder's own process is no use of the host: its share reports 0 until a task runs there.
@@ -835,6 +854,16 @@ class Runner:
             if task.mem_limit is not None and s.rss > task.mem_limit:
                 self.kill(task, "MEMLIMIT")
         return out
+
+    def preexec_ended(self, task: Task) -> bool:
+        """Whether the job's -E has ended well (the wrapper's PREEXEC_DONE line), or the job has:
+        read once its timeout has passed, so a job whose -E ended in time costs one read."""
+        try:
+            with open(self._rec(task.key), "rb") as f:
+                task.preexec_done = PREEXEC_DONE.encode() in f.read().partition(b"\n")[2]
+        except OSError:
+            task.preexec_done = True  # no record: nothing of the job's to time out
+        return task.preexec_done
 
     def largest_overage(self) -> Task | None:
         """The pressure victim (accounting.pressure_victim): a reclaiming task first, else the running
