@@ -354,6 +354,34 @@ def test_sbatch_signal_warns_the_batch_shell_or_the_steps_before_the_time_limit(
     assert (tmp_path / f"{ids[1]}.out").read_text().endswith("shell lived on 0\n")
 
 
+def test_scancel_signal_goes_to_the_steps_and_with_b_to_the_batch_shell_alone(cluster: Cluster,
+                                                                             tmp_path: Path) -> None:
+    """Slurm's scancel --signal: not KILL, so the job is not cancelled; without -b the job's steps
+    (srun's tasks) get it and the batch shell does not (submitit's job._interrupt() sends TERM then
+    USR2 so); with -b the batch shell alone.  Before, every process got it, and TERM ended the job."""
+    env = _env(cluster, "slurm")
+    loop = "while [ ! -e stop ]; do sleep 0.1; done"
+    script = ("#!/bin/bash\ntrap 'echo batch USR1 >> batch.log' USR1\ntrap 'echo batch USR2 >> batch.log' USR2\n"
+              "srun sh -c 'trap \"echo step USR1 >> step.log\" USR1; trap \"echo step TERM >> step.log\" TERM; "
+              f"touch step.up; {loop}' &\n{loop}\nwait\n")
+    r = _run(env, "sbatch", "--parsable", "-o", "sig.out", stdin=script, cwd=tmp_path)
+    job = r.stdout.strip()
+    assert job.isdigit(), (r.stdout, r.stderr)
+    step = tmp_path / "step.log"
+    wait_for(lambda: (tmp_path / "step.up").exists(), 30, "the step to run")
+    assert _run(env, "scancel", "--signal=USR1", job).returncode == 0
+    wait_for(lambda: step.exists() and step.read_text() == "step USR1\n", 20, "the step to take USR1")
+    assert _run(env, "scancel", "-s", "TERM", job).returncode == 0  # a signal: the job goes on
+    wait_for(lambda: step.read_text() == "step USR1\nstep TERM\n", 20, "the step to take TERM")
+    assert _run(env, "squeue", "-h", "-j", job, "-o", "%t").stdout == "R\n"
+    assert _run(env, "scancel", "-b", "--signal=USR2", job).returncode == 0
+    wait_for(lambda: (tmp_path / "batch.log").exists(), 20, "the batch shell to take USR2")
+    (tmp_path / "stop").touch()
+    wait_for(lambda: _sacct(env, job)[1] == "COMPLETED", 30, "the job to end")
+    assert (tmp_path / "batch.log").read_text() == "batch USR2\n"  # never USR1 or TERM
+    assert step.read_text() == "step USR1\nstep TERM\n"  # never USR2 (it would have died of it)
+
+
 def test_sbatch_and_bsub_hold_pend_held_until_released(cluster: Cluster, tmp_path: Path) -> None:
     env = _env(cluster, "slurm")
     r = _run(env, "sbatch", "--parsable", "-H", "-o", "held.out", stdin="#!/bin/sh\necho released\n", cwd=tmp_path)

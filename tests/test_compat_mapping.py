@@ -640,3 +640,17 @@ def test_bjobs_default_listing_shows_each_jobs_own_submit_time() -> None:
     rows = lsf_fmt.default_listing(views, wide=False, header=False).splitlines()
     assert [r[68:] for r in rows] == [lsf_fmt.lsf_time(v.submit_time) for v in views]  # SUBMIT_TIME at 68
     assert len({r[68:] for r in rows}) > 100
+
+
+@pytest.mark.parametrize("sig, flags, sent", [
+    (None, set(), (None, "")),                   # no --signal: cancel the job
+    (9, {"--batch"}, (None, "")),                # KILL: a cancel, whatever -b
+    (15, set(), (15, "steps")),                  # any other: the steps only (submitit's TERM, USR2)
+    (10, {"--batch"}, (10, "batch")),            # -b: the batch shell alone
+    (10, {"--full"}, (10, "")),                  # -f: every process
+    (10, {"--full", "--batch"}, (10, "")),       # -b is ignored with -f, as Slurm's
+])
+def test_scancel_sends_a_signal_where_slurm_does(sig: int | None, flags: set[str], sent: tuple) -> None:
+    from xce.compat.slurm import _scancel_signal
+
+    assert _scancel_signal(sig, flags) == sent

@@ -34,6 +34,19 @@ def test_a_signal_out_of_range_is_refused(sig: int) -> None:
     assert isinstance(e, InvalidRequest) and f"signal must be 1-64, got {sig}" in e.message
 
 
+def test_a_signal_carries_whom_it_goes_to_and_a_bad_whom_is_refused_by_name() -> None:
+    k = kit(host("node1"))
+    k.worker("node1")
+    job = k.run_job("node1")
+    out = k.call(Op.KILL, S.KillRequest(ids=[job.id], signal=10, to="steps", key="k-000001"))
+    assert [(o.op, o.body.signal, o.body.to) for o in out.orders] == [(Op.SIGNAL_JOB, 10, "steps")]
+    (( _, e),) = k.call(Op.KILL, S.KillRequest(ids=[job.id], signal=10, to="shell", key="k-000002")).errors
+    assert isinstance(e, InvalidRequest) and "kill: to must be one of '', 'batch', 'steps'" in e.message \
+        and "got 'shell'" in e.message
+    (( _, e),) = k.call(Op.KILL, S.KillRequest(ids=[job.id], to="batch", key="k-000003")).errors
+    assert isinstance(e, InvalidRequest) and "to='batch' says whom a signal goes to; give the signal too" in e.message
+
+
 def test_job_signalled_keeps_the_workers_word_on_suspension() -> None:
     k = kit()
     out = k.call(Op.JOB_SIGNALLED, S.JobSignalled(host="node1", job_id=1, attempt=1, signal=19, suspended=True,

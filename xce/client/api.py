@@ -123,10 +123,11 @@ class Client:
         return self.jobs([job_id])[0]
 
     def kill(self, ids: Sequence[int], reason: str = "", key: str | None = None,
-             signal: int | None = None) -> dict[int, str]:
-        """End the jobs; with ``signal``, send them that signal instead (``xce kill -s``)."""
+             signal: int | None = None, to: str = "") -> dict[int, str]:
+        """End the jobs; with ``signal``, send them that signal instead (``xce kill -s``): to every
+        process of each (``to=""``), its steps alone (``"steps"``) or its batch shell (``"batch"``)."""
         return self.request(Op.KILL, writes.kill(ids, key=key or writes.new_key(), reason=reason,
-                                                 signal=signal)).results
+                                                 signal=signal, to=to)).results
 
     def peek(self, job_id: int, max_bytes: int = 10 * 1024) -> S.PeekReply:
         """The tail of a running job's stdout and stderr, read on its first host (bpeek)."""

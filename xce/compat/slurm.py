@@ -333,7 +333,7 @@ def scancel(s: Session, argv: list[str]) -> int:
                "t": "--state", "f": "--full", "b": "--batch", "v": "--verbose"},
         {"--signal", "--user", "--name", "--partition", "--state"},
         {"--quiet", "--full", "--batch", "--verbose"}, "scancel")
-    from xce.core.jobspec.signals import ENDING, parse_signal
+    from xce.core.jobspec.signals import parse_signal
 
     sig = parse_signal(values["--signal"], "scancel --signal") if "--signal" in values else None
     if words:
@@ -345,8 +345,8 @@ def scancel(s: Session, argv: list[str]) -> int:
     else:
         raise Refused("No job identification provided")
     rc = 0
-    signal = None if sig is None or sig in ENDING else sig
-    for jid, what in s.client.kill(ids, signal=signal).items() if ids else ():
+    signal, to = _scancel_signal(sig, flags)
+    for jid, what in s.client.kill(ids, signal=signal, to=to).items() if ids else ():
         outcome = mapping.kill_outcome(what)
         if outcome not in (mapping.ENDING, mapping.SIGNALED) and "--quiet" not in flags:
             done = outcome == mapping.FINISHED
@@ -354,6 +354,18 @@ def scancel(s: Session, argv: list[str]) -> int:
             print(f"scancel: error: Kill job error on job id {jid}: {more}", file=sys.stderr)
             rc = rc if done else BAD
     return rc
+
+
+def _scancel_signal(sig: int | None, flags: set[str]) -> tuple[int | None, str]:
+    """(signal, KillRequest.to) of scancel: without --signal, or with KILL, the job is cancelled
+    (every process); any other signal goes, as Slurm's, to the job's steps only (not the batch
+    shell, which would die of one it does not trap), with -b to the batch shell alone (not its
+    children), with -f (--full) to every process of the job (-b is then ignored)."""
+    from _signal import SIGKILL  # (not ``signal``: it loads enum, which sbatch's start-up avoids)
+
+    if sig is None or sig == SIGKILL:
+        return None, ""
+    return sig, "" if "--full" in flags else "batch" if "--batch" in flags else "steps"
 
 
 def scontrol(s: Session, argv: list[str]) -> int:

@@ -448,7 +448,7 @@ class Worker:
         if task is None or task.ended is not None:
             suspended, detail = False, f"job {body.job_id} runs no process on {self.name}"
         else:
-            suspended, detail = self.runner.send_signal(task, body.signal), ""
+            suspended, detail = self.runner.send_signal(task, body.signal, body.to), ""
         self.send(Op.JOB_SIGNALLED, S.JobSignalled(host=self.name, job_id=body.job_id, attempt=body.attempt,
                                                    signal=body.signal, suspended=suspended, time=time.time(),
                                                    detail=detail))

@@ -129,6 +129,9 @@ class KillRequest(Write):
     ids: list[int]
     reason: str = ""
     signal: int | None = None  # `xce kill -s`: send this signal to the running jobs, commit nothing
+    # With a signal, to whom (JobSpec.warn_to's words): "" every process of the job, "steps" the tasks
+    # srun/blaunch/xce launch started in it (scancel's default), "batch" its batch shell alone (scancel -b).
+    to: str = ""
 
 
 class KillReply(msgspec.Struct):
@@ -502,6 +505,7 @@ class SignalJob(msgspec.Struct, kw_only=True):
     job_id: int
     attempt: int
     signal: int
+    to: str = ""  # KillRequest.to: "" every process here, "steps" the launched tasks, "batch" the batch shell
 
 
 class JobSignalled(msgspec.Struct, kw_only=True):

@@ -25,8 +25,9 @@ def submit(jobs: Sequence[JobSpec], *, key: str, dry_run: bool = False) -> S.Sub
     return S.SubmitRequest(jobs=list(jobs), dry_run=dry_run, key=_checked(key))
 
 
-def kill(ids: Sequence[int], *, key: str, reason: str = "", signal: int | None = None) -> S.KillRequest:
-    return S.KillRequest(ids=list(ids), reason=reason, signal=signal, key=_checked(key))
+def kill(ids: Sequence[int], *, key: str, reason: str = "", signal: int | None = None,
+         to: str = "") -> S.KillRequest:
+    return S.KillRequest(ids=list(ids), reason=reason, signal=signal, to=to, key=_checked(key))
 
 
 def modify(job_id: int, mem_limit: int | None, *, key: str) -> S.ModifyRequest:

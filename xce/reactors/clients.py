@@ -358,6 +358,8 @@ def on_kill(ctx: Context, req: Request, body: S.KillRequest, out: Outbox) -> Non
     if body.signal is not None:
         on_signal(ctx, req, body, out)
         return
+    if body.to:
+        raise InvalidRequest(f"kill: to={body.to!r} says whom a signal goes to; give the signal too")
     out.commit(Kill(time=req.now, job_ids=body.ids, reason=body.reason or "killed by user",
                     key=body.key, by=key_owner(req)),
                replier(req, lambda res: S.KillReply(results=res)))

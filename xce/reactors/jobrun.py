@@ -14,7 +14,7 @@ from collections.abc import Container
 
 from xce.core.arrays import SHIFT, element_text
 from xce.core.errors import InvalidRequest, NotFound, Unavailable
-from xce.core.model import ACTIVE, TERMINAL, Job, JobState
+from xce.core.model import ACTIVE, TERMINAL, WARN_TO, Job, JobState
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
 from xce.reactors.context import Context, Peek
@@ -60,11 +60,15 @@ def on_signal(ctx: Context, req: Request, body: S.KillRequest, out: Outbox) -> N
     assert body.signal is not None
     if not 0 < body.signal < 65:
         raise InvalidRequest(f"signal must be 1-64, got {body.signal}")
+    if body.to not in WARN_TO:
+        raise InvalidRequest(f"kill: to must be one of {', '.join(repr(w) for w in WARN_TO)} (every process, "
+                             f"the batch shell, the steps), got {body.to!r}")
     results, jobs = signal_results(ctx.state.jobs, body.ids, body.signal, ctx.state.arrays)
     for job in jobs:
         for host in job.hosts:
             if host not in job.finished_hosts and host in ctx.book.workers:
-                out.order(host, Op.SIGNAL_JOB, S.SignalJob(job_id=job.id, attempt=job.attempt, signal=body.signal))
+                out.order(host, Op.SIGNAL_JOB, S.SignalJob(job_id=job.id, attempt=job.attempt, signal=body.signal,
+                                                           to=body.to))
     out.reply(req, S.KillReply(results=results))
 
 

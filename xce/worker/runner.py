@@ -914,6 +914,11 @@ class Runner:
         sig, _, to = task.warning
         task.warned = True
         self.persist(task)
+        self.deliver(task, sig, to)
+
+    def deliver(self, task: Task, sig: int, to: str) -> None:
+        """``sig`` to whom ``to`` names (JobSpec.warn_to's words, KillRequest.to): the batch shell
+        alone (the wrapper's child), the launched tasks (the steps), or "" every process."""
         if to == "steps" or task.holder:
             if to != "batch":
                 signal_tasks(task, sig)
@@ -926,11 +931,14 @@ class Runner:
         else:
             self._signal(task, sig)
 
-    def send_signal(self, task: Task, sig: int) -> bool:
+    def send_signal(self, task: Task, sig: int, to: str = "") -> bool:
         """Send ``sig`` to the job's processes here (``xce stop/resume``, ``kill -s``); whether it
         is suspended after.  A stop starts the pause of its run-limit clock, SIGCONT ends it;
-        both are saved, so a restarted worker still knows (``adopt``)."""
-        if task.ended is None:
+        both are saved, so a restarted worker still knows (``adopt``).  ``to`` (scancel's
+        steps or -b's batch shell) signals only those: the job as a whole is not stopped."""
+        if task.ended is None and to:
+            self.deliver(task, sig, to)
+        elif task.ended is None:
             now = self.clock()
             self._signal(task, sig)
             if sig in STOP_SIGNALS and task.suspended_at is None:
