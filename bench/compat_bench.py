@@ -1,18 +1,20 @@
 """The LSF and Slurm commands as workflow tools call them: one process per command.
 
-    python bench/compat_bench.py [--runs 30] [--jobs 10000] [--anchor DIR]     (--jobs 0: start-up only)
+    python bench/compat_bench.py [--runs 30] [--jobs 10000] [--anchor DIR] [--loaded-runs 30] [--no-listings]
+    (--jobs 0: start-up only)
 
 On a fresh `xce up --detach --hosts 1 --slots-per-host 1` cluster, with the commands of
 `xce compat path lsf|slurm`:
 
 - ``bsub true`` and ``sbatch`` of a two-line script: median wall time of ``--runs`` processes
-  (goal 20 ms), each through the script `xce compat path` writes (``#!python -S``: no site) and
-  through the same script in its old form (``#!python``: site and the .pth files run first), with
+  (goal 20 ms), each through the script `xce compat path` writes (``#!python -S``: no site), with
   ``xce submit true`` (the console script pip writes: site runs), ``python -c pass`` and
   ``python -S -c pass`` (no site: the interpreter's own start) of the same interpreter beside
   them, all interleaved, so the machine's load hits each alike; with ``--anchor DIR`` (an old
-  tree: ``git worktree add DIR COMMIT``) also its ``bsub`` and ``sbatch`` through the old script
-  with ``PYTHONPATH=DIR``, the code as it was;
+  tree: ``git worktree add DIR COMMIT``) also its ``bsub`` and ``sbatch`` through the scripts
+  that tree's own `xce compat path` writes (its code, its script form), against this cluster;
+  with ``--loaded-runs N``, the same start-up figures again once ``--jobs`` jobs are in the
+  cluster (does the controller's load matter?);
 - with ``--jobs`` jobs in the cluster (one running, the rest pending behind it), the median
   of 5 ``bjobs -noheader -o 'jobid stat'``, ``bjobs -noheader`` (LSF's default columns) and
   ``squeue -h -o '%i %t'`` (goal 300 ms), ``squeue -h`` (Slurm's default columns), and
@@ -63,15 +65,14 @@ def medians(cmds: dict[str, Cmd], env: dict[str, str], runs: int) -> dict[str, f
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def old_shim(new: Path, into: Path) -> Path:
-    """The script `xce compat path` wrote before it started without site: ``#!python``, no paths."""
-    lines = new.read_text().splitlines(keepends=True)
-    into.mkdir(parents=True, exist_ok=True)
-    old = into / new.name
-    old.write_text(lines[0].replace(" -S\n", "\n")
-                   + "".join(line for line in lines[1:] if not line.startswith(("sys.path[0:1]", "sys.path +="))))
-    old.chmod(0o755)
-    return old
+def anchor_scripts(tree: str, into: Path) -> list[str]:
+    """The anchor tree's own bsub and sbatch scripts, as its `xce compat path` writes them (its
+    shims.py with its code on sys.path); they reach this cluster through XCE_STATE_DIR."""
+    code = ("import sys; from pathlib import Path; from xce.compat import shims; "
+            "[print(shims.ensure_bin(Path(sys.argv[1]), f)) for f in ('lsf', 'slurm')]")
+    dirs = subprocess.run([sys.executable, "-c", code, str(into)], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": tree}).stdout.split()
+    return [str(Path(dirs[0]) / "bsub"), str(Path(dirs[1]) / "sbatch")]
 
 
 def xce_script() -> str:
@@ -89,6 +90,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--anchor", help="an old tree (git worktree add DIR COMMIT): its bsub and sbatch beside")
+    ap.add_argument("--loaded-runs", type=int, default=0,
+                    help="also time the start-up with --jobs in the cluster, this many processes each")
+    ap.add_argument("--no-listings", action="store_true", help="skip bjobs/squeue (start-up figures only)")
     a = ap.parse_args()
     sd = Path(tempfile.mkdtemp()) / "xce"
     xce(sd, "up", "--detach", "--hosts", "1", "--slots-per-host", "1", "--mem-per-host", "4G")
@@ -98,33 +102,39 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if k != "XCE_STATE_DIR"}
         bins = [Path(xce(sd, "compat", "path", f).strip()) for f in ("lsf", "slurm")]
         env["PATH"] = ":".join([*map(str, bins), env["PATH"]])
-        old = [str(old_shim(b / name, b.parent / "old-bin")) for b, name in zip(bins, ("bsub", "sbatch"))]
+        old = anchor_scripts(a.anchor, Path(tempfile.mkdtemp())) if a.anchor else []
         submit_cmd = [xce_script()] if xce_script() else [sys.executable, "-m", "xce.cli.main"]
         with Client(state_dir=sd, timeout=60) as c:
             sleeper = c.submit_many([{"command": ["sleep", "3600"]}])  # holds the one slot: the rest pend
             anchor: dict[str, Cmd] = {} if not a.anchor else {
-                "bsub true (anchor tree)": ([old[0], "true"], None, {"PYTHONPATH": a.anchor}),
-                "sbatch script (anchor tree)": ([old[1]], "#!/bin/sh\ntrue\n", {"PYTHONPATH": a.anchor})}
-            submit = medians({
+                "bsub true (anchor tree)": ([old[0], "true"], None, {"XCE_STATE_DIR": str(sd)}),
+                "sbatch script (anchor tree)": ([old[1]], "#!/bin/sh\ntrue\n", {"XCE_STATE_DIR": str(sd)})}
+            startup: dict[str, Cmd] = {
+                "bsub true": (["bsub", "true"], None),
+                "sbatch script": (["sbatch"], "#!/bin/sh\ntrue\n"),
                 **anchor,
-                "bsub true (#!python -S)": (["bsub", "true"], None),
-                "bsub true (old: #!python)": ([old[0], "true"], None),
-                "sbatch script (#!python -S)": (["sbatch"], "#!/bin/sh\ntrue\n"),
-                "sbatch script (old: #!python)": ([old[1]], "#!/bin/sh\ntrue\n"),
                 "xce submit true": ([*submit_cmd, "--state-dir", str(sd), "submit", "true"], None),
                 "python -c pass": ([sys.executable, "-c", "pass"], None),
                 # without site: the interpreter's own start, no .pth files (an editable install's finder)
-                "python -S -c pass": ([sys.executable, "-S", "-c", "pass"], None)}, env, a.runs)
-            for name, ms in submit.items():
-                print(f"{name:<30} median {ms:7.1f} ms over {a.runs} processes")
+                "python -S -c pass": ([sys.executable, "-S", "-c", "pass"], None)}
+            n = len(c.jobs())
+            for name, ms in medians(startup, env, a.runs).items():
+                print(f"{name:<30} median {ms:7.1f} ms over {a.runs} processes, {n} unfinished jobs before")
             print(f"load average after the start-up runs: {load()}")
             if a.jobs <= 0:
-                c.kill(sleeper)
+                c.kill([v.id for v in c.jobs()] or sleeper)
                 return
             left = a.jobs - len(c.jobs(all=True))
             for start in range(0, max(0, left), 1000):
                 c.submit_many([{"command": ["true"]}] * min(1000, left - start))
             n = len(c.jobs())
+            if a.loaded_runs:  # the same start-up with the queue full: does the controller's load matter?
+                for name, ms in medians(startup, env, a.loaded_runs).items():
+                    print(f"{name:<30} median {ms:7.1f} ms over {a.loaded_runs} processes, {n} unfinished jobs before")
+                print(f"load average after the start-up runs with {n} jobs: {load()}")
+            if a.no_listings:
+                c.kill([v.id for v in c.jobs()] or sleeper)
+                return
             listing = medians({"bjobs -noheader -o 'jobid stat'": (["bjobs", "-noheader", "-o", "jobid stat"], None),
                                "bjobs -noheader (default columns)": (["bjobs", "-noheader"], None),
                                "squeue -h -o '%i %t'": (["squeue", "-h", "-o", "%i %t"], None),

@@ -9,9 +9,9 @@ import pytest
 
 from xce.compat import lsf_fmt, mapping, slurm_fmt
 from xce.compat.fast import Row
-from xce.compat.lsf import bsub_spec
+from xce.compat.lsf_submit import bsub_spec
 from xce.compat.session import Refused, apply_env, visible
-from xce.compat.slurm import sbatch_spec
+from xce.compat.slurm_submit import sbatch_spec
 from xce.core.errors import InvalidRequest
 from xce.core.jobspec.bsub import parse_env
 from xce.core.views import JobAccountView, JobView

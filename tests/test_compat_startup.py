@@ -21,7 +21,7 @@ HEAVY = {"re", "enum", "functools", "collections", "typing", "msgspec", "zmq", "
 def test_a_workflow_tools_bsub_parses_without_the_heavy_modules() -> None:
     """dask-jobqueue's options (-J -n -R -M -W -o -e -env) through the one builder, as the script runs it."""
     code = ("import sys; sys.path[0:1] = []; sys.path += %r\n"
-            "from xce.compat.lsf import bsub_spec\n"
+            "from xce.compat.lsf_submit import main, bsub_spec\n"
             "fields, _ = bsub_spec(['-J', 'dask', '-n', '2', '-R', 'rusage[mem=100] span[hosts=1]', '-M', '100',"
             " '-W', '1:30', '-o', 'o', '-e', 'e', '-env', 'all, FOO=1', 'true'], lambda: None)\n"
             "import xce.compat.fast, xce.transport.door\n"
@@ -45,7 +45,7 @@ def test_a_workflow_tools_sbatch_parses_without_the_heavy_modules() -> None:
     """The command's own module (its main, as the script imports it), sbatch's options in the
     script through the one builder, and the door's modules: none of the heavy ones."""
     code = ("import sys; sys.path[0:1] = []; sys.path += %r\n"
-            "from xce.compat.slurm import main, sbatch_spec\n"
+            "from xce.compat.slurm_submit import main, sbatch_spec\n"
             "import xce.compat.session\n"
             "fields, flags = sbatch_spec([], lambda _: (%r, 'sbatch'))\n"
             "import xce.compat.fast, xce.transport.door\n"
@@ -150,3 +150,45 @@ def test_squeue_folds_arrays_without_msgspec_unless_elements_are_unstarted() -> 
     r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
                        cwd=Path(__file__).parent)
     assert (r.returncode, r.stdout) == (0, "False True\n"), r.stderr
+
+
+@pytest.mark.parametrize("flavor, command, own, others", [
+    ("lsf", "bsub", "xce.compat.lsf_submit", {"xce.compat.lsf", "xce.compat.lsf_fmt", "xce.compat.lsf_acct"}),
+    ("slurm", "sbatch", "xce.compat.slurm_submit", {"xce.compat.slurm", "xce.compat.slurm_fmt"})])
+def test_the_submit_scripts_load_their_own_module_only(tmp_path: Path, flavor: str, command: str, own: str,
+                                                       others: set[str]) -> None:
+    """bsub's and sbatch's scripts import their command's module, not their flavor's with every
+    other command and its formats (xce/compat/lsf.py, slurm.py and slurm_fmt.py: ~0.4-0.7 ms)."""
+    script = (shims.ensure_bin(tmp_path, flavor) / command).read_text()
+    assert f"from xce.compat.{own.rsplit('.', 1)[1]} import main\n" in script, script
+    code = ("import sys; sys.path[0:1] = []; sys.path += %r\n"
+            "from %s import main\n"
+            "import xce.compat.session\n"
+            "print(' '.join(sorted(set(sys.modules) & %r)))") % (shims.import_paths(), own, others)
+    r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=Path(__file__).parent)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [], f"{command}'s script loads {r.stdout.strip()}"
+
+
+_LEAVE = ("import sys; sys.path[0:1] = []; sys.path += %r\n"
+          "import os\n"
+          "from xce.compat.session import leave\n"
+          "class Late:\n"
+          "    def __del__(self): os.write(1, b' finalized')\n"
+          "late = Late()\n"
+          "%s\n"
+          "print('out', end=''); print('err', end='', file=sys.stderr)\n"
+          "leave(3)\n")
+
+
+@pytest.mark.parametrize("before, finalized", [
+    ("", False),  # the door's paths: flushed, then os._exit (no shutdown: ~3 ms of bsub's ~20)
+    ("import atexit; atexit.register(lambda: os.write(1, b' atexit'))", True),  # what runs at exit still runs
+    ("import threading", True)])  # a thread may run (pyzmq's): the usual exit waits for it
+def test_a_command_leaves_at_once_when_nothing_waits_for_the_exit(before: str, finalized: bool) -> None:
+    r = subprocess.run([sys.executable, "-S", "-c", _LEAVE % (shims.import_paths(), before)],
+                       capture_output=True, text=True, timeout=60, cwd=Path(__file__).parent)
+    assert (r.returncode, r.stderr) == (3, "err")
+    assert r.stdout.startswith("out") and (" finalized" in r.stdout) == finalized, r.stdout
+    assert (" atexit" in r.stdout) == ("atexit" in before)

@@ -7,9 +7,11 @@ other system's output.  Nothing is decided here twice:
 
     mapping.py   states both ways, units, queue<->partition, project<->account, refusals
     shims.py     the command directories `xce compat path lsf|slurm` prints, and LSF_ENVDIR
-    session.py   the client, the exit codes, CLEAN_PERIOD's filter of finished jobs
-    lsf.py       bsub, bjobs, bkill, bhosts, bqueues, lsid, ... (lsf_fmt.py formats)
-    slurm.py     sbatch, squeue, sacct, scancel, sinfo, scontrol, srun, salloc
+    session.py   the client, the exit codes, CLEAN_PERIOD's filter of finished jobs, the exit
+    lsf.py       bjobs, bkill, bhosts, bqueues, lsid, ... (lsf_fmt.py formats)
+    lsf_submit.py    bsub, alone: what its script imports
+    slurm.py     squeue, sacct, scancel, sinfo, scontrol, srun, salloc
+    slurm_submit.py  sbatch, alone: what its script imports
     cli.py       `xce compat path|env|commands`
 
 The command directories are not on PATH by themselves, so a real LSF or Slurm on the

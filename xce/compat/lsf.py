@@ -1,6 +1,7 @@
 """LSF's commands over XCE: bsub, bjobs, bkill, bqueues, bhosts, bmod, lsid, ... (docs/compat.md).
 
-``main(NAME, argv)`` is what each script in `xce compat path lsf` calls.  bsub's
+``main(NAME, argv)`` is what each script in `xce compat path lsf` calls (bsub's script
+calls xce/compat/lsf_submit.py's, which loads none of the other commands).  bsub's
 options and ``#BSUB`` lines go through xce/core/jobspec (options.py, directives.py,
 bsub.py): one parser for every door.  What the job model does not have yet is
 refused by name (xce/core/jobspec/options.py, build.py).  Exit codes as LSF's: 0, or 255 for bad
@@ -11,72 +12,16 @@ Lazy imports: each LSF command (one process per call from workflow tools) loads 
 
 from __future__ import annotations
 
-import os
 import sys
 
 from xce.compat import mapping
+from xce.compat.lsf_submit import BAD, bsub
 from xce.compat.session import Refused, Session, job_ids, run
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the commands start in ms
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
-
-BAD = 255  # LSF's commands exit 255 on bad input and unknown jobs
-
-
-# ---- bsub ---------------------------------------------------------------------------------
-
-def _file_script(command: list[str]) -> str | None:
-    """``bsub FILE``: the file's text when it is a job script (text, as `xce submit` decides)."""
-    from xce.site.local import script_file
-
-    if not command or not script_file(command[0]):
-        return None
-    try:
-        with open(command[0], encoding="utf-8") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise Refused(f"cannot read the job script {command[0]}: {e}") from None
-
-
-def bsub_spec(argv: list[str], stdin_script: Callable[[], str | None]) -> tuple[dict[str, Any], Any]:
-    """bsub's argv (and script) -> JobSpec fields, and the BsubRequest (for -K), by the one builder
-    (xce/core/jobspec/build.py) that `xce submit` uses; a trailing command string runs by /bin/sh -c."""
-    from xce.core.jobspec.build import Submission, bsub_job
-    from xce.core.jobspec.options import parse_bsub_args
-
-    cli, command = parse_bsub_args(argv)
-    script = stdin_script() if not command else _file_script(command)
-    if not command and not script:
-        raise Refused("no command given (bsub [options] COMMAND, bsub FILE, or bsub < FILE)")
-    words = command if script is not None else (["/bin/sh", "-c", " ".join(command)] if command else [])
-    built = bsub_job(cli, Submission(command=words, script=script, environ=dict(os.environ), cwd=os.getcwd()),
-                     mem_unit=mapping.LSF_UNIT_FOR_LIMITS)
-    fields = dict(built.fields)
-    fields.setdefault("name", " ".join(command) if command else "")
-    return fields, built.request
-
-
-def _read_stdin() -> str | None:
-    if sys.stdin is None or sys.stdin.isatty():
-        return None
-    return sys.stdin.read() or None
-
-
-def bsub(s: Session, argv: list[str]) -> int:
-    fields, req = bsub_spec(argv, _read_stdin)
-    job_id, queue = s.submit(fields)
-    print(f"Job <{job_id}> is submitted to queue <{queue}>.", flush=True)
-    if not (req.wait or req.interactive):
-        return 0
-    # -K and -I as `xce submit` does them: one implementation (xce/client/interactive.py)
-    from xce.client import make_spec
-    from xce.client.interactive import follow_job, wait_for_job
-
-    if not req.interactive:
-        return wait_for_job(s.client, job_id)
-    return follow_job(s.client, job_id, make_spec(**fields), s.state_dir)
 
 
 # ---- bjobs --------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ Lazy imports: the client and its wire stack load only when a command reaches the
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -24,9 +25,9 @@ from xce.core.errors import InvalidRequest, XceError
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing: the commands start in ms
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from typing import Any
+    from typing import Any, NoReturn
 
-__all__ = ["Refused", "Session", "apply_env", "run", "visible"]
+__all__ = ["Refused", "Session", "apply_env", "leave", "run", "visible"]
 
 
 def apply_env(spec: Any, environ: Any) -> dict[str, str]:
@@ -164,8 +165,6 @@ def job_ids(words: Sequence[str]) -> list[int]:
 def _debug_path(what: str, path: str) -> None:
     """With XCE_DEBUG_PATH set, say which path served the submit or the listing and whether
     pyzmq was loaded."""
-    import os
-
     if os.environ.get("XCE_DEBUG_PATH"):
         print(f"{what} path {path}; zmq {'loaded' if 'zmq' in sys.modules else 'not loaded'}", file=sys.stderr)
 
@@ -188,3 +187,22 @@ def run(name: str, body: Callable[[Session, list[str]], int], argv: list[str], b
         return 141
     finally:
         session.close()
+
+
+def leave(rc: int) -> NoReturn:
+    """End the command's process with ``rc`` (what each script of `xce compat path` calls).
+
+    Once its output is flushed, a command that started no thread and registered nothing to
+    run at exit (the door's paths load neither ``threading`` nor ``atexit``) has nothing left
+    for the interpreter's shutdown but freeing its modules and objects one by one: about
+    3 ms of bsub's ~20 (docs/benchmarks.md, session 10), so it exits at once.  The full path
+    (pyzmq's threads), or a flush that fails (a closed pipe: reported as before), takes the
+    usual exit."""
+    if "threading" in sys.modules or "atexit" in sys.modules:
+        sys.exit(rc)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001 - the usual exit reports it, as it did before
+        sys.exit(rc)
+    os._exit(rc)

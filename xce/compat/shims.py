@@ -38,9 +38,13 @@ import os, sys
 sys.path[0:1] = []
 sys.path += {paths!r}
 os.environ.setdefault("XCE_STATE_DIR", {state_dir!r})
-from xce.compat.{flavor} import main
-sys.exit(main({name!r}, sys.argv[1:]))
+from xce.compat.{module} import main
+from xce.compat.session import leave
+leave(main({name!r}, sys.argv[1:]))
 """
+# The submit commands, which workflow tools run once per job, import their own module, not
+# their flavor's with every other command (each module's ``main(NAME, argv)``).
+ENTRY = {"bsub": "lsf_submit", "sbatch": "slurm_submit"}
 
 
 def commands(flavor: str) -> tuple[str, ...]:
@@ -97,7 +101,7 @@ def ensure_bin(state_dir: Path, flavor: str) -> Path:
     paths = import_paths()
     for name in commands(flavor):
         _write(d / name, _SHIM.format(python=sys.executable, flavor=flavor, name=name, paths=paths,
-                                      state_dir=str(state_dir)), 0o755)
+                                      module=ENTRY.get(name, flavor), state_dir=str(state_dir)), 0o755)
     return d
 
 
