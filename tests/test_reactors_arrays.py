@@ -202,3 +202,41 @@ def test_an_array_summary_shows_its_indices_as_submitted() -> None:
     assert (summary.name, summary.indices, summary.limit, summary.elements) == ("odd", "1-100:2", 5, 50)
     job = k.call(Op.JOBS, S.JobsRequest(ids=[A.element_id(aid, 99)])).replies[0][1].jobs[0]
     assert job.array == "odd[1-100:2]%5"
+
+
+class _Untouchable(dict):
+    """The state's jobs, for a request that must not read any of them."""
+
+    def _no(self, *a: object) -> None:
+        raise AssertionError("the summary path read the jobs")
+
+    values = items = keys = __iter__ = __getitem__ = get = __contains__ = _no  # type: ignore[assignment]
+
+
+def test_summaries_alone_read_no_element_of_the_array() -> None:
+    """Client.arrays and `xce wait` on an array ask arrays_only: the controller answers from the
+    arrays' counts, without walking, viewing or sorting any job (before, limit=1 still walked and
+    sorted the whole array for the one view it built)."""
+    k = kit()
+    aid = submit_array(k, "a[1-50]", user="alice")
+    other = submit_array(k, "b[1-5]", user="bob")
+    for i in (1, 2):
+        k.state.apply(Place(time=T0 + 1, job_id=A.element_id(aid, i), attempt=0, allocs=[alloc("node1", 1, "10M")]))
+    want = k.call(Op.JOBS, S.JobsRequest(ids=[aid], arrays=True)).replies[0][1].arrays
+    jobs, k.state.jobs = k.state.jobs, _Untouchable(k.state.jobs)
+    try:
+        body = k.call(Op.JOBS, S.JobsRequest(ids=[other, aid, 99], arrays_only=True)).replies[0][1]
+        mine = k.call(Op.JOBS, S.JobsRequest(arrays_only=True, user=k.state.arrays[aid].spec.user)).replies[0][1]
+    finally:
+        k.state.jobs = jobs
+    assert body.jobs == [] and [a.id for a in body.arrays] == [aid, other]
+    assert body.arrays[0] == want[0] and body.arrays[0].counts == {"RUN": 2, "PEND": 48}
+    assert [a.id for a in mine.arrays] == [aid]
+
+
+def test_summaries_alone_refuse_what_only_a_listing_takes() -> None:
+    from xce.core.errors import InvalidRequest
+
+    ((_, e),) = kit().call(Op.JOBS, S.JobsRequest(arrays_only=True, limit=1)).errors
+    assert isinstance(e, InvalidRequest) and "arrays_only asks for the arrays' summaries alone" in e.message \
+        and "not fields, order, states, all, after or limit" in e.message

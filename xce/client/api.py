@@ -111,7 +111,7 @@ class Client:
 
     def arrays(self, ids: Sequence[int] = (), user: str | None = None, queue: str | None = None) -> list[ArrayView]:
         """Each job array's summary (xce jobs -A): elements by state, the not yet materialised as PEND."""
-        r = self.request(Op.JOBS, S.JobsRequest(ids=list(ids), user=user, queue=queue, arrays=True, limit=1))
+        r = self.request(Op.JOBS, S.JobsRequest(ids=list(ids), user=user, queue=queue, arrays=True, arrays_only=True))
         return r.arrays
 
     def _states(self, ids: Sequence[int]) -> list[tuple[int, str]]:

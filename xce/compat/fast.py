@@ -127,7 +127,7 @@ def arrays(ids: list[int], user: str | None, timeout: float = 60.0) -> list[Row]
         return None
     from xce.transport.door import JOBS
 
-    body = _answer(door, JOBS, {"ids": ids, "user": user, "limit": 1, "arrays": True}, timeout)
+    body = _answer(door, JOBS, {"ids": ids, "user": user, "arrays": True, "arrays_only": True}, timeout)
     found = body.get("arrays") if isinstance(body, dict) else None
     if not isinstance(found, list) or not all(isinstance(a, dict) for a in found):
         return None

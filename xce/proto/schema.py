@@ -89,6 +89,9 @@ class JobsRequest(msgspec.Struct, kw_only=True):
     # JobView field names: the reply carries ``rows`` (these fields of each job, in this order)
     # instead of ``jobs``, so bjobs -o / squeue -o get only what their format prints.
     fields: list[str] = []
+    # Only the arrays' summaries (with ``arrays``), no job: Client.arrays, `xce wait` on an array, REST's
+    # /array; the controller then reads no element (a summary is the array's counts).
+    arrays_only: bool = False
 
 
 class Staleness(msgspec.Struct, kw_only=True):

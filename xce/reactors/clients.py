@@ -221,6 +221,9 @@ def _matching(ctx: Context, body: S.JobsRequest) -> Any:
 
 
 def on_jobs(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -> None:
+    if body.arrays_only:
+        _on_array_summaries(ctx, req, body, out)
+        return
     if body.fields:
         _on_job_rows(ctx, req, body, out)
         return
@@ -236,11 +239,25 @@ def on_jobs(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -> Non
         for v in found:
             v.order = places.get(v.id)
             v.reason = held.get(v.id, v.reason)  # the order stage, where it is what holds the job
-    summaries = [array_view(a) for a in st.arrays.values()
-                 if (not body.ids or a.id in body.ids) and (not body.user or a.spec.user == body.user)
-                 and (not body.queue or a.spec.queue == body.queue)] if body.arrays else []
     out.reply(req, S.JobsReply(jobs=found, next_after=found[-1].id if more else None, stale=staleness(ctx),
-                               arrays=summaries))
+                               arrays=_summaries(ctx, body) if body.arrays else []))
+
+
+def _summaries(ctx: Context, body: S.JobsRequest) -> list[Any]:
+    """Each array's summary under the request's filters: its counts, never its elements."""
+    arrays = ctx.state.arrays
+    named = (arrays[i] for i in sorted(set(body.ids)) if i in arrays) if body.ids else arrays.values()  # id order
+    return [array_view(a) for a in named if (not body.user or a.spec.user == body.user)
+            and (not body.queue or a.spec.queue == body.queue)]
+
+
+def _on_array_summaries(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -> None:
+    """JOBS for the arrays' summaries alone: no job is selected, viewed or sorted (an array of a
+    million elements costs what one of ten does)."""
+    if body.fields or body.order or body.states or body.all or body.after or body.limit:
+        raise InvalidRequest("jobs: arrays_only asks for the arrays' summaries alone; it takes ids, user and "
+                             "queue, not fields, order, states, all, after or limit")
+    out.reply(req, S.JobsReply(jobs=[], stale=staleness(ctx), arrays=_summaries(ctx, body)))
 
 
 def _on_job_rows(ctx: Context, req: Request, body: S.JobsRequest, out: Outbox) -> None:

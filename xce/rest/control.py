@@ -100,7 +100,7 @@ async def signal_job(svc: Services, req: Any, job_id: int, body: SignalBody) -> 
        "those not yet materialised as PEND", tag="jobs", reply=ArrayView, errors=(404,))
 async def job_array(svc: Services, req: Any, job_id: int) -> ArrayView:
     await owned_job(svc, req, job_id, "jobs.read")
-    r = await svc.call(req, Op.JOBS, S.JobsRequest(ids=[job_id], arrays=True, limit=1))
+    r = await svc.call(req, Op.JOBS, S.JobsRequest(ids=[job_id], arrays=True, arrays_only=True))
     if not r.arrays:
         raise NotFound(f"job {element_text(job_id)} is not an array")
     return r.arrays[0]
