@@ -347,13 +347,16 @@ def main() -> int:
     ap.add_argument("--console", type=float, default=15.0, help="seconds of xce-top attached (0: skip)")
     ap.add_argument("--no-failover", action="store_true")
     ap.add_argument("--steady", type=float, default=10.0, help="seconds of the steady phase (every job running)")
+    ap.add_argument("--election-timeout", default=None, metavar="MIN,MAX",
+                    help="controller.election_timeout passed to `xce up` (default: XCE's 0.3,0.8)")
     a = ap.parse_args()
     sd = Path(tempfile.mkdtemp(prefix="fleet-bench-")) / "xce"
     stats = sd.parent / "fleet.json"
     print(f"fleet bench: {a.hosts} hosts x {a.jobs_per_host} jobs, {a.controllers} controller(s), heartbeat "
           f"{a.heartbeat:g} s, python {sys.version.split()[0]}, {os.cpu_count()} cpus, "
-          f"load {os.getloadavg()[0]:.1f}", flush=True)
-    xce(sd, "up", "--detach", "--hosts", "0", "--controllers", str(a.controllers), "--heartbeat", str(a.heartbeat))
+          f"load {os.getloadavg()[0]:.1f}, election timeout {a.election_timeout or '0.3,0.8'} s", flush=True)
+    xce(sd, "up", "--detach", "--hosts", "0", "--controllers", str(a.controllers), "--heartbeat", str(a.heartbeat),
+        *(["--election-timeout", a.election_timeout] if a.election_timeout else []))
     fleet = None
     try:
         t0 = time.monotonic()

@@ -574,14 +574,34 @@ def _compat_hint(sd: Path) -> str:
             f'eval "$(xce --state-dir {sd} compat env lsf)" (or slurm)')
 
 
+_RAFT_TUNING = (("--compact-entries", "compact_entries"), ("--compact-seconds", "compact_seconds"),
+                ("--election-timeout", "election_timeout"))
+
+
 def _compaction_args(a: argparse.Namespace) -> list[str]:
-    return [x for flag, v in (("--compact-entries", a.compact_entries), ("--compact-seconds", a.compact_seconds))
-            if v is not None for x in (flag, str(v))]
+    out: list[str] = []
+    for flag, key in _RAFT_TUNING:
+        v = getattr(a, key)
+        if v is not None:
+            out += [flag, ",".join(map(str, v)) if isinstance(v, tuple) else str(v)]
+    return out
 
 
 def _compaction_conf(a: argparse.Namespace) -> dict[str, Any]:
-    return {k: v for k, v in (("compact_entries", a.compact_entries), ("compact_seconds", a.compact_seconds))
-            if v is not None}
+    return {key: list(v) if isinstance(v, tuple) else v for _, key in _RAFT_TUNING
+            if (v := getattr(a, key)) is not None}
+
+
+def _election_timeout(text: str) -> tuple[float, float]:
+    import argparse
+
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"needs MIN,MAX in seconds (e.g. 2,4), got {text!r}")
+    if not 0 < lo < hi:
+        raise argparse.ArgumentTypeError(f"needs 0 < MIN < MAX, got {text!r}")
+    return lo, hi
 
 
 def _wait_ready(a: argparse.Namespace, sd: Path, names: list[str]) -> int:
@@ -790,6 +810,9 @@ def parser() -> argparse.ArgumentParser:
                    "still, before its slack is lent to reclaiming jobs (docs/accounting.md)")
     s.add_argument("--compact-entries", type=int, help="controller.compact_entries (docs/ha.md)")
     s.add_argument("--compact-seconds", type=float, help="controller.compact_seconds (docs/ha.md)")
+    s.add_argument("--election-timeout", type=_election_timeout, metavar="MIN,MAX",
+                   help="controller.election_timeout in seconds (default 0.3,0.8); wider for fleets of "
+                   "thousands of hosts on few cores (docs/ha.md)")
     s.add_argument("--detach", action="store_true", help="return once the cluster is ready")
     s.add_argument("--ready-timeout", type=float, default=60.0,
                    help="with --detach: seconds to wait for the cluster; past them it stops what it started")
