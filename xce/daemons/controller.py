@@ -199,13 +199,16 @@ class Controller:
         if not out:
             return
         term = self.raft.term()
-        for ev in out.events:
-            self.pub.send_multipart([b"ev", encode(Op.EVENT, 0, ev, term=term)])
+        # Orders first: an event wakes the scheduler and every waiting client, which then take
+        # the CPUs a worker needs to start the job it was just sent (issue 19, idle latency).
+        # Events still go before the replies: an answer never runs ahead of the stream.
         workers = self.rc.book.workers
         for o in out.orders:
             ident = workers.get(o.host)
             if ident is not None:
                 self.send(ident, o.data if o.data is not None else encode(o.op, 0, o.body, term=term))
+        for ev in out.events:
+            self.pub.send_multipart([b"ev", encode(Op.EVENT, 0, ev, term=term)])
         for req, body in out.replies:
             self.send(req.peer, encode(Op.OK, req.rid, body, term=term))
         for req, e in out.errors:
