@@ -84,6 +84,21 @@ def test_fairshare_off_is_queue_job_priority_and_submit() -> None:
     assert [j.id for j in got.ordering.order(pend)] == [2, 1] and got.ordering.figures(pend[0])["fairshare"] == 1.0
 
 
+def test_a_round_that_reads_no_shares_still_folds_the_ended_jobs() -> None:
+    """One fairshare key pending (shares=False): no tree is built, but alice's ended job is
+    folded all the same, so the next round with two keys orders as if none had been skipped."""
+    ended = job(1, user="alice", state=JobState.DONE, start_time=T0 - 7200, end_time=T0 - 3600,
+                allocs=[alloc("n1", 4)], usage=[HostUsage(host="n1", reserved=1 << 30, peak=1 << 30)])
+    pend = [job(3, user="alice"), job(4, user="bob")]
+    skipped, every = (PolicyState(SitePolicy.from_config(Config())) for _ in range(2))
+    got = skipped.round_inputs([ended], pend[:1], [], None, {"normal": 30}, T0, shares=False)
+    assert got.ordering.fairshare == {} and skipped.book.folded == {1: 1}
+    every.round_inputs([ended], pend[:1], [], None, {"normal": 30}, T0)
+    a, b = (ps.round_inputs([], pend, [], None, {"normal": 30}, T0 + 60).ordering for ps in (skipped, every))
+    assert [j.id for j in a.order(pend)] == [j.id for j in b.order(pend)] == [4, 3]
+    assert a.figures(pend[0]) == b.figures(pend[0])
+
+
 def test_placements_in_flight_hold_their_share_of_a_limit() -> None:
     """A job the scheduler placed that the cluster still shows pending counts against the limit,
     so the next round does not place past it; once it shows running it counts once."""

@@ -75,6 +75,9 @@ class Scheduler:
         self.stopping = False
         self.in_flight: dict[int, int] = {}  # job -> attempt it was placed at
         self.in_flight_allocs: dict[int, list[Alloc]] = {}  # and where: counted against limits until the mirror runs it
+        # Placements the controller accepted, until the mirror shows the job again: its running
+        # there is this scheduler's own doing, frees nothing and so wants no round.
+        self.placed: dict[int, int] = {}
         self.sent_reasons: dict[int, str] = {}
         # Pending jobs whose sent reason may not be the one a full round gives them
         # (``room_reason(slots, 0)``): new or changed since, or read by the last round's walk.
@@ -91,8 +94,8 @@ class Scheduler:
         sync = self.sync
         snaps = sync.snapshots
         for ev in self.follower.step(wait_ms):
-            if ev.jobs or ev.hosts or ev.forget:
-                self.dirty = True
+            if ev.hosts or ev.forget:
+                self.dirty = True  # a changed job wants a round unless it only ran (_take_changes)
         if sync.snapshots != snaps:
             m = self.mirror
             self.sent_reasons = dict(m.live.reasons)
@@ -100,19 +103,26 @@ class Scheduler:
             self.unsettled = set(m.pending)
             self.ended = {j.id: j for j in m.jobs.values() if j.state in TERMINAL}
             self.folded = set()
+            self.placed = {}
             self.full_and_told = False
             self.dirty = True
             log.info("mirror synced at seq %d (%d jobs, %d hosts)", m.seq, len(m.jobs), len(m.hosts))
         self._take_changes()
 
     def _take_changes(self) -> None:
-        """What the jobs changed since the last look: new ends to fold, pending jobs to tell."""
+        """What the jobs changed since the last look: new ends to fold, pending jobs to tell,
+        and whether a round is wanted (any change but a placement of this scheduler's that
+        now runs: that one frees no room and adds no work)."""
         m = self.mirror
         touched = m.touched
         if not touched:
             return
         for jid in touched:
             j = m.jobs.get(jid)
+            placed = self.placed.pop(jid, None)
+            if j is not None and j.state == JobState.RUN and placed == j.attempt and not j.finished_hosts:
+                continue
+            self.dirty = True
             if j is None:  # forgotten
                 self.folded.discard(jid)
                 self.policy.book.forget((jid,))
@@ -157,7 +167,8 @@ class Scheduler:
         if full and self.full_and_told and not preempting:
             # Every slot is taken and every pending job already got its reason in a full
             # round: this round would place nothing and say nothing new.  A busy cluster
-            # with a deep queue skips most rounds this way (each job's RUN event asks for one).
+            # with a deep queue skips most rounds this way (each end asks for one; a placement
+            # of its own that starts asks for none, see _take_changes).
             # Not while a job may preempt: its victims may have run long enough since.
             return
         got = self._inputs(now)
@@ -194,7 +205,7 @@ class Scheduler:
         self.sent_reasons.update(changed)
         placed = dict(plan.placements)
         for jid in reply.accepted:
-            self.in_flight[jid] = m.jobs[jid].attempt
+            self.in_flight[jid] = self.placed[jid] = m.jobs[jid].attempt
             self.in_flight_allocs[jid] = placed[jid]
         if reply.rejected:
             log.info("controller rejected %d placement(s): %s", len(reply.rejected),
@@ -210,6 +221,13 @@ class Scheduler:
         self.in_flight_allocs = {j: al for j, al in self.in_flight_allocs.items() if j in self.in_flight}
         if reply.rejected:
             self.dirty = True
+        # The jobs placed run now and want no reason.  Any other job still unsettled on a full
+        # cluster is told by one more round: the events of this round's own placements, which
+        # asked for that round before, ask for none now (_take_changes).
+        self.unsettled = {j for j in self.unsettled if j in m.pending}
+        self.full_and_told = full and (rules.on or not self.unsettled)
+        if full and not self.full_and_told:
+            self.dirty = True
 
     def _order(self) -> PendingIndex:
         assert self.mirror.order is not None
@@ -224,8 +242,13 @@ class Scheduler:
         counts = {k: len(g) for k, g in groups.items()}
         flying = [(m.pending[j], al) for j, al in self.in_flight_allocs.items()
                   if j in self.in_flight and j in m.pending]
+        # One fairshare key pending (an array, one user's stream): the round's order is that
+        # key's own (PendingIndex.ids), so no priority is asked of the trees, unless the
+        # preemption walk ranks the jobs by the whole key.
+        shares = len(groups) > 1 or self.policy.policy.preemption.on
         got = self.policy.round_inputs(self.ended.values(), reps, m.running.values(), m.live.ledger,
-                                       {q.name: q.priority for q in m.queues.values()}, now, flying, counts=counts)
+                                       {q.name: q.priority for q in m.queues.values()}, now, flying, counts=counts,
+                                       shares=shares)
         self.folded.update(self.ended)
         self.ended = {}
         return got

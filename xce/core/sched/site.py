@@ -82,18 +82,21 @@ class PolicyState:
     def round_inputs(self, jobs: Iterable[Job], pending: Iterable[Job], running: Iterable[Job],
                      ledger: Ledger | None, queue_priority: Mapping[str, int], now: float,
                      in_flight: Iterable[tuple[Job, list[Alloc]]] = (), *,
-                     counts: Mapping[Key, int] | None = None) -> RoundInputs:
+                     counts: Mapping[Key, int] | None = None, shares: bool = True) -> RoundInputs:
         """``jobs``: the ended jobs to fold (each once; those folded by the previous call are
         passed over).  ``pending``: the pending jobs, or, with ``counts``, one job of each
         fairshare key, which stands for ``counts[key]`` of them.  ``in_flight``: placements
         proposed earlier, with their jobs: those the cluster does not show running yet hold
-        their share of every limit already."""
+        their share of every limit already.  ``shares`` False: the caller reads no fairshare
+        figure this round (one fairshare key pending: the order within it is the job's own),
+        so the ended jobs are folded but the trees are not built."""
         p = self.policy
         running = list(running)
         pending = list(pending)
         fs = None
         if p.fairshare:
             self.book.fold(jobs, now)
+        if p.fairshare and shares:
             usage = self.book.with_running(running, now, ledger)
             fs = fairshare_of(p.trees, usage, pending, p.weights)
         rel = releases(running, p.backfill, now, ledger) if p.backfill.reservations else []
