@@ -14,6 +14,7 @@ import pytest
 
 from tests import conftest
 from tests.conftest import STREAMING_JOB, Cluster, local_cluster, run_streaming
+from xce.compat import shims
 
 
 def wait_for(cond: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -33,6 +34,16 @@ def _env(c: Cluster, flavor: str) -> dict[str, str]:
 def _run(env: dict[str, str], *argv: str, stdin: str | None = None, cwd: Path | None = None
          ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(argv), env=env, input=stdin, capture_output=True, text=True, timeout=60, cwd=cwd)
+
+
+def _imports(env: dict[str, str], *argv: str, stdin: str | None = None, cwd: Path | None = None
+             ) -> tuple[set[str], set[str]]:
+    """XCE's modules a command imported: (from its pack, through the path finder), by ``python -v``."""
+    r = _run({**env, "PYTHONVERBOSE": "1"}, *argv, stdin=stdin, cwd=cwd)
+    assert r.returncode == 0, r.stderr[-2000:]
+    found = re.findall(r"^import '(xce[\w.]*)' # <([\w.]+) object", r.stderr, re.M)
+    return {m for m, loader in found if loader == "xce.compat.packed.Packed"}, \
+        {m for m, loader in found if loader != "xce.compat.packed.Packed"}
 
 
 def _stat(env: dict[str, str], job: str) -> str:
@@ -131,6 +142,9 @@ def test_lsf_commands(tmp_path: Path) -> None:
         assert fast.stderr == "submit path door; zmq not loaded\n" and full.stderr.startswith("submit path full")
         for r in (fast, full):
             assert re.fullmatch(r"Job <\d+> is submitted to queue <normal>\.\n", r.stdout)
+        # the door's path: every module from bsub's pack but the two packages before it (shims.PACKED)
+        assert _imports(env, "bsub", "true", cwd=tmp_path) == (set(shims.PACKED["bsub"]),
+                                                               {"xce", "xce.compat", "xce.compat.packed"})
         r = _run({**env, "XCE_DEBUG_PATH": "1"}, "bsub", "-J", "two[1-2]", "true", cwd=tmp_path)  # an array: door too
         assert r.stderr == "submit path door; zmq not loaded\n" and r.stdout.startswith("Job <"), (r.stdout, r.stderr)
         _same_through_both_paths(env, "bjobs", "-a", "-noheader", "-o", "jobid stat job_name exit_code pend_reason "
@@ -232,6 +246,8 @@ def test_slurm_commands(tmp_path: Path) -> None:
         assert (r.returncode, r.stderr) == (1, "sbatch: --array=3-1: array range 3-1 ends before it starts\n")
         assert _run(env, "salloc").returncode == 1
         assert "normal*" in _run(env, "sinfo").stdout
+        assert _imports(env, "sbatch", stdin="#!/bin/sh\ntrue\n", cwd=tmp_path) == (
+            set(shims.PACKED["sbatch"]), {"xce", "xce.compat", "xce.compat.packed"})  # as bsub's (test_lsf_commands)
 
 
 # ---- what issue 15's last gaps added: bsub -I, scontrol update, bmod, squeue's array rows ----

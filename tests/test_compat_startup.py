@@ -192,3 +192,25 @@ def test_a_command_leaves_at_once_when_nothing_waits_for_the_exit(before: str, f
     assert (r.returncode, r.stderr) == (3, "err")
     assert r.stdout.startswith("out") and (" finalized" in r.stdout) == finalized, r.stdout
     assert (" atexit" in r.stdout) == ("atexit" in before)
+
+
+def test_a_packed_module_whose_source_changed_is_imported_from_the_source(tmp_path: Path) -> None:
+    from xce.compat import packed
+
+    (tmp_path / "pk").mkdir()
+    (tmp_path / "pk" / "__init__.py").write_text("")
+    (tmp_path / "pk" / "m.py").write_text("WHAT = 'packed'\n")
+    packed.write(str(tmp_path / "p.pack"), str(tmp_path), ("pk", "pk.m", "pk.absent"))
+    code = ("import sys; sys.path.insert(0, %r)\n"
+            "from xce.compat.packed import install; install(%r)\n"
+            "import pk.m\n"
+            "print(pk.m.WHAT, type(pk.m.__spec__.loader).__name__, pk.m.__file__ == %r, pk.__path__ == [%r])"
+            ) % (str(tmp_path), str(tmp_path / "p.pack"), str(tmp_path / "pk" / "m.py"), str(tmp_path / "pk"))
+    run = lambda: subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,  # noqa: E731
+                                 cwd=tmp_path).stdout.split()
+    assert run() == ["packed", "Packed", "True", "True"]
+    (tmp_path / "pk" / "m.py").write_text("WHAT = 'edited'\n")
+    assert run()[:2] == ["edited", "SourceFileLoader"]
+    (tmp_path / "p.pack").write_bytes(b"not marshal")
+    (tmp_path / "pk" / "m.py").write_text("WHAT = 'packed'\n")
+    assert run()[:2] == ["packed", "SourceFileLoader"]

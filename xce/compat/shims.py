@@ -3,7 +3,9 @@
 ``xce compat path lsf`` (or ``slurm``) prints ``<state_dir>/compat/<flavor>/bin``, a
 directory of small Python scripts, one per command (``bsub``, ``bjobs``, ...), each
 started by the interpreter XCE is installed in and calling
-``xce.compat.<flavor>.main(NAME, argv)``.  Nothing is put on PATH by installing XCE,
+``xce.compat.<flavor>.main(NAME, argv)`` (bsub and sbatch: their own modules', with the
+modules they load compiled into ``<state_dir>/compat/<flavor>/packs/<name>.pack``,
+xce/compat/packed.py).  Nothing is put on PATH by installing XCE,
 so a real LSF or Slurm on the machine is never shadowed; a user opts in with
 ``eval "$(xce compat env lsf)"``.  A script sets ``XCE_STATE_DIR`` to its own cluster's
 directory only when it is unset, so the commands reach the cluster `xce` reaches.
@@ -24,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from xce.compat import mapping
+from xce.compat import mapping, packed
 
 FLAVORS = ("lsf", "slurm")
 
@@ -38,13 +40,26 @@ import os, sys
 sys.path[0:1] = []
 sys.path += {paths!r}
 os.environ.setdefault("XCE_STATE_DIR", {state_dir!r})
-from xce.compat.{module} import main
+{preload}from xce.compat.{module} import main
 from xce.compat.session import leave
 leave(main({name!r}, sys.argv[1:]))
 """
+_PRELOAD = """from xce.compat.packed import install
+install({pack!r})
+"""
 # The submit commands, which workflow tools run once per job, import their own module, not
-# their flavor's with every other command (each module's ``main(NAME, argv)``).
+# their flavor's with every other command (each module's ``main(NAME, argv)``) ...
 ENTRY = {"bsub": "lsf_submit", "sbatch": "slurm_submit"}
+# ... and the modules a plain submission loads from one pack (xce/compat/packed.py; ~1.5 ms
+# less of the import system); tests/test_compat_startup.py checks the lists against what loads.
+_DOOR = ("xce.core", "xce.core.jobids", "xce.core.errors", "xce.compat.mapping", "xce.compat.session",
+         "xce.core.jobspec", "xce.core.jobspec.errors", "xce.core.jobspec.plain", "xce.core.jobspec.options",
+         "xce.core.units", "xce.core.jobspec.runlimit", "xce.core.jobspec.bsub", "xce.core.jobspec.scripts",
+         "xce.core.jobspec.build", "xce.site", "xce.site.local", "xce.compat.fast", "xce.proto",
+         "xce.proto.idempotency", "xce.transport", "xce.transport.door", "xce.proto.lite", "xce.proto.zmtp")
+PACKED = {"bsub": ("xce.compat.lsf_submit", *_DOOR),
+          "sbatch": ("xce.compat.slurm_submit", "xce.core.jobspec.slurm", "xce.core.jobspec.directives",
+                     "xce.core.jobspec.filenames", *_DOOR)}
 
 
 def commands(flavor: str) -> tuple[str, ...]:
@@ -95,12 +110,21 @@ def import_paths() -> list[str]:
     return [p for i, p in enumerate(found) if p not in found[:i] and os.path.isdir(p)]
 
 
+def pack_path(state_dir: Path, flavor: str, name: str) -> Path:
+    return state_dir / "compat" / flavor / "packs" / f"{name}.pack"
+
+
 def ensure_bin(state_dir: Path, flavor: str) -> Path:
-    """Write the flavor's command scripts; the directory."""
+    """Write the flavor's command scripts (and the submit command's pack); the directory."""
     d = bin_dir(state_dir, flavor)
     paths = import_paths()
     for name in commands(flavor):
-        _write(d / name, _SHIM.format(python=sys.executable, flavor=flavor, name=name, paths=paths,
+        preload = ""
+        if name in PACKED:
+            pack = pack_path(state_dir, flavor, name)
+            packed.write(str(pack), paths[0], PACKED[name])
+            preload = _PRELOAD.format(pack=str(pack))
+        _write(d / name, _SHIM.format(python=sys.executable, flavor=flavor, name=name, paths=paths, preload=preload,
                                       module=ENTRY.get(name, flavor), state_dir=str(state_dir)), 0o755)
     return d
 
