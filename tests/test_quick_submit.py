@@ -27,7 +27,7 @@ from xce.core.errors import ResReqError
 from xce.core.resources import catalog
 from xce.core.resreq import parse_resreq
 from xce.proto import lite
-from xce.site.local import _expiry, door_path, stored_token_if_fresh
+from xce.site.local import _b64url, _expiry, door_path, stored_token_if_fresh
 
 SAME_AS_ARGPARSE = [
     ["submit", "true"],
@@ -90,6 +90,22 @@ def test_the_fast_path_imports_stay_light() -> None:
     new = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
     heavy = {"zmq", "msgspec", "argparse", "typing", "pathlib", "socket", "json", "base64", "tomllib", "enum"}
     assert not new & heavy
+
+
+@settings(max_examples=500)
+@given(st.binary(max_size=200), st.booleans())
+def test_a_jwt_part_decodes_as_base64_reads_it(data: bytes, padded: bool) -> None:
+    """binascii (zlib with it) no longer loads for the token: the decoder against the stdlib's."""
+    import base64
+
+    text = base64.urlsafe_b64encode(data).decode()
+    assert _b64url(text if padded else text.rstrip("=")) == data
+
+
+@pytest.mark.parametrize("bad", ["a", "abcde", "ab+c", "ab/c", "a=bc", "abé", "ab c"])
+def test_a_jwt_part_that_is_not_base64url_is_refused(bad: str) -> None:
+    with pytest.raises(ValueError):
+        _b64url(bad)
 
 
 def reference_expiry(token: str) -> float:

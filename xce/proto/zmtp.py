@@ -74,6 +74,9 @@ class Dealer:
         self.sock = sock
         self.endpoint = endpoint
         self.peer_type = b""
+        # What the peer sent beyond the bytes asked for so far: the greeting, its READY and a
+        # reply arrive in one or two reads, not one recv (and one poll) per field.
+        self.buf = bytearray()
 
     @classmethod
     def connect(cls, endpoint: str, timeout: float) -> Dealer:
@@ -149,11 +152,11 @@ class Dealer:
         return flags, self._read(size, deadline, "frame")
 
     def _read(self, n: int, deadline: float, what: str) -> bytes:
-        buf = bytearray()
+        buf = self.buf
         while len(buf) < n:
             self._arm(deadline, what)
             try:
-                chunk = self.sock.recv(n - len(buf))
+                chunk = self.sock.recv(max(65536, n - len(buf)))
             except TimeoutError:
                 raise Unavailable(f"{self.endpoint} did not answer in time ({what})") from None
             except ConnectionError:
@@ -163,7 +166,9 @@ class Dealer:
             if not chunk:
                 raise Unavailable(f"{self.endpoint} closed the connection ({what})")
             buf += chunk
-        return bytes(buf)
+        out = bytes(buf[:n])
+        del buf[:n]
+        return out
 
     def _sendall(self, data: bytes, deadline: float) -> None:
         self._arm(deadline, "send")
