@@ -70,9 +70,13 @@ def anchor_scripts(tree: str, into: Path) -> list[str]:
     shims.py with its code on sys.path); they reach this cluster through XCE_STATE_DIR."""
     code = ("import sys; from pathlib import Path; from xce.compat import shims; "
             "[print(shims.ensure_bin(Path(sys.argv[1]), f)) for f in ('lsf', 'slurm')]")
+    # cwd: the tree, since ``-c`` puts the working directory first on sys.path (this tree, run from here)
     dirs = subprocess.run([sys.executable, "-c", code, str(into)], capture_output=True, text=True, check=True,
-                          env={**os.environ, "PYTHONPATH": tree}).stdout.split()
-    return [str(Path(dirs[0]) / "bsub"), str(Path(dirs[1]) / "sbatch")]
+                          env={**os.environ, "PYTHONPATH": tree}, cwd=tree).stdout.split()
+    scripts = [str(Path(dirs[0]) / "bsub"), str(Path(dirs[1]) / "sbatch")]
+    if not all(repr(os.path.abspath(tree)) in Path(s).read_text() for s in scripts):
+        raise SystemExit(f"the anchor's scripts do not run {tree}'s code")
+    return scripts
 
 
 def xce_script() -> str:

@@ -114,9 +114,12 @@ def main() -> None:
         if a.anchor:
             code = ("import sys; from pathlib import Path; from xce.compat import shims; "
                     "[print(shims.ensure_bin(Path(sys.argv[1]), f)) for f in ('lsf', 'slurm')]")
-            dirs = subprocess.run([sys.executable, "-c", code, str(probes / "anchor")], capture_output=True,
-                                  text=True, check=True, env={**os.environ, "PYTHONPATH": a.anchor}).stdout.split()
+            # cwd: the tree, since ``-c`` puts the working directory first on sys.path
+            dirs = subprocess.run([sys.executable, "-c", code, str(probes / "anchor")], capture_output=True, text=True,
+                                  check=True, env={**os.environ, "PYTHONPATH": a.anchor}, cwd=a.anchor).stdout.split()
             old = {"bsub": str(Path(dirs[0]) / "bsub"), "sbatch": str(Path(dirs[1]) / "sbatch")}
+            if not all(repr(os.path.abspath(a.anchor)) in Path(s).read_text() for s in old.values()):
+                raise SystemExit(f"the anchor's scripts do not run {a.anchor}'s code")
         with Client(state_dir=sd, timeout=60) as c:
             sleeper = c.submit_many([{"command": ["sleep", "3600"]}])
             for name, (flavor, module, spec, args, stdin) in COMMANDS.items():
