@@ -439,3 +439,41 @@ def test_pressure_victim_is_the_largest_overage_never_a_job_within_its_reservati
     assert pressure_victim([("a", 5), ("b", 9), ("c", 9), ("d", -3)]) == "b"  # first on a tie
     assert pressure_victim([("a", 0), ("b", -1)]) is None
     assert pressure_victim([]) is None
+
+
+# ---- shrinking a settled reservation (accounting.shrink_moment, shrunk, restored) ---------------
+
+SHRINK = accounting.ReclaimRules(min_run=60.0, window=60.0, margin=0.1, shrink_age=0.6)
+
+
+def test_a_peak_must_hold_still_for_a_share_of_the_jobs_age_before_its_reservation_shrinks() -> None:
+    # Started at 1000, last rise at 2000 (1000 s in): settled at 2060, shrink-settled when the peak has
+    # held still for 0.6 of the age, i.e. (2000 - 0.6 x 1000) / 0.4 = 3500 (1500 s still, 2500 s old).
+    assert accounting.shrink_moment(1000.0, 2000.0, SHRINK) == pytest.approx(3500.0)
+    assert not accounting.shrink_settled(1000.0, 2000.0, 3499.0, SHRINK)
+    assert accounting.shrink_settled(1000.0, 2000.0, 3500.0, SHRINK)
+    # Early in a run the fixed window and minimum run still bound it.
+    assert accounting.shrink_moment(0.0, 10.0, SHRINK) == 70.0
+    never = accounting.ReclaimRules(shrink_age=1.0)
+    assert accounting.shrink_moment(0.0, 10.0, never) == float("inf")
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=st.integers(1, 50), width=st.floats(1.0, 1e5), delay=st.floats(0.0, 1e5),
+       age=st.sampled_from([0.51, 0.6, 0.75, 0.9]))
+def test_a_job_rising_in_equal_steps_rises_again_before_it_may_shrink(steps: int, width: float, delay: float,
+                                                                      age: float) -> None:
+    # Any evenly stepped ramp, whatever its number of steps, their width and the delay before the first:
+    # with shrink_age above 1/2, no step but the last is followed by a shrink-settled moment.
+    rules = accounting.ReclaimRules(min_run=0.0, window=0.0, margin=0.1, shrink_age=age)
+    for k in range(steps - 1):
+        rise, nxt = delay + k * width + width, delay + (k + 2) * width
+        assert accounting.shrink_moment(0.0, rise, rules) > nxt
+
+
+def test_a_shrunk_reservation_is_the_peak_plus_its_margin_and_grows_back_as_far_as_room_reaches() -> None:
+    assert accounting.shrunk(G, 400 * M, SHRINK) == 400 * M + int(400 * M * 0.1)
+    assert accounting.shrunk(G, 1000 * M, SHRINK) == G  # never more than it asked
+    assert accounting.restored(G, 500 * M, 200 * M) == 700 * M
+    assert accounting.restored(G, 500 * M, 2 * G) == G
+    assert accounting.restored(G, 500 * M, -100 * M) == 500 * M  # no room: it stays over what it has

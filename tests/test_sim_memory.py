@@ -148,3 +148,47 @@ def test_a_reclaiming_job_over_its_own_reservation_is_killed_not_requeued_at_its
     ((cmd, _),) = beat(k, {owner: 4 * G, lent: 5 * G}, os_available=0).commits
     assert isinstance(cmd, Kill) and cmd.job_ids == [lent]
     assert cmd.reason.startswith("RECLAIMED") and cmd.reason.endswith("the job is over its own reservation (uses 5.0G of 4.0G)")
+
+
+def shrinking(knobs: Knobs, record: list[tuple[float, int]] | None = None) -> Engine:
+    # A reserves 100M (the whole host), ramps to 40M in 4 reports at 1250, 2500, 3750 and 5000 s, runs
+    # 20,000 s; B asks and uses 50M from 100 s (nothing has ended: neither is right-sized) and ramps over
+    # its first 5,000 s.  B fits only once A's reservation is lowered.
+    jobs, _ = sim_jobs(parse([*HEADER.splitlines(), line(1, 0, 20_000, 1, used_kb=40 * 1024, req_kb=100 * 1024),
+                              line(2, 100, 20_000, 1, used_kb=50 * 1024, req_kb=50 * 1024)]), Machine(1, 4, 100 * MB))
+    eng = Engine(Machine(1, 4, 100 * MB), jobs, POLICIES["xce+rightsize+shrink"], UsageModel(ramp=0.25, steps=4),
+                 kill_grace=0.0, knobs=knobs)
+    if record is not None:
+        restore = eng._restore
+
+        def spy(job):  # type: ignore[no-untyped-def]
+            restore(job)
+            if job.id == 1:
+                record.append((eng.now, eng.live.ledger.accounts[(1, "h0000")].reserved))
+
+        eng._restore = spy  # type: ignore[method-assign]
+    eng.outcome = eng.run()  # type: ignore[attr-defined]
+    assert eng.live.ledger.audit() == []
+    return eng
+
+
+def test_a_reservation_shrinks_only_once_the_peak_held_still_for_a_share_of_the_jobs_age() -> None:
+    # shrink_age 0.6: after the rise at 1250k s the peak must hold still until 1250k / 0.4 = 3125k s, which
+    # the next rise always beats; after the last (5000 s) it holds to 12,500 s.  A is lowered to its peak
+    # + 10 % (44M) then, and B starts: available = 100 - 40 - 4 = 56M.
+    eng = shrinking(Knobs(shrink_age=0.6))
+    a, b = eng.outcome.records  # type: ignore[attr-defined]
+    assert (eng.shrinks, eng.restores, b.start, a.kills, b.kills) == (1, 0, 12_500, 0, 0)
+    assert eng.live.ledger.audit() == []
+
+
+def test_a_shrunk_job_that_grows_back_has_its_reservation_restored_as_far_as_the_room_reaches() -> None:
+    # shrink_age 0 (a fixed 60 s window): A is lowered to 10 + 1 = 11M at 1310 s, B starts there.  At 2500
+    # s A rises to 20M, past its 11M: with B unreported (its 50M all slack) the room is OS 80M - 50M = 30M,
+    # so A's reservation goes back to 20 + 30 = 50M; A and B then hold the host's 100M between them, and
+    # nobody is killed.  A is lowered again 60 s after each rise and raised back at the next.
+    seen: list[tuple[float, int]] = []
+    eng = shrinking(Knobs(shrink_age=0.0), seen)
+    a, b = eng.outcome.records  # type: ignore[attr-defined]
+    assert b.start == 1310 and (a.kills, b.kills) == (0, 0)
+    assert (2500, 50 * MB) in seen and eng.restores >= 1

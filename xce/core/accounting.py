@@ -108,6 +108,7 @@ class ReclaimRules:
     min_run: float = 60.0
     window: float = 60.0
     margin: float = 0.1
+    shrink_age: float = 0.6  # a reservation is lowered once its peak held still this share of the job's run so far
 
 
 RECLAIM = ReclaimRules()
@@ -137,6 +138,37 @@ def settled(since: float, peak_at: float, now: float, rules: ReclaimRules) -> bo
 def lendable(reserved: int, peak: int, rules: ReclaimRules) -> int:
     """What a settled job lends: the slack it left even at its peak, less the margin."""
     return max(0, slack(reserved, peak) - kept_back(reserved, rules))
+
+
+def shrink_moment(since: float, peak_at: float, rules: ReclaimRules) -> float:
+    """The earliest time a job started at ``since`` whose peak last rose (large_rise) at ``peak_at`` is
+    settled for shrinking, if its peak holds still: ``settled``, and still for ``shrink_age`` of its
+    run so far.  Proportional to its age because a job growing in steps is settled by a fixed window
+    between two steps of a long run; with ``shrink_age`` 1/2, a job that rises in equal steps (any
+    number, any width, any delay before the first) rises again before it is settled for shrinking.  Never with
+    ``shrink_age`` >= 1."""
+    age = rules.shrink_age
+    if age >= 1.0:
+        return float("inf")
+    return max(since + rules.min_run, peak_at + rules.window, (peak_at - age * since) / (1.0 - age))
+
+
+def shrink_settled(since: float, peak_at: float, now: float, rules: ReclaimRules) -> bool:
+    """Whether a job's reservation in force may be lowered to ``shrunk`` now (``shrink_moment``)."""
+    return now >= shrink_moment(since, peak_at, rules)
+
+
+def shrunk(asked: int, peak: int, rules: ReclaimRules) -> int:
+    """A shrink-settled job's reservation in force: its peak plus the margin of its peak, never
+    more than it asked."""
+    return min(asked, peak + kept_back(peak, rules))
+
+
+def restored(asked: int, actual: int, room: int) -> int:
+    """A shrunk job's reservation in force once its use passes it: back towards what it asked, as far
+    as ``room`` (the host's memory available for scheduling, with the reclaiming jobs' charges, which
+    go first) reaches; the rest stays over its reservation, the pressure victim if the host runs out."""
+    return min(asked, actual + max(0, room))
 
 
 def reclaim_room(available_mem: int, reclaimable: int) -> int:

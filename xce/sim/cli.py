@@ -41,6 +41,9 @@ def register(sub: Any) -> None:
     s.add_argument("--reclaim-margin", type=float, default=0.1,
                    help="[reclaim] margin: share of a lender's reservation kept back (0.1)")
     s.add_argument("--settle", type=float, default=60.0, help="[reclaim] min_run and window, seconds (60)")
+    s.add_argument("--shrink-age", type=float, default=0.6,
+                   help="shrink policies: a job's reservation is lowered once its peak held still for this share "
+                        "of its run so far (0.6)")
     s.add_argument("--reclaim-policy", default="requeue", help="requeue or kill a reclaiming job sent away")
     s.add_argument("--size-margin", type=float, default=0.1,
                    help="right-sizing: p95 of past peaks x (1 + this) (the queue's mem_auto_margin, 0.1)")

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from xce.core import reclaim
-from xce.core.accounting import ReclaimRules, pressure_victim
+from xce.core.accounting import ReclaimRules, available_mem, pressure_victim, restored, shrink_moment, shrink_settled, shrunk
 from xce.core.memretry import mem_kill
 from xce.replica.live import Live
 from xce.core.model import RECLAIMED, Alloc, Host, Job, JobSpec, JobState, Queue, reclaim_queues, reclaiming
@@ -56,7 +56,7 @@ from xce.sim.model import Machine, SimJob, UsageModel
 from xce.sim.policies import Knobs, Policy
 from xce.core.state import ClusterState, Finish, Kill, Place, RegisterHost, SetQueues, Submit
 
-END, KILL, RUNLIMIT, EVICT, STEP, SETTLE = 0, 1, 2, 3, 4, 5  # at one instant: ends, kills, usage reports, settling
+END, KILL, RUNLIMIT, EVICT, STEP, SETTLE, SHRINK = 0, 1, 2, 3, 4, 5, 6  # at one instant: ends, kills, reports, settling
 LENT = 1 << 15  # in a KILL event's arg: the victim ran on reclaimable memory (its reason is RECLAIMED)
 SAMPLES = 600  # points of each time series
 
@@ -148,7 +148,7 @@ class Engine:
         self.ended_since: list[Job] = []  # for the fairshare book: each ended job once
         self.pend_keys: dict[Key, dict[int, Job]] = {}  # pending jobs by fairshare key
         self.cs = ClusterState()
-        self.rules = ReclaimRules(knobs.settle, knobs.settle, knobs.reclaim_margin)
+        self.rules = ReclaimRules(knobs.settle, knobs.settle, knobs.reclaim_margin, knobs.shrink_age)
         self.live = Live(self.rules)
         self.heap: list[tuple[float, int, int, int, int]] = []  # (time, kind, seq, job id, arg)
         self.seq = 0
@@ -177,6 +177,7 @@ class Engine:
         self.now = 0.0
         self.kills = 0
         self.timeouts = 0
+        self.shrinks = self.restores = 0  # reservations lowered (policy.shrink), and raised back
         self.ended = 0  # jobs that ran and ended, or were refused: the progress bar's measure
         self.next_progress = 0
         self.events = 0
@@ -287,6 +288,8 @@ class Engine:
         elif kind == SETTLE:
             self.touched.update(job.hosts)
             self.settled = self.settled or bool(self.pending_lent)
+        elif kind == SHRINK:
+            self._shrink(job)
         else:
             self._report(job, arg & 0x7FFF)
 
@@ -464,6 +467,8 @@ class Engine:
                 self._push(now + dt, STEP, job.id, attempt << 16 | k)
         if self.policy.reclaim:
             self._settling(job, attempt, reports, sj.run)
+        if self.policy.shrink:
+            self._shrinking(job, attempt, reports, sj.run)
 
     def _settling(self, job: Job, attempt: int, reports: list[tuple[float, int]], run: float) -> None:
         """The moments the job may settle (accounting.settled): a report's rise held still for the
@@ -476,6 +481,48 @@ class Engine:
             nxt = reports[k + 1][0] if k + 1 < len(reports) else float("inf")
             if at < run and at < nxt:
                 self._push(self.now + at, SETTLE, job.id, attempt << 16)
+
+    def _shrinking(self, job: Job, attempt: int, reports: list[tuple[float, int]], run: float) -> None:
+        """The moments the job may be shrink-settled (accounting.shrink_moment after each report's
+        rise), where the next report does not come first: a superset, as in ``_settling``."""
+        now = self.now
+        for k, (dt, _) in enumerate(reports):
+            at = shrink_moment(now, now + dt, self.rules) - now
+            nxt = reports[k + 1][0] if k + 1 < len(reports) else float("inf")
+            if at < run and at < nxt:
+                self._push(now + at, SHRINK, job.id, attempt << 16)
+
+    def _shrink(self, job: Job) -> None:
+        """A shrink-settled job's reservation in force lowered to accounting.shrunk: a charge change."""
+        ledger, now, rules = self.live.ledger, self.now, self.rules
+        for a in job.allocs:
+            b = ledger.books.get(a.host)
+            i = b.index.get(job.id) if b is not None else None
+            if i is None or job.id in b.reclaiming or job.id in b.unreported or not b.reserved[i]:
+                continue
+            if not shrink_settled(b.since[i], b.peak_at[i], now, rules):
+                continue
+            new = shrunk(a.mem, b.peak[i], rules)
+            if new < b.reserved[i]:
+                self._changing([a.host], lambda h=a.host, n=new: ledger.set_reserved(job.id, h, n))
+                self.freed = True
+                self.shrinks += 1
+
+    def _restore(self, job: Job) -> None:
+        """A shrunk job whose use passed its reservation in force has it raised back (accounting.restored),
+        counting the reclaiming jobs' charges as room: they go first (``_reclaim`` sends them away)."""
+        ledger = self.live.ledger
+        for a in job.allocs:
+            acc = ledger.accounts.get((job.id, a.host))
+            if acc is None or acc.reserved >= a.mem or (acc.actual or 0) <= acc.reserved:
+                continue
+            lent = sum(c.charged for jid in ledger.reclaiming(a.host)
+                       if (c := ledger.accounts.get((jid, a.host))) is not None)
+            room = available_mem(self.os_available(a.host), ledger.host_totals(a.host)) + lent
+            new = restored(a.mem, acc.actual or 0, room)
+            if new > acc.reserved:
+                self._changing([a.host], lambda h=a.host, n=new: ledger.set_reserved(job.id, h, n))
+                self.restores += 1
 
     def _use(self, job: Job, total: int) -> None:
         """Integrate the job's actual memory up to now, then hold ``total`` from here."""
@@ -502,6 +549,8 @@ class Engine:
         self.peak_slot[job.id] = max(self.peak_slot[job.id], per_slot)
         # Less memory than the job's previous report (they arrive in order) may let a job start.
         self.freed = self.freed or (k > 0 and reports[k - 1][1] > per_slot)
+        if self.policy.shrink:
+            self._restore(job)
         for h in hosts:
             self._pressure(h)
         if self.policy.reclaim:

@@ -36,6 +36,7 @@ class Policy:
     reclaim: bool = False    # reclaiming jobs run on settled slack (Knobs: which jobs, margin, policy)
     rightsize: bool = False  # reservations from history, p95 peak x (1 + margin), else the request
     retry: bool = False      # a job killed for its memory is requeued larger (its queue's mem_retries)
+    shrink: bool = False     # a shrink-settled job's reservation is lowered to its peak + margin (accounting.shrunk)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,7 @@ class Knobs:
     reclaim_queues: tuple[str, ...] = ()  # ... besides every job of these queues
     reclaim_margin: float = 0.1     # [reclaim] margin: the share of a lender's reservation kept back
     settle: float = 60.0            # [reclaim] min_run and window, seconds
+    shrink_age: float = 0.6         # [reclaim] shrink_age: the share of its run a peak holds still before a shrink
     reclaim_policy: str = "requeue"  # what a reclaiming job sent away gets: requeue or kill
     size_margin: float = 0.1        # the queue's mem_auto_margin
     size_min_runs: int = 1          # the queue's mem_auto_min_runs (the daemons' default is 3; 1: as replayed before)
@@ -63,6 +65,8 @@ class Knobs:
         if self.reclaim_policy not in ("requeue", "kill"):
             raise InvalidRequest(f"--reclaim-policy must be requeue or kill (the replay does not model "
                                  f"suspension), got {self.reclaim_policy!r}")
+        if not 0.0 <= self.shrink_age:
+            raise InvalidRequest(f"--shrink-age must be a share >= 0 (1 or more: never), got {self.shrink_age}")
         if self.history < 1 or self.size_min_runs < 1 or self.mem_retries < 0 or self.mem_retry_factor <= 1 or self.settle < 0:
             raise InvalidRequest("--history and --size-min-runs must be >= 1, --mem-retries >= 0, --mem-retry-factor > 1 and "
                                  "--settle >= 0")
@@ -93,6 +97,13 @@ POLICIES: dict[str, Policy] = {
     "xce+retry": Policy("xce+retry", MEM_VIEWS["xce"], GREEDY, "xce; memory kills retried larger", retry=True),
     "xce+all": Policy("xce+all", MEM_VIEWS["xce"], GREEDY, "xce; reclaim, right-size and retry",
                       reclaim=True, rightsize=True, retry=True),
+    "xce+shrink": Policy("xce+shrink", MEM_VIEWS["xce"], GREEDY,
+                         "xce; a shrink-settled job's reservation lowered to its peak + margin", shrink=True),
+    "xce+rightsize+shrink": Policy("xce+rightsize+shrink", MEM_VIEWS["xce"], GREEDY,
+                                   "xce+rightsize; a shrink-settled job's reservation lowered to its peak + margin",
+                                   rightsize=True, shrink=True),
+    "xce+all+shrink": Policy("xce+all+shrink", MEM_VIEWS["xce"], GREEDY, "xce+all; shrink-settled reservations lowered",
+                             reclaim=True, rightsize=True, retry=True, shrink=True),
     "flat+retry": Policy("flat+retry", MEM_VIEWS["flat"], GREEDY, "flat; memory kills retried larger", retry=True),
 }
 

@@ -71,7 +71,7 @@ def record_row(jobs: list[SimJob], m: Machine) -> dict[str, Any]:
 def knobs_of(a: argparse.Namespace) -> Knobs:
     """The reclaim, right-sizing and retry flags (checked by Knobs, which names a bad one)."""
     return Knobs(reclaim_share=a.reclaim_share, reclaim_queues=tuple(q for q in a.reclaim_queues.split(",") if q),
-                 reclaim_margin=a.reclaim_margin, settle=a.settle, reclaim_policy=a.reclaim_policy,
+                 reclaim_margin=a.reclaim_margin, settle=a.settle, shrink_age=a.shrink_age, reclaim_policy=a.reclaim_policy,
                  size_margin=a.size_margin, size_min_runs=a.size_min_runs, history=a.history, mem_retries=a.mem_retries,
                  mem_retry_factor=a.mem_retry_factor, seed=a.seed)
 
