@@ -135,6 +135,8 @@ def test_bad_knobs_are_named() -> None:
         Knobs(reclaim_share=2)
     with pytest.raises(InvalidRequest, match="--reclaim-policy must be requeue or kill"):
         Knobs(reclaim_policy="suspend")
+    with pytest.raises(InvalidRequest, match="--shrink-age must be a share >= 0"):
+        Knobs(shrink_age=-0.5)
 
 
 def test_a_reclaiming_job_over_its_own_reservation_is_killed_not_requeued_at_its_size() -> None:

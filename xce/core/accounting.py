@@ -28,6 +28,15 @@ at) unsettles it, and it lends nothing for ``window``.  A reclaiming job is char
 other (its reservation is slack until it reports), so the room falls as it is placed; a room
 below 0 (an owner grew; or a reclaiming job outgrew its reservation) sends reclaiming jobs away.
 
+Shrinking (docs/accounting.md "Shrinking a settled reservation"; the replay's ``+shrink`` policies,
+not yet the daemons): a job whose peak has held still for a share of its age has its reservation
+in force lowered to its peak plus the margin of its peak, and raised back when it grows past it::
+
+    shrink_moment(job)  = earliest now with settled(job) and now - peak_at >= shrink_age x (now - since)
+    shrunk(job)         = min(asked, peak + margin x peak)
+    restored(job)       = min(asked, actual + max(0, room))   # room: available_for_scheduling(host)
+                                                              # + the reclaiming jobs' charges there
+
 Memory pressure (the worker's MEMPRESSURE kill, the controller's reclaim) takes a reclaiming
 job first, then the job furthest above its reservation in force, never one within it:
 ``pressure_victim``.
@@ -144,9 +153,9 @@ def shrink_moment(since: float, peak_at: float, rules: ReclaimRules) -> float:
     """The earliest time a job started at ``since`` whose peak last rose (large_rise) at ``peak_at`` is
     settled for shrinking, if its peak holds still: ``settled``, and still for ``shrink_age`` of its
     run so far.  Proportional to its age because a job growing in steps is settled by a fixed window
-    between two steps of a long run; with ``shrink_age`` 1/2, a job that rises in equal steps (any
-    number, any width, any delay before the first) rises again before it is settled for shrinking.  Never with
-    ``shrink_age`` >= 1."""
+    between two steps of a long run; with ``shrink_age`` above 1/2, a job that rises in equal steps
+    (any number, any width, any delay before the first) rises again before it is settled for
+    shrinking (at 1/2 exactly the two meet at its second step).  Never with ``shrink_age`` >= 1."""
     age = rules.shrink_age
     if age >= 1.0:
         return float("inf")
