@@ -48,13 +48,16 @@ class AuditLog:
 
     def _append(self, line: bytes) -> None:
         assert self.path is not None
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             if self.path.stat().st_size > self.max_bytes:
                 self.path.replace(self.path.with_name(self.path.name + ".1"))
         except FileNotFoundError:
             pass
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except FileNotFoundError:  # its directory is missing (not made yet, or removed): made then, not per record
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, line)
         finally:
