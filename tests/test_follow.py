@@ -7,7 +7,8 @@ from pathlib import Path
 
 from conftest import local_cluster
 
-from xce.client.follow import SeqCheck, Sync
+from xce.client import Client
+from xce.client.follow import EventFollower, SeqCheck, Sync
 from xce.proto.schema import Event, Snapshot
 from xce.replica.mirror import Mirror
 
@@ -45,3 +46,21 @@ def test_events_timeout_is_total_time_on_a_chatty_cluster(tmp_path: Path) -> Non
         took = time.monotonic() - t0
         assert n > 0, "no event arrived in 1.5 s from a cluster heartbeating every 0.2 s"
         assert took < 4.0, f"events(timeout=1.5) took {took:.1f} s"
+
+
+def test_a_wait_reads_the_states_only_once_its_subscription_is_live(tmp_path: Path, monkeypatch) -> None:
+    """The controller welcomes each subscriber (ZMQ_XPUB_WELCOME_MSG), and ``Client.wait`` reads
+    the states only after that: before, an end published while its subscription was still on its
+    way was lost, and the wait woke only at its re-read, ``poll`` s later (half the waits of a
+    job just submitted).  With ``poll`` an hour, each wait here can only end on the event."""
+    order: list[str] = []
+    settle, states = EventFollower.settle, Client._states
+    monkeypatch.setattr(EventFollower, "settle", lambda f, ms: order.append(f"settled {settle(f, ms)}"))
+    monkeypatch.setattr(Client, "_states", lambda c, ids: order.append("states") or states(c, ids))
+    with local_cluster(tmp_path, "--hosts", "1") as c:
+        for _ in range(5):
+            order.clear()
+            (jid,) = c.client.submit_many([{"command": ["true"]}])
+            (v,) = c.client.wait([jid], timeout=30, poll=3600)
+            assert v.state == "DONE"
+            assert order == ["settled True", "states"], order

@@ -39,6 +39,7 @@ from xce.site.local import CLUSTER_FILE, stored_token_if_fresh, unix_user
 from xce.transport.connection import Connection
 
 ARRAY_RECHECK = 0.1  # s after an element's end before its array's summary is asked (bounds the asks)
+SETTLE_MS = 500  # the most ``wait`` waits for its subscription to be live before it reads the states
 
 __all__ = ["CLUSTER_FILE", "Client", "Connection", "cluster_config", "endpoints_of", "make_spec", "unix_user"]
 
@@ -178,6 +179,10 @@ class Client:
         deadline = None if timeout is None else time.monotonic() + timeout
         w = Waiting.of(ids, self._chunked(self.arrays, ids))
         with EventFollower(self.conn, self.events_endpoint, silence=max(3.0, 3 * poll)) as follower:
+            # The states are read once the subscription is live: an end published before it
+            # was otherwise lost and seen only by the re-read ``poll`` s later (half the waits
+            # of a job started just before, docs/benchmarks.md "Session 10: idle latency").
+            follower.settle(SETTLE_MS)
             next_check, gaps = 0.0, 0
             while True:
                 if time.monotonic() >= next_check or follower.gaps != gaps:

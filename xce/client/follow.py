@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import zmq
 
 from xce.core.errors import XceError
-from xce.proto.codec import decode_event, encode_body
+from xce.proto.codec import STREAM_WELCOME, decode_event, encode_body
 from xce.proto.opcodes import Op
 from xce.proto.schema import Empty, Event, Snapshot
 from xce.transport.sockets import subscriber
@@ -158,6 +158,8 @@ class EventFollower:
         self.next_try = self.next_ping = 0.0
         self.backoff = 0.25
         self.bad_frames = 0
+        self.welcomed = False  # the controller's welcome came: the subscription is live (settle)
+        self.early: list[Event] = []  # events read by settle, handed out by the next step
 
     @property
     def gaps(self) -> int:
@@ -195,8 +197,26 @@ class EventFollower:
             self._snapshot()
         assert self.sub is not None
         got = self._drain() if self.sub.poll(max(0, timeout_ms)) else []
+        if self.early:
+            got, self.early = self.early + got, []
         self._watch(time.monotonic())
         return got
+
+    def settle(self, timeout_ms: int) -> bool:
+        """Wait, at most ``timeout_ms``, for the controller's welcome on a new subscription: what
+        is read from the controller after it cannot change without an event here (ZeroMQ drops
+        what a PUB sends before a subscription reaches it).  False: no welcome (a controller
+        that sends none), and the caller's re-reads must cover what was lost."""
+        if self.sub is None:
+            self.start()
+        assert self.sub is not None
+        end = time.monotonic() + timeout_ms / 1000
+        while not self.welcomed:
+            left = end - time.monotonic()
+            if left <= 0 or not self.sub.poll(int(left * 1000) + 1):
+                return False
+            self.early += self._drain()
+        return True
 
     # ---- the shell --------------------------------------------------------------------------
 
@@ -205,6 +225,7 @@ class EventFollower:
         self.close()
         self.sub = subscriber(self.conn.ctx, endpoint, self.conn.curve)
         self.endpoint = endpoint
+        self.welcomed = False
 
     def _events_endpoint(self, leader: str | None) -> str:
         """The PUB endpoint of the leader (followers' streams carry other epochs)."""
@@ -228,9 +249,16 @@ class EventFollower:
         recv = self.sub.recv_multipart
         for _ in range(DRAIN_MAX):
             try:
-                _, data = recv(zmq.NOBLOCK)
+                parts = recv(zmq.NOBLOCK)
             except zmq.Again:
                 break
+            if len(parts) != 2:  # the welcome (again after a reconnect), or not an event
+                if parts == [STREAM_WELCOME]:
+                    self.welcomed = True
+                else:
+                    self.bad_frames += 1
+                continue
+            data = parts[1]
             t = self.clock()
             self.last_msg = time.monotonic()
             try:

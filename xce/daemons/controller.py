@@ -43,7 +43,7 @@ from xce.core.state import Changes, ClusterState, encode_batch
 from xce.daemons.heap import HeapUpkeep
 from xce.daemons.raft import Pending, ReplicatedState, fsync_journal, make_conf
 from xce.proto import schema as S
-from xce.proto.codec import decode_envelope, decode_request, encode, error_reply
+from xce.proto.codec import STREAM_WELCOME, decode_envelope, decode_request, encode, error_reply
 from xce.proto.opcodes import Op
 from xce.reactors.access import DAEMON_OPS
 from xce.reactors.after_apply import on_applied, publish_soft
@@ -158,6 +158,10 @@ class Controller:
         # than growing the controller's memory without limit.
         self.pub.setsockopt(zmq.SNDHWM, 200_000)
         self.pub.setsockopt(zmq.LINGER, 0)
+        # A client that subscribes and then reads a job's state (Client.wait) lost every event
+        # published before its subscription reached this socket: a job ending meanwhile was seen
+        # only by the next re-read, a second later.  The welcome tells it when it can read.
+        self.pub.setsockopt(zmq.XPUB_WELCOME_MSG, STREAM_WELCOME)
         serve_curve(self.pub, self.curve)
         self.pub.bind(c.pub_address)
         self.wake_addr = f"inproc://wake-{id(self)}"

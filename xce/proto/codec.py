@@ -29,6 +29,10 @@ from xce.proto.schema import (
 )
 
 MAX_FRAME = limits.MAX_FRAME  # ZMQ_MAXMSGSIZE on every socket that takes input from others
+# The PUB socket's first message to each new subscriber (ZMQ_XPUB_WELCOME_MSG), one frame: once
+# it has come, the subscription is live, and a state read afterwards cannot change unheard.  It
+# does not start with b"ev", so a subscriber to the event topic alone never sees it.
+STREAM_WELCOME = b"xce-welcome"
 
 _enc = msgspec.msgpack.Encoder()
 _env_dec = msgspec.msgpack.Decoder(Envelope)
