@@ -85,6 +85,34 @@ def xce_script() -> str:
     return str(script) if script.exists() else ""
 
 
+def settle(sd: Path, idle: float = 0.05, deadline: float = 120.0) -> float:
+    """Wait until the cluster's daemons together use under ``idle`` of a CPU over a second (after
+    a fill, the scheduler and the controller's compaction are busy for a while); the seconds waited."""
+    import json
+
+    pids = json.loads((sd / "up.json").read_text())["daemons"].values()
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def cpu() -> float:
+        total = 0
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rpartition(")")[2].split()
+                total += int(fields[11]) + int(fields[12])  # utime, stime
+            except OSError:
+                pass
+        return total / tick
+
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < deadline:
+        before = cpu()
+        time.sleep(1.0)
+        if cpu() - before < idle:
+            break
+    return time.monotonic() - t0
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -132,6 +160,7 @@ def main() -> None:
             for start in range(0, max(0, left), 1000):
                 c.submit_many([{"command": ["true"]}] * min(1000, left - start))
             n = len(c.jobs())
+            print(f"{n} unfinished jobs; the daemons settled in {settle(sd):.0f} s; load average {load()}")
             if a.loaded_runs:  # the same start-up with the queue full: does the controller's load matter?
                 for name, ms in medians(startup, env, a.loaded_runs).items():
                     print(f"{name:<30} median {ms:7.1f} ms over {a.loaded_runs} processes, {n} unfinished jobs before")

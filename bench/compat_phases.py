@@ -1,9 +1,9 @@
 """Where a bsub or sbatch process spends its time, phase by phase (issue 15 "Numbers", issue 19 item 4).
 
-    python bench/compat_phases.py [--runs 40] [--anchor DIR]
+    python bench/compat_phases.py [--runs 40] [--anchor DIR] [--jobs N]
 
 On a fresh `xce up --detach --hosts 1 --slots-per-host 1` cluster (one `sleep` holds the slot,
-so every submitted job pends), each run starts the interpreter as the script `xce compat path`
+so every submitted job pends; ``--jobs N``: N more pending behind it first), each run starts the interpreter as the script `xce compat path`
 writes (``python -S``, the same sys.path), times the phases inside the process with
 ``time.time()`` stamps and the whole process from outside, and prints the median and the
 25th percentile of each phase:
@@ -101,6 +101,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--anchor", help="an old tree (git worktree add DIR COMMIT): its bsub and sbatch, whole, beside")
+    ap.add_argument("--jobs", type=int, default=0, help="pending jobs in the cluster before the runs")
     a = ap.parse_args()
     sd = Path(tempfile.mkdtemp()) / "xce"
     xce(sd, "up", "--detach", "--hosts", "1", "--slots-per-host", "1", "--mem-per-host", "4G")
@@ -122,6 +123,8 @@ def main() -> None:
                 raise SystemExit(f"the anchor's scripts do not run {a.anchor}'s code")
         with Client(state_dir=sd, timeout=60) as c:
             sleeper = c.submit_many([{"command": ["sleep", "3600"]}])
+            for start in range(0, a.jobs, 1000):
+                c.submit_many([{"command": ["true"]}] * min(1000, a.jobs - start))
             for name, (flavor, module, spec, args, stdin) in COMMANDS.items():
                 probe = probes / name
                 probe.write_text(PROBE.format(paths=shims.import_paths(), module=module, spec=spec, name=name))
@@ -134,7 +137,8 @@ def main() -> None:
                 for _ in range(a.runs):
                     for k, argv in cmds.items():
                         got[k].append(phases(*run(argv, stdin if k != "python -S -c pass" else None, env)))
-                print(f"\n{name} ({a.runs} runs, load average now {os.getloadavg()[0]:.2f}): phase  median  p25  (ms)")
+                print(f"\n{name} ({a.runs} runs, {len(c.jobs())} unfinished jobs, load average now "
+                      f"{os.getloadavg()[0]:.2f}): phase  median  p25  (ms)")
                 for i, ph in enumerate(PHASES):
                     col = [r[i] for r in got["probe"]]
                     print(f"  {ph:<9} {statistics.median(col):6.2f} {q(col, .25):6.2f}")

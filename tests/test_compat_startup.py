@@ -15,7 +15,8 @@ import pytest
 
 from xce.compat import shims
 
-HEAVY = {"re", "enum", "functools", "collections", "typing", "msgspec", "zmq", "site"}
+# struct and binascii: C modules (binascii linked to zlib), ~0.2-0.3 ms each to load (session 10)
+HEAVY = {"re", "enum", "functools", "collections", "typing", "msgspec", "zmq", "site", "struct", "binascii"}
 
 
 def test_a_workflow_tools_bsub_parses_without_the_heavy_modules() -> None:
@@ -24,7 +25,7 @@ def test_a_workflow_tools_bsub_parses_without_the_heavy_modules() -> None:
             "from xce.compat.lsf_submit import main, bsub_spec\n"
             "fields, _ = bsub_spec(['-J', 'dask', '-n', '2', '-R', 'rusage[mem=100] span[hosts=1]', '-M', '100',"
             " '-W', '1:30', '-o', 'o', '-e', 'e', '-env', 'all, FOO=1', 'true'], lambda: None)\n"
-            "import xce.compat.fast, xce.transport.door\n"
+            "import xce.compat.fast, xce.transport.door, xce.proto.lite, xce.proto.zmtp\n"
             "assert fields['run_limit'] == 5400 and fields['mem_limit'] == 100 << 20, fields\n"
             "print(' '.join(sorted(set(sys.modules) & %r)))") % (shims.import_paths(), HEAVY)
     r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=60,
@@ -48,7 +49,7 @@ def test_a_workflow_tools_sbatch_parses_without_the_heavy_modules() -> None:
             "from xce.compat.slurm_submit import main, sbatch_spec\n"
             "import xce.compat.session\n"
             "fields, flags = sbatch_spec([], lambda _: (%r, 'sbatch'))\n"
-            "import xce.compat.fast, xce.transport.door\n"
+            "import xce.compat.fast, xce.transport.door, xce.proto.lite, xce.proto.zmtp\n"
             "assert fields['run_limit'] == 1800 and fields['warn_signal'] == 12 and fields['cpus_per_task'] == 2, fields\n"
             "assert flags == {'--parsable'}, flags\n"
             "print(' '.join(sorted(set(sys.modules) & %r)))") % (shims.import_paths(), _SBATCH_SCRIPT, HEAVY)

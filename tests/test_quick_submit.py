@@ -88,7 +88,8 @@ def test_the_fast_path_imports_stay_light() -> None:
             "xce.site.local._expiry('a.eyJleHAiOjF9.c'); "
             "print(' '.join(sorted(set(sys.modules) - before)))")
     new = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
-    heavy = {"zmq", "msgspec", "argparse", "typing", "pathlib", "socket", "json", "base64", "tomllib", "enum"}
+    heavy = {"zmq", "msgspec", "argparse", "typing", "pathlib", "socket", "json", "base64", "tomllib", "enum",
+             "binascii", "struct"}
     assert not new & heavy
 
 

@@ -2,7 +2,7 @@
 
 `xce submit` must start and finish in well under 100 ms; pyzmq and msgspec cost
 ~90 ms of imports on their own.  This module lets a short-lived client talk to
-a controller's ROUTER with nothing but ``socket`` and ``struct``.  It owns no
+a controller's ROUTER with nothing but ``socket`` (and ``struct`` for a float).  It owns no
 schema: callers build bodies as plain dicts whose keys follow the msgspec
 Struct's field order, so the bytes equal what xce/proto/codec.py writes
 (tests/test_lite.py checks that against msgspec for every supported type).
@@ -13,8 +13,6 @@ Invariants: every read has a deadline (a silent or half-open peer raises
 """
 
 from __future__ import annotations
-
-import struct
 
 from xce.core.errors import ProtocolError
 
@@ -28,26 +26,21 @@ if TYPE_CHECKING:
 
 # ---- MessagePack ---------------------------------------------------------------------------
 
-_B = struct.Struct(">B")
-_H = struct.Struct(">H")
-_I = struct.Struct(">I")
-_Q = struct.Struct(">Q")
-_b = struct.Struct(">b")
-_h = struct.Struct(">h")
-_i = struct.Struct(">i")
-_q = struct.Struct(">q")
-_d = struct.Struct(">d")
-_f = struct.Struct(">f")
+def _double() -> Any:
+    """struct's ``>d`` (its C module costs the commands ~0.2 ms to load): only floats need it."""
+    import struct  # lazy: a submission and its reply are ints and text
+
+    return struct.Struct(">d")
 
 
 def _head(n: int, fix: int, fixmax: int, c8: int | None, c16: int, c32: int) -> bytes:
     if n < fixmax:
-        return _B.pack(fix | n)
+        return bytes((fix | n,))
     if c8 is not None and n < 0x100:
         return bytes((c8, n))
     if n < 0x10000:
-        return _B.pack(c16) + _H.pack(n)
-    return _B.pack(c32) + _I.pack(n)
+        return bytes((c16,)) + n.to_bytes(2, "big")
+    return bytes((c32,)) + n.to_bytes(4, "big")
 
 
 class Wide(dict):  # type: ignore[type-arg]
@@ -72,7 +65,7 @@ def _pack(o: Any, out: list[bytes]) -> None:  # noqa: C901 - one branch per Mess
     elif isinstance(o, int):
         out.append(_pack_int(o))
     elif isinstance(o, float):
-        out.append(b"\xcb" + _d.pack(o))
+        out.append(b"\xcb" + _double().pack(o))
     elif isinstance(o, str):
         data = o.encode()
         out.append(_head(len(data), 0xA0, 32, 0xD9, 0xDA, 0xDB) + data)
@@ -84,7 +77,7 @@ def _pack(o: Any, out: list[bytes]) -> None:  # noqa: C901 - one branch per Mess
         for x in o:
             _pack(x, out)
     elif isinstance(o, dict):
-        out.append(b"\xde" + _H.pack(len(o)) if type(o) is Wide else _head(len(o), 0x80, 16, None, 0xDE, 0xDF))
+        out.append(b"\xde" + len(o).to_bytes(2, "big") if type(o) is Wide else _head(len(o), 0x80, 16, None, 0xDE, 0xDF))
         for k, v in o.items():
             _pack(k, out)
             _pack(v, out)
@@ -94,28 +87,28 @@ def _pack(o: Any, out: list[bytes]) -> None:  # noqa: C901 - one branch per Mess
 
 def _pack_int(n: int) -> bytes:
     if 0 <= n < 0x80:
-        return _B.pack(n)
+        return bytes((n,))
     if n >= 0:
-        for code, fmt, top in ((0xCC, _B, 0xFF), (0xCD, _H, 0xFFFF), (0xCE, _I, 0xFFFFFFFF),
-                               (0xCF, _Q, 0xFFFFFFFFFFFFFFFF)):
-            if n <= top:
-                return _B.pack(code) + fmt.pack(n)
+        for code, size in ((0xCC, 1), (0xCD, 2), (0xCE, 4), (0xCF, 8)):
+            if n < 1 << 8 * size:
+                return bytes((code,)) + n.to_bytes(size, "big")
     elif n >= -32:
-        return _b.pack(n)
+        return bytes((n & 0xFF,))
     else:
-        for code, fmt, low in ((0xD0, _b, -0x80), (0xD1, _h, -0x8000), (0xD2, _i, -0x80000000),
-                               (0xD3, _q, -0x8000000000000000)):
-            if n >= low:
-                return _B.pack(code) + fmt.pack(n)
+        for code, size in ((0xD0, 1), (0xD1, 2), (0xD2, 4), (0xD3, 8)):
+            if n >= -(1 << 8 * size - 1):
+                return bytes((code,)) + n.to_bytes(size, "big", signed=True)
     raise OverflowError(f"integer {n} does not fit in 64 bits")
 
 
-# Fixed-size codes: their struct.  Length-prefixed codes: (kind, struct of the length).
+# Fixed-size codes: (bytes, signed) of an int, or the bytes of a float.  Length-prefixed codes:
+# (kind, bytes of the length).
 _CONSTANTS = {0xC0: None, 0xC2: False, 0xC3: True}
-_FIXED = {0xCC: _B, 0xCD: _H, 0xCE: _I, 0xCF: _Q, 0xD0: _b, 0xD1: _h, 0xD2: _i, 0xD3: _q,
-          0xCA: _f, 0xCB: _d}
-_SIZED = {0xD9: ("str", _B), 0xDA: ("str", _H), 0xDB: ("str", _I), 0xC4: ("bin", _B), 0xC5: ("bin", _H),
-          0xC6: ("bin", _I), 0xDC: ("array", _H), 0xDD: ("array", _I), 0xDE: ("map", _H), 0xDF: ("map", _I)}
+_INTS = {0xCC: (1, False), 0xCD: (2, False), 0xCE: (4, False), 0xCF: (8, False),
+         0xD0: (1, True), 0xD1: (2, True), 0xD2: (4, True), 0xD3: (8, True)}
+_FLOATS = {0xCA: (4, ">f"), 0xCB: (8, ">d")}
+_SIZED = {0xD9: ("str", 1), 0xDA: ("str", 2), 0xDB: ("str", 4), 0xC4: ("bin", 1), 0xC5: ("bin", 2),
+          0xC6: ("bin", 4), 0xDC: ("array", 2), 0xDD: ("array", 4), 0xDE: ("map", 2), 0xDF: ("map", 4)}
 
 
 def unpackb(data: bytes) -> Any:
@@ -152,14 +145,20 @@ class _Reader:
             return self.seq("map", c & 0x0F, pos, depth)
         if c in _CONSTANTS:
             return _CONSTANTS[c], pos
-        if c in _FIXED:
-            fmt = _FIXED[c]
-            raw, pos = self.take(pos, fmt.size)
-            return fmt.unpack(raw)[0], pos
+        if c in _INTS:
+            size, signed = _INTS[c]
+            raw, pos = self.take(pos, size)
+            return int.from_bytes(raw, "big", signed=signed), pos
+        if c in _FLOATS:
+            size, fmt = _FLOATS[c]
+            raw, pos = self.take(pos, size)
+            import struct  # lazy: see _double
+
+            return struct.unpack(fmt, raw)[0], pos
         if c in _SIZED:
-            kind, fmt = _SIZED[c]
-            raw, pos = self.take(pos, fmt.size)
-            return self.seq(kind, fmt.unpack(raw)[0], pos, depth)
+            kind, size = _SIZED[c]
+            raw, pos = self.take(pos, size)
+            return self.seq(kind, int.from_bytes(raw, "big"), pos, depth)
         raise ProtocolError(f"malformed MessagePack: unsupported type code 0x{c:02x}")
 
     def seq(self, kind: str, n: int, pos: int, depth: int) -> tuple[Any, int]:
@@ -192,6 +191,7 @@ class _Reader:
         rows (bjobs, squeue) is mostly those, and the call per element was half its decoding."""
         data, end, items = self.data, len(self.data), []
         append = items.append
+        double = None
         for _ in range(n):
             c = data[pos] if pos < end else -1
             if 0 <= c < 0x80:
@@ -213,7 +213,8 @@ class _Reader:
                 append(int.from_bytes(data[pos + 1:pos + 5], "big"))
                 pos += 5
             elif c == 0xCB and pos + 9 <= end:  # a time
-                append(_d.unpack_from(data, pos + 1)[0])
+                double = double or _double().unpack_from
+                append(double(data, pos + 1)[0])
                 pos += 9
             elif c == 0x90:  # a job's hosts before it is placed
                 append([])

@@ -14,7 +14,6 @@ deadline; garbage raises ProtocolError, a silent or vanished peer Unavailable.
 from __future__ import annotations
 
 import _socket  # socket.py would add ~7 ms of imports (selectors, enum) to `xce submit`
-import struct
 import time
 
 from xce.core.errors import ProtocolError, Unavailable
@@ -29,14 +28,12 @@ MORE, LONG, COMMAND = 0x01, 0x02, 0x04
 GREETING = (b"\xff" + b"\x00" * 7 + b"\x01\x7f" + b"\x03\x00" + b"NULL".ljust(20, b"\x00")
             + b"\x00" + b"\x00" * 31)
 PEERS = {b"ROUTER", b"DEALER", b"REP"}  # what RFC 28 lets a DEALER talk to
-_I = struct.Struct(">I")
-_Q = struct.Struct(">Q")
 
 
 def frame(payload: bytes, flags: int = 0) -> bytes:
     if len(payload) < 256:
         return bytes((flags, len(payload))) + payload
-    return bytes((flags | LONG,)) + _Q.pack(len(payload)) + payload
+    return bytes((flags | LONG,)) + len(payload).to_bytes(8, "big") + payload
 
 
 def command(name: bytes, body: bytes = b"") -> bytes:
@@ -44,7 +41,7 @@ def command(name: bytes, body: bytes = b"") -> bytes:
 
 
 def properties(props: dict[bytes, bytes]) -> bytes:
-    return b"".join(bytes((len(k),)) + k + _I.pack(len(v)) + v for k, v in props.items())
+    return b"".join(bytes((len(k),)) + k + len(v).to_bytes(4, "big") + v for k, v in props.items())
 
 
 def parse_properties(data: bytes) -> dict[bytes, bytes]:
@@ -55,7 +52,7 @@ def parse_properties(data: bytes) -> dict[bytes, bytes]:
         pos += 1 + n
         if pos + 4 > len(data):
             raise ProtocolError("ZMTP: truncated READY property")
-        size = _I.unpack_from(data, pos)[0]
+        size = int.from_bytes(data[pos:pos + 4], "big")
         pos += 4
         if pos + size > len(data):
             raise ProtocolError("ZMTP: truncated READY property value")
@@ -146,7 +143,7 @@ class Dealer:
         flags = self._read(1, deadline, "frame")[0]
         if flags & ~(MORE | LONG | COMMAND):
             raise ProtocolError(f"ZMTP: bad frame flags 0x{flags:02x} from {self.endpoint}")
-        size = _Q.unpack(self._read(8, deadline, "frame"))[0] if flags & LONG else self._read(1, deadline, "frame")[0]
+        size = int.from_bytes(self._read(8, deadline, "frame"), "big") if flags & LONG else self._read(1, deadline, "frame")[0]
         if size > MAX_FRAME:
             raise ProtocolError(f"ZMTP: a frame of {size} bytes exceeds the {MAX_FRAME}-byte limit")
         return flags, self._read(size, deadline, "frame")
