@@ -164,6 +164,7 @@ class Controller:
         self.pub.setsockopt(zmq.XPUB_WELCOME_MSG, STREAM_WELCOME)
         serve_curve(self.pub, self.curve)
         self.pub.bind(c.pub_address)
+        self.wake_pending = False  # a wake-up sent, not yet taken by the loop (see _wake)
         self.wake_addr = f"inproc://wake-{id(self)}"
         self.wake_pull = self.ctx.socket(zmq.PULL)
         self.wake_pull.bind(self.wake_addr)
@@ -187,10 +188,19 @@ class Controller:
     # ---- plumbing -------------------------------------------------------------------------
 
     def _wake(self) -> None:
+        """Wake the loop, unless a wake-up it has not taken yet is on its way.
+
+        A commit woke it twice (the apply, then the commit's callback), each a send on the
+        Raft thread.  The loop clears ``wake_pending`` before it reads what the Raft thread
+        left (the backlog, the changes, the results), which that thread writes before it asks
+        here: whatever a skipped wake-up was for, the pending one's turn reads it."""
+        if self.wake_pending:
+            return
+        self.wake_pending = True
         try:
             self.wake_push.send(b"", NOBLOCK)
         except zmq.ZMQError:
-            pass
+            pass  # its queue is full: wake-ups are waiting
 
     def send(self, ident: bytes, payload: bytes) -> None:
         try:
@@ -256,6 +266,7 @@ class Controller:
         while not self.stopping:
             ready = dict(poller.poll(100))
             if self.wake_pull in ready:
+                self.wake_pending = False  # before the turn reads what the wake-ups were for
                 for _ in readable(self.wake_pull, 10_000):  # the wake-ups: this turn serves them all
                     pass
             if self.pub in ready:
