@@ -433,3 +433,26 @@ def test_sbatch_cpus_per_task_gives_tasks_not_slots_in_slurm_ntasks(cluster: Clu
     assert _sacct(env, job)[3] == "2"  # AllocCPUS: the slots it held
     assert (tmp_path / "cpus.out").read_text() == "1 2 2 0 node1\n"
     assert "NumCPUs=2 NumTasks=1 CPUs/Task=2" in _run(env, "scontrol", "show", "job", job).stdout
+
+
+def test_tasks_of_c_slots_stay_whole_on_a_host_and_numtasks_counts_tasks(tmp_path: Path) -> None:
+    """-n 2 -c 2 on two hosts of 3 slots: each host holds one whole task (2 + 2; before, 3 + 1 split
+    the second task's CPUs); scontrol update NumTasks=1 of a held -c 2 job gives it 2 slots, and
+    NumTasks=3 (6 slots, but 2 whole tasks fit on these hosts) is refused naming why."""
+    with local_cluster(tmp_path, "--hosts", "2", "--slots-per-host", "3", "--mem-per-host", "2G",
+                       "--heartbeat", "0.5") as c:
+        env = _env(c, "slurm")
+        script = "#!/bin/sh\n#SBATCH -n 2 -c 2\necho $SLURM_NTASKS $SLURM_CPUS_ON_NODE\nsleep 60\n"
+        job = _run(env, "sbatch", "--parsable", "-o", "tasks.out", stdin=script, cwd=tmp_path).stdout.strip()
+        assert job.isdigit()
+        wait_for(lambda: c.client.job(int(job)).state == "RUN", 30, "the -n 2 -c 2 job to run")
+        assert sorted(a.slots for a in c.client.job(int(job)).accounts) == [2, 2]
+        wait_for(lambda: (tmp_path / "tasks.out").exists() and (tmp_path / "tasks.out").read_text(), 20, "its output")
+        assert (tmp_path / "tasks.out").read_text() == "2 2\n"
+        held = _run(env, "sbatch", "--parsable", "-H", "-n", "2", "-c", "2", stdin="#!/bin/sh\ntrue\n",
+                    cwd=tmp_path).stdout.strip()
+        assert _run(env, "scontrol", "update", f"JobId={held}", "NumTasks=1").returncode == 0  # (before: 1 slot, refused)
+        assert "NumCPUs=2 NumTasks=1 CPUs/Task=2" in _run(env, "scontrol", "show", "job", held).stdout
+        r = _run(env, "scontrol", "update", f"JobId={held}", "NumTasks=3")  # 6 slots: each host holds one task of 2
+        assert r.returncode == 1 and "no host could ever run it: needs 6 slot(s), at least 2" in r.stderr, r.stderr
+        assert _run(env, "scancel", job, held).returncode == 0

@@ -498,6 +498,9 @@ def test_scontrol_update_keys_map_onto_what_xce_modify_changes() -> None:
         "depend": "done(12) && done(13)"}
     assert scontrol_changes(["TimeLimit=UNLIMITED", "Dependency="]) == {"run_limit": None, "depend": ""}
     assert scontrol_changes(["JobName=solo", "Dependency=singleton"], "old") == {"name": "solo", "depend": 'ended("solo")'}
+    # a job of -c 2: NumTasks counts tasks (slots = tasks x 2), NumCPUs slots
+    assert scontrol_changes(["NumTasks=3"], cpus_per_task=2) == {"slots": 6}
+    assert scontrol_changes(["NumCPUs=4"], cpus_per_task=2) == {"slots": 4}
     for word, message in (("NumTasks=x", "NumTasks=x: expected a whole number"), ("Nice=5", "not supported: Nice=5"),
                           ("TimeLimit", "not supported: TimeLimit"), ("TimeLimit=1:75", "TimeLimit=1:75")):
         with pytest.raises(InvalidRequest, match=message):

@@ -21,10 +21,12 @@ from xce.core.placement import (
     f_schedulable,
     f_select,
     f_slots,
+    f_tasks,
     f_virtual,
     fit_reason,
     fits,
     host_caps,
+    job_demand,
     never_fits,
     pending_order,
     rank_key,
@@ -213,6 +215,50 @@ def test_spread_takes_only_as_many_slots_as_memory_allows() -> None:
     plan = schedule(cs, [job(1, mem=None, slots=4, resreq="rusage[mem=3G/task]")], T0)
     assert placed(plan) == {1: [("a", 2), ("b", 2)]}
     assert [a.mem for a in plan.placements[0][1]] == [6 * G, 6 * G]
+
+
+# ---- sbatch -c: whole tasks per host ------------------------------------------------------------
+
+def test_a_spread_job_keeps_each_tasks_slots_on_one_host() -> None:
+    """-n 2 -c 2 (4 slots, tasks of 2) on hosts of 3 free slots: 2 + 2, never 3 + 1 (which split
+    the second task's CPUs across hosts); explain or not, the same."""
+    j = job(1, mem=None, slots=4, cpus_per_task=2)
+    for explain in (True, False):
+        plan = schedule(caps(cap("a", slots=3), cap("b", slots=3)), [j], T0, explain=explain)
+        assert placed(plan) == {1: [("a", 2), ("b", 2)]}
+    plain = job(2, mem=None, slots=4)  # without -c, slots are slots
+    assert placed(schedule(caps(cap("a", slots=3), cap("b", slots=3)), [plain], T0)) == {2: [("a", 3), ("b", 1)]}
+
+
+def test_memory_per_task_rounds_a_share_down_to_whole_tasks() -> None:
+    j = job(1, mem=None, slots=4, resreq="rusage[mem=3G/task]", cpus_per_task=2)
+    plan = schedule(caps(cap("a", slots=4, mem="9G"), cap("b", slots=4, mem="8G")), [j], T0)
+    assert placed(plan) == {1: [("a", 2), ("b", 2)]}  # a's 9G holds 3 slots' memory: 1 whole task
+
+
+def test_hosts_with_only_odd_slots_free_hold_a_job_of_tasks_of_two_when_they_can() -> None:
+    j = job(1, mem=None, slots=4, cpus_per_task=2)
+    plan = schedule(caps(cap("a", slots=3), cap("b", slots=1), cap("c", slots=1)), [j], T0)
+    assert plan.placements == [] and plan.reasons[1]  # 2 on a, and nowhere for the second task
+    assert never_fits(job_demand(j), caps(cap("a", slots=1), cap("b", slots=1)).values()).startswith(
+        "no host could ever run it")
+
+
+def test_the_leader_refuses_a_placement_that_splits_a_task_naming_it() -> None:
+    d = job_demand(job(1, mem=None, slots=4, cpus_per_task=2))
+    cs = caps(cap("a", slots=3), cap("b", slots=3))
+    allocs = build_allocs(d, [("a", 3), ("b", 1)])
+    assert check_placement(d, allocs, cs) == "tasks: a share of 3 slots on a splits a task of 2 slots (-c 2)"
+    assert check_placement(d, build_allocs(d, [("a", 2), ("b", 2)]), cs) is None
+    assert f_tasks(d, cs["b"], 1, False) == ("tasks: a share of 1 slots on b would split a task of 2 slots "
+                                             "(-c 2: each host holds whole tasks)")
+
+
+def test_a_ptile_that_is_no_multiple_of_the_task_is_never_placeable() -> None:
+    j = job(1, mem=None, slots=4, resreq="span[ptile=3]", cpus_per_task=2)
+    assert never_fits(job_demand(j), caps(cap("a", slots=8)).values()) == (
+        "no host could ever run it: span[ptile=3] would split its tasks of 2 slots (-c 2): "
+        "give a ptile that is a multiple of 2")
 
 
 def test_select_filters_hosts() -> None:

@@ -234,8 +234,10 @@ def _update(s: Session, words: list[str]) -> int:
     if not rest:
         raise Refused("update: no change given (TimeLimit=, Partition=, JobName=, NumTasks=, Priority=, Dependency=)")
     singleton = any(w.lower().startswith("dependency=") and "singleton" in w for w in rest)
+    tasks = any(w.lower().startswith("numtasks=") for w in rest)
     for jid in ids:
-        changes = scontrol_changes(rest, s.client.job(jid).name if singleton else "")
+        job = s.client.job(jid) if singleton or tasks else None  # its name, its -c
+        changes = scontrol_changes(rest, job.name if job and singleton else "", job.cpus_per_task if job else 1)
         s.client.modify_spec(jid, **changes)
     return 0
 

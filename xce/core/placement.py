@@ -5,7 +5,8 @@ a short pipeline, as in Nomad and the Kubernetes scheduler:
 
     order pending (queue priority, fairshare, job priority, submit: xce/core/sched/order.py)
       -> for each job: LIMITS of its user/group/project/queue (xce/core/sched/limits.py)
-      -> FILTER hosts (schedulable, queue hosts, exclusive, select, slots, mem or, for a reclaiming job, reclaim, virtual)
+      -> FILTER hosts (whole tasks, schedulable, queue hosts, exclusive, select, slots, mem or, for a reclaiming job,
+         reclaim, virtual)
       -> VETO a host where it would delay a reservation, or pass a host limit
       -> RANK the survivors (order[], default: most memory available first)
       -> take the first that fit, charge a tentative overlay, go on;
@@ -62,6 +63,7 @@ class Demand:
     reclaim: bool = False  # runs on reclaimable memory (accounting.reclaim_room), not on available alone
     exclusive: bool = False  # -x: only on hosts that run no job, and none beside it
     hosts: tuple[str, HostSet] | None = None  # (queue, the hosts it may use: LSF HOSTS); None: any host
+    task: int = 1  # slots of one task (sbatch -c): a host's share holds whole tasks (``whole_tasks``)
 
     def mem_for(self, slots_here: int, first: bool) -> int:
         return self.mem_task * slots_here + self.mem_host + (self.mem_job if first else 0)
@@ -70,13 +72,13 @@ class Demand:
 def job_demand(job: Job, cluster_resources: Mapping[str, int] | None = None,
                reclaim_queues: Container[str] = frozenset()) -> Demand:
     return demand_of(job.spec.slots, job.req, cluster_resources or {}, reclaiming(job.spec, reclaim_queues),
-                     job.spec.exclusive)
+                     job.spec.exclusive, task=job.spec.cpus_per_task)
 
 
 def demand_of(slots: int, req: ResReq, cluster_resources: Mapping[str, int], reclaim: bool = False,
-              exclusive: bool = False, hosts: tuple[str, HostSet] | None = None) -> Demand:
+              exclusive: bool = False, hosts: tuple[str, HostSet] | None = None, task: int = 1) -> Demand:
     return _demand(slots, req, frozenset(cluster_resources) if cluster_resources else frozenset(), reclaim,
-                   exclusive, hosts)
+                   exclusive, hosts, task)
 
 
 def queue_host_sets(queues: Iterable[Queue]) -> dict[str, HostSet]:
@@ -92,7 +94,7 @@ def job_hosts(job: Job, sets: Mapping[str, HostSet]) -> tuple[str, HostSet] | No
 
 @lru_cache(maxsize=4096)  # pure, of immutable arguments: a round asks it per (slots, request), rounds repeat them
 def _demand(slots: int, req: ResReq, cluster_resources: frozenset[str], reclaim: bool,
-            exclusive: bool = False, hosts: tuple[str, HostSet] | None = None) -> Demand:
+            exclusive: bool = False, hosts: tuple[str, HostSet] | None = None, task: int = 1) -> Demand:
     mem = {"task": 0, "host": 0, "job": 0}
     virtual: dict[str, int] = {}
     cluster: dict[str, int] = {}
@@ -108,7 +110,7 @@ def _demand(slots: int, req: ResReq, cluster_resources: frozenset[str], reclaim:
                   virtual=tuple(sorted(virtual.items())), cluster=tuple(sorted(cluster.items())),
                   span_hosts=req.span_hosts, ptile=req.span_ptile, select=req.select,
                   order=tuple((k.name, k.descending) for k in req.order), reclaim=reclaim, exclusive=exclusive,
-                  hosts=hosts)
+                  hosts=hosts, task=task)
 
 
 def total_mem(d: Demand, hosts_used: int) -> int:
@@ -198,6 +200,23 @@ def host_caps(hosts: Iterable[Host], ledger: Ledger, os_available: Mapping[str, 
 # ---- filters: each returns None (fits) or the reason it does not -------------------------
 # A filter is a cheap check (ok_*) and the words for its "no" (f_*): a round asks ``fits``
 # of most hosts and formats a reason only where one is kept.
+
+def whole_tasks(d: Demand, slots: int) -> int:
+    """The most of ``slots`` a host's share may take: whole tasks of ``d.task`` slots (sbatch -c),
+    so no task's CPUs are split between hosts."""
+    return slots - slots % d.task
+
+
+def ok_tasks(d: Demand, h: HostCap, slots: int, first: bool) -> bool:
+    return slots % d.task == 0
+
+
+def f_tasks(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
+    if ok_tasks(d, h, slots, first):
+        return None
+    return (f"tasks: a share of {slots} slots on {h.name} would split a task of {d.task} slots "
+            f"(-c {d.task}: each host holds whole tasks)")
+
 
 def ok_schedulable(d: Demand, h: HostCap, slots: int, first: bool) -> bool:
     return h.schedulable is None
@@ -294,13 +313,14 @@ def f_virtual(d: Demand, h: HostCap, slots: int, first: bool) -> str | None:
 
 
 FILTERS: tuple[Callable[[Demand, HostCap, int, bool], str | None], ...] = (
-    f_schedulable, f_hosts, f_exclusive, f_select, f_slots, f_mem, f_reclaim, f_virtual)
+    f_tasks, f_schedulable, f_hosts, f_exclusive, f_select, f_slots, f_mem, f_reclaim, f_virtual)
 
 
 def fits(d: Demand, h: HostCap, slots: int, first: bool = True) -> bool:
     """``fit_reason(...) is None`` without building the reason: the filters' checks, cheapest
     first (they have no side effects, so the order changes only the cost)."""
     return (ok_schedulable(d, h, slots, first) and not h.held and (not d.exclusive or not h.jobs)
+            and (d.task == 1 or ok_tasks(d, h, slots, first))
             and (d.hosts is None or h.name in d.hosts[1])
             and ok_slots(d, h, slots, first) and ok_mem(d, h, slots, first)
             and (not d.reclaim or ok_reclaim(d, h, slots, first))
@@ -347,6 +367,9 @@ def _never_on(d: Demand, hosts: list[HostCap]) -> str | None:
             return None
         return (f"no host could ever run it: needs {d.slots} slot(s) and {fmt_bytes(d.mem_for(d.slots, True))}"
                 f" per host; the largest host has {best_slots} slots and {fmt_bytes(best_mem)}")
+    if d.ptile is not None and d.ptile % d.task:
+        return (f"no host could ever run it: span[ptile={d.ptile}] would split its tasks of {d.task} slots "
+                f"(-c {d.task}): give a ptile that is a multiple of {d.task}")
     shares = [_most_slots(d, h) for h in hosts]
     if d.ptile is None:
         if sum(shares) >= d.slots:
@@ -358,7 +381,7 @@ def _never_on(d: Demand, hosts: list[HostCap]) -> str | None:
         n_rest = sum(rest <= k < chunk for k in shares) if rest else 0
         if n_full >= full and (not rest or n_full + n_rest > full):
             return None
-    per = min(d.slots, d.ptile or 1)
+    per = min(d.slots, d.ptile or d.task)
     return (f"no host could ever run it: needs {d.slots} slot(s), at least {per} and "
             f"{fmt_bytes(d.mem_for(per, False))} per host used; the largest host has {best_slots} slots "
             f"and {fmt_bytes(best_mem)}")
@@ -369,7 +392,7 @@ def _most_slots(d: Demand, h: HostCap) -> int:
     if h.mem_total < d.mem_host:
         return 0
     k = min(h.slots_total, d.slots)
-    return k if d.mem_task == 0 else min(k, (h.mem_total - d.mem_host) // d.mem_task)
+    return whole_tasks(d, k if d.mem_task == 0 else min(k, (h.mem_total - d.mem_host) // d.mem_task))
 
 
 # ---- ranking -------------------------------------------------------------------------------
@@ -456,7 +479,7 @@ class _Beaten:
     def key(d: Demand) -> tuple | None:
         if d.mem_host or d.mem_job or d.virtual or d.cluster or d.ptile is not None or d.exclusive:
             return None
-        return (d.select, d.order, d.span_hosts, d.reclaim, d.hosts)
+        return (d.select, d.order, d.span_hosts, d.reclaim, d.hosts, d.task)
 
     def beats(self, d: Demand, k: tuple | None) -> bool:
         """Whether ``d`` (of key ``k``) is as wide and as hungry as a failed demand of its key."""
@@ -569,10 +592,10 @@ class _Round:
         """[demand, class or None, its ``_Beaten.key``] of the job: ``job_class`` fills the class in."""
         rec = reclaiming(job.spec, self.reclaim_queues)
         hosts = job_hosts(job, self.queue_hosts)
-        dk = (job.spec.slots, job.req, rec, job.spec.exclusive, hosts)
+        dk = (job.spec.slots, job.req, rec, job.spec.exclusive, hosts, job.spec.cpus_per_task)
         dc = self.keyed.get(dk)
         if dc is None:
-            d = demand_of(job.spec.slots, job.req, self.cnames, rec, job.spec.exclusive, hosts)
+            d = demand_of(job.spec.slots, job.req, self.cnames, rec, job.spec.exclusive, hosts, job.spec.cpus_per_task)
             dc = self.keyed[dk] = [d, None, _Beaten.key(d)]
         return dc
 
@@ -865,7 +888,7 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None, explain: bool =
         if single:
             return None, vetoed or (_best_reason(d, cands, best_reason) if explain else UNEXPLAINED), bool(vetoed)
     chunk = d.ptile or 0
-    least = (d.slots % chunk or chunk) if chunk else 1  # the smallest share any host may take
+    least = (d.slots % chunk or chunk) if chunk else d.task  # the smallest share any host may take
     allocs: list[Alloc] = []
     remaining = d.slots
     i = sp = cls.spread_pos
@@ -889,6 +912,7 @@ def _place_one(d: Demand, cls: _Class, veto: Veto | None = None, explain: bool =
             if d.mem_task:
                 room = h.mem_room(d) - d.mem_host - (0 if allocs else d.mem_job)
                 take = min(take, max(0, room // d.mem_task))
+            take = whole_tasks(d, take)
         if take <= 0:
             continue
         if fits(d, h, take, not allocs):
@@ -995,6 +1019,9 @@ def allocation_reason(d: Demand, allocs: list[Alloc]) -> str | None:
         return "a placement names each host once and gives each at least one slot"
     if d.span_hosts == 1 and len(allocs) != 1:
         return f"span[hosts=1]: the placement uses {len(allocs)} hosts"
+    split = next((a for a in allocs if a.slots % d.task), None)
+    if split is not None:
+        return f"tasks: a share of {split.slots} slots on {split.host} splits a task of {d.task} slots (-c {d.task})"
     if d.ptile is not None:
         wide = next((a for a in allocs if a.slots > d.ptile), None)
         if wide is not None:

@@ -129,9 +129,9 @@ def _admitter(ctx: Context) -> Any:
         unreserved = reclaim.unreserved(spec, parsed, reclaimables)
         if unreserved:
             raise InvalidRequest(unreserved)
-        key = (spec.slots, parsed)
+        key = (spec.slots, parsed, spec.cpus_per_task)
         if key not in verdicts:
-            verdicts[key] = never_reason(ctx, spec.slots, parsed, caps)
+            verdicts[key] = never_reason(ctx, spec.slots, parsed, caps, spec.cpus_per_task)
         never = verdicts[key]
         if never:
             raise Infeasible(f"{never} ({parsed.mem_basis})" if parsed.mem_basis else never)
@@ -278,10 +278,10 @@ def all_hosts(ctx: Context) -> dict[str, Any]:
     return host_caps(ctx.state.hosts.values(), ctx.live.ledger, {})
 
 
-def never_reason(ctx: Context, slots: int, req: ResReq, caps: dict[str, Any]) -> str | None:
-    """Why no host could ever run ``slots`` of ``req`` (submit and modify alike); None: some
-    could, or no host has registered yet (nothing to judge by)."""
-    return never_fits(demand_of(slots, req, ctx.cluster_totals), caps.values()) if caps else None
+def never_reason(ctx: Context, slots: int, req: ResReq, caps: dict[str, Any], task: int = 1) -> str | None:
+    """Why no host could ever run ``slots`` of ``req`` in whole tasks of ``task`` slots (submit and
+    modify alike); None: some could, or no host has registered yet (nothing to judge by)."""
+    return never_fits(demand_of(slots, req, ctx.cluster_totals, task=task), caps.values()) if caps else None
 
 
 def _check_array_size(spec: JobSpec, max_size: int, where: str) -> None:

@@ -90,10 +90,12 @@ def _check_capacity(ctx: Context, job_id: int, slots: int | None, req: ResReq | 
     """A new -n or -R is refused if no host could ever run it, as submit refuses it."""
     st = ctx.state
     job, arr = st.jobs.get(job_id), st.arrays.get(split_id(job_id)[0])  # an element, or the whole array
-    known = (job.spec.slots, job.req) if job is not None else (arr.spec.slots, arr.req) if arr is not None else None
-    if known is None:
+    spec = job.spec if job is not None else arr.spec if arr is not None else None
+    if spec is None:
         return  # the state machine names the unknown job
-    never = never_reason(ctx, slots if slots is not None else known[0], req or known[1], all_hosts(ctx))
+    known = (job.req if job is not None else arr.req)  # type: ignore[union-attr]
+    never = never_reason(ctx, slots if slots is not None else spec.slots, req or known, all_hosts(ctx),
+                         spec.cpus_per_task)
     if never:
         raise Infeasible(f"job {element_text(job_id)}: {never}")
 

@@ -51,7 +51,7 @@ def _checked(ctx: Context, body: S.PlaceRequest, now: float, rejected: dict[int,
             rejected[p.job_id] = STALE_PLACEMENT
             continue
         d = demand_of(job.spec.slots, job.req, ctx.cluster_totals, reclaiming(job.spec, ctx.live.reclaim_queues),
-                      job.spec.exclusive, job_hosts(job, sets))
+                      job.spec.exclusive, job_hosts(job, sets), job.spec.cpus_per_task)
         why = check_placement(d, p.allocs, caps) or (cluster_short(d, cfree) if d.cluster else None)
         if why is not None:
             rejected[p.job_id] = why

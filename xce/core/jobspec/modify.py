@@ -49,9 +49,10 @@ SCONTROL_KEYS = {"timelimit": "run_limit", "partition": "-q", "jobname": "-J", "
                  "numtasks": "-n", "numcpus": "-n", "priority": "-sp", "dependency": "depend"}
 
 
-def scontrol_changes(words: list[str], job_name: str = "") -> dict[str, Any]:
+def scontrol_changes(words: list[str], job_name: str = "", cpus_per_task: int = 1) -> dict[str, Any]:
     """``TimeLimit=30 Partition=short ...`` -> ModifySpecRequest fields; any other key refused by name.
-    ``job_name``: the job's own, for ``Dependency=singleton``."""
+    ``job_name``: the job's own, for ``Dependency=singleton``; ``cpus_per_task``: its sbatch -c, as
+    ``NumTasks`` counts tasks and XCE's slots are tasks x cpus per task (``NumCPUs`` counts slots)."""
     changes: dict[str, Any] = {}
     name = job_name
     for word in words:
@@ -65,6 +66,8 @@ def scontrol_changes(words: list[str], job_name: str = "") -> dict[str, Any]:
             changes["run_limit"] = parse_slurm_time(value, key)
         elif what == "depend":
             changes["depend"] = _depend_text(value, name)
+        elif key.lower() == "numtasks" and value.isdigit():
+            changes.update(_as_bsub(word, what, str(int(value) * cpus_per_task)))
         else:
             changes.update(_as_bsub(word, what, value))
             name = changes.get("name", name)
