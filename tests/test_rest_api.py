@@ -390,8 +390,12 @@ def test_a_signal_and_an_arrays_summary_are_sub_resources(h: Harness) -> None:
     r = h.req("POST", "/v1/jobs/3/signal", json={"signal": "USR1"})
     assert r.status_code == 200 and r.json == {"results": {"3": "signal 10 sent"}}
     (_, _, sent), = [c for c in h.fake.calls if c[1] == Op.KILL]
-    assert (sent.ids, sent.signal) == ([3], 10)
+    assert (sent.ids, sent.signal, sent.to) == ([3], 10, "")
     assert h.req("POST", "/v1/jobs/3/signal", json={"signal": "9"}).json == {"results": {"3": "signal 9 sent"}}
+    assert h.req("POST", "/v1/jobs/3/signal", json={"signal": "USR2", "to": "steps"}).status_code == 200
+    assert [c[2].to for c in h.fake.calls if c[1] == Op.KILL][-1] == "steps"  # scancel's default
+    r = h.req("POST", "/v1/jobs/3/signal", json={"signal": "USR2", "to": "shell"})
+    assert r.status_code == 400 and "to" in r.json["detail"], r.json
     r = h.req("POST", "/v1/jobs/3/signal", json={"signal": "NOPE"})
     assert r.status_code == 400 and "unknown signal 'NOPE'" in r.json["detail"]
     el = 12 << 32 | 1

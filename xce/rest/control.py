@@ -88,7 +88,7 @@ async def job_history(svc: Services, req: Any, job_id: int) -> list[HistEvent]:
 async def signal_job(svc: Services, req: Any, job_id: int, body: SignalBody) -> S.KillReply:
     sig = parse_signal(body.signal, "signal")
     await owned_job(svc, req, job_id, "jobs.kill")
-    r = await svc.call(req, Op.KILL, writes.kill([job_id], key=idempotency_key(req), signal=sig))
+    r = await svc.call(req, Op.KILL, writes.kill([job_id], key=idempotency_key(req), signal=sig, to=body.to))
     what = r.results.get(job_id, "not found")
     req.context.audit_result = f"job {element_text(job_id)}: {what}"
     if not what.startswith("signal "):

@@ -102,6 +102,10 @@ class SubmitBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class SignalBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     signal: Annotated[str, Meta(min_length=1, max_length=16, pattern="^[A-Za-z0-9]+$",
                                 description="a name (USR1, SIGUSR1) or a number, as bkill -s takes it")]
+    to: Annotated[str, Meta(pattern="^(|steps|batch)$",
+                            description='to whom: "" every process of the job, "steps" the tasks srun, '
+                                        'blaunch and xce launch started in it (scancel\'s default), '
+                                        '"batch" its batch shell alone (scancel -b)')] = ""
 
 
 class SwitchBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
