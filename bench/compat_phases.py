@@ -9,7 +9,8 @@ writes (``python -S``, the same sys.path), times the phases inside the process w
 25th percentile of each phase:
 
   start       exec to the script's first line (the interpreter's own start)
-  imports     the command's module (xce/compat/lsf_submit.py or slurm_submit.py) and session.py
+  imports     the script's lines: its pack read (xce/compat/packed.py), the command's module
+              (xce/compat/lsf_submit.py or slurm_submit.py) and session.py
   parse       bsub_spec / sbatch_spec: options, script, environment (with the parser's imports)
   door        finding the cluster: state dir, cluster file, token, door path; the user; the key;
               the door's modules (xce/transport/door.py, xce/proto/lite.py, zmtp.py)
@@ -18,8 +19,9 @@ writes (``python -S``, the same sys.path), times the phases inside the process w
   print       the reply decoded, the line printed
   exit        from ``leave`` to the process reaped by the bench
 
-The stamps come from wrappers around the functions the command calls (``Dealer.connect``,
-``Dealer.send``, ``Dealer.recv``, ``leave``), so the command runs its own code, not a copy.
+The probe is the script `xce compat path` wrote, a stamp before its lines and wrappers around
+the functions the command calls (``bsub_spec``/``sbatch_spec``, ``Dealer.connect``,
+``Dealer.recv``, ``leave``), so the command runs its own code and its own imports, not a copy.
 ``python -S -c pass`` is timed beside it, interleaved; so is the anchor tree's command, whole.
 """
 
@@ -37,16 +39,10 @@ from pathlib import Path
 from xce.client import Client
 from xce.compat import shims
 
-# Runs inside the measured process: the script's sys.path, then stamps around the command's calls.
-PROBE = """import time; T = [time.time()]
-import os, sys
-sys.path[0:1] = []
-sys.path += {paths!r}
-from xce.compat.{module} import main
-from xce.compat import session
-T.append(time.time())
-from xce.compat import {module} as cmd
+# Runs inside the measured process: the script `xce compat path` wrote, with stamps (``probe``).
+STAMPS = """from xce.compat import session, {module} as cmd
 from xce.proto import zmtp
+T.append(time.time())
 def stamp(f, after=True):
     def g(*a, **k):
         if not after: T.append(time.time())
@@ -58,13 +54,23 @@ cmd.{spec} = stamp(cmd.{spec})
 zmtp.Dealer.connect = classmethod(stamp(zmtp.Dealer.connect.__func__, after=False))
 zmtp.Dealer.connect = classmethod(stamp(zmtp.Dealer.connect.__func__))
 zmtp.Dealer.recv = stamp(zmtp.Dealer.recv)
-leave = session.leave
 def stamped_leave(rc):
     T.append(time.time())
     os.write(2, (" ".join(map(repr, T)) + chr(10)).encode())
-    leave(rc)
-stamped_leave(main({name!r}, sys.argv[1:]))
-"""
+    session.leave(rc)
+stamped_leave(main("""
+
+
+def stamped(script: str, module: str, spec: str) -> str:
+    """The script's own lines, a first stamp before them and the others around its calls."""
+    lines = script.splitlines(keepends=True)
+    body = "".join(lines[2:])  # after the #! line and the comment
+    head, sep, call = body.rpartition("leave(main(")
+    if not sep:
+        raise SystemExit(f"unexpected script: {script}")
+    return "import time; T = [time.time()]\n" + head + STAMPS.format(module=module, spec=spec) + call
+
+
 PHASES = ("start", "imports", "parse", "door", "connect", "request", "print", "exit")
 COMMANDS = {"bsub": ("lsf", "lsf_submit", "bsub_spec", ["true"], None),
             "sbatch": ("slurm", "slurm_submit", "sbatch_spec", [], "#!/bin/sh\ntrue\n")}
@@ -126,9 +132,9 @@ def main() -> None:
             for start in range(0, a.jobs, 1000):
                 c.submit_many([{"command": ["true"]}] * min(1000, a.jobs - start))
             for name, (flavor, module, spec, args, stdin) in COMMANDS.items():
-                probe = probes / name
-                probe.write_text(PROBE.format(paths=shims.import_paths(), module=module, spec=spec, name=name))
                 real = [str(shims.bin_dir(sd, flavor) / name), *args]
+                probe = probes / name
+                probe.write_text(stamped(Path(real[0]).read_text(), module, spec))
                 cmds = {"probe": [sys.executable, "-S", str(probe), *args], "script": real,
                         "python -S -c pass": [sys.executable, "-S", "-c", "pass"]}
                 if old:
