@@ -55,3 +55,37 @@ def test_a_submit_is_published_before_it_is_answered() -> None:
     out = k.applied()
     out.reply(Request(b"client", 7, Op.SUBMIT, k.now, ""), None)
     assert _carry_out(k, out) == [("pub", Op.EVENT), ("client", Op.OK)]
+
+
+def test_a_wake_up_sent_while_the_loop_takes_them_is_never_lost(monkeypatch) -> None:
+    """The Raft thread skips a wake-up while one is pending (``Controller._wake``).  One sent
+    while the loop empties the wake-up socket must leave the loop woken again or its news read
+    by the turn: the flag is never left set with nothing queued, which skipped every later
+    wake-up (the loop then woke only for requests or its 100 ms poll)."""
+    import zmq
+
+    from xce.daemons import controller as ctl
+
+    ctx = zmq.Context()
+    pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+    pull.bind("inproc://wake-test")
+    push.connect("inproc://wake-test")
+    shell = SimpleNamespace(wake_pending=False, wake_push=push, wake_pull=pull)
+    wake = lambda: Controller._wake(shell)  # noqa: E731 - the Raft thread's call
+    drain = ctl.readable
+
+    def readable_with_a_wake_up(sock, most):  # noqa: ANN001, ANN202
+        for i, part in enumerate(drain(sock, most)):
+            if i == 0:
+                wake()  # the Raft thread, between two reads of the loop
+            yield part
+    monkeypatch.setattr(ctl, "readable", readable_with_a_wake_up)
+    try:
+        for _ in range(3):
+            wake()
+            assert shell.wake_pending and pull.poll(1000)
+            Controller.take_wakeups(shell)  # type: ignore[arg-type]
+            assert not shell.wake_pending or pull.poll(0), "the flag is set and no wake-up is queued"
+            assert not shell.wake_pending  # the skipped one's news is this turn's to read
+    finally:
+        ctx.destroy(linger=0)

@@ -202,6 +202,18 @@ class Controller:
         except zmq.ZMQError:
             pass  # its queue is full: wake-ups are waiting
 
+    def take_wakeups(self) -> None:
+        """Take every wake-up waiting (this turn serves them all), then let the next one be sent.
+
+        In this order a wake-up the Raft thread sends meanwhile is either still queued for the
+        next poll, or was skipped and its news is read by this turn.  Cleared first, the flag
+        could be set again by a wake-up that the drain then took: set with nothing queued, it
+        made ``_wake`` skip every later one, and the loop woke only for requests or its 100 ms
+        poll (a 1,000-job run fell from ~400 to 60-80 jobs/s)."""
+        for _ in readable(self.wake_pull, 10_000):
+            pass
+        self.wake_pending = False  # before the turn reads what the wake-ups were for
+
     def send(self, ident: bytes, payload: bytes) -> None:
         try:
             # Two sends, not send_multipart: cheaper per reply (see run); ROUTER routes on
@@ -266,9 +278,7 @@ class Controller:
         while not self.stopping:
             ready = dict(poller.poll(100))
             if self.wake_pull in ready:
-                self.wake_pending = False  # before the turn reads what the wake-ups were for
-                for _ in readable(self.wake_pull, 10_000):  # the wake-ups: this turn serves them all
-                    pass
+                self.take_wakeups()
             if self.pub in ready:
                 self.count_subscribers()
             self.after_apply()
