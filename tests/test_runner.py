@@ -7,6 +7,7 @@ runner started (by process group) and removes the cgroups it made.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import sys
@@ -220,6 +221,20 @@ def test_a_job_takes_sigpipe_and_sigxfsz_as_a_shell_would_on_a_spare_or_not(runn
         assert wait_exit(runner, t).exit_code == 0
         ignored = int(out.read_text().split()[1], 16)
         assert not ignored & (1 << (signal.SIGPIPE - 1) | 1 << (signal.SIGXFSZ - 1)), out.read_text()
+
+
+def test_a_command_found_on_path_before_and_removed_since_is_refused_as_not_found(runner: Runner,
+                                                                                  tmp_path: Path) -> None:
+    """The file a PATH search found is remembered (a search a launch was ~0.05 ms), never trusted."""
+    cmd = tmp_path / "xce-found-once"
+    cmd.write_text("#!/bin/sh\nexit 4\n")
+    cmd.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    ex = wait_exit(runner, runner.start(1, 0, spec([cmd.name], env=env), 0, None, False, {}))
+    assert ex.exit_code == 4
+    cmd.unlink()
+    with pytest.raises(InvalidRequest, match="command not found: xce-found-once"):
+        runner.start(2, 0, spec([cmd.name], env=env), 0, None, False, {})
 
 
 def test_bad_requests_raise_invalid_request(runner: Runner, tmp_path: Path) -> None:
@@ -497,8 +512,8 @@ def test_pid_reuse_is_not_mistaken_for_the_task(make_runner: Callable[..., Runne
     t = start(a, 1, ["sleep", "30"])
     a._tasks.clear()
     rec = a.task_dir / "1.0.rec"
-    rec.write_text(rec.read_text().replace(f'"proc_start": {t.proc_start}',
-                                           f'"proc_start": {t.proc_start + 1}'))  # another process
+    head, _, rest = rec.read_text().partition("\n")
+    rec.write_text(json.dumps({**json.loads(head), "proc_start": t.proc_start + 1}) + "\n" + rest)  # another process
     b = make_runner(tmp_path / "s", name)
     assert b.adopt() == []
     (ex,) = b.poll()
