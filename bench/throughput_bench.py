@@ -15,7 +15,7 @@ task's mtime, see hq_anchor.py):
 - idle latency: one job, 0.2 s apart, median (HyperQueue: by its marker task's own clock, not
   the file's mtime, which the kernel stamps from a coarse clock up to ~5 ms behind).
 
-XCE's daemon CPU per job is measured over the array run and over the batch run from /proc/<pid>/stat of the daemons
+XCE's daemon CPU per job is measured over the array, the batch and the one-by-one runs from /proc/<pid>/stat of the daemons
 `xce up` records (up.json): each daemon's own user+system time, and, for the workers, apart
 from it, that of the job processes they reaped (`sh` and `true`).
 
@@ -111,14 +111,15 @@ def run_xce(jobs: int, idle: int) -> dict[str, float]:
             t0, cpu0 = time.time(), daemon_cpu(sd)
             batch = last_end(c, c.submit_many([SPEC] * jobs)) - t0
             cpu = cpu_per_job(cpu0, daemon_cpu(sd), jobs)
-            t0 = time.time()
+            t0, cpu0 = time.time(), daemon_cpu(sd)
             ids = [c.submit(**SPEC) for _ in range(jobs)]
             one = last_end(c, ids) - t0
+            one_cpu = cpu_per_job(cpu0, daemon_cpu(sd), jobs)
     finally:
         xce(sd, "down")
     return {"array_jobs_per_s": round(jobs / array, 1), "batch_jobs_per_s": round(jobs / batch, 1), "one_by_one_jobs_per_s": round(jobs / one, 1),
             "idle_latency_ms": round(statistics.median(lat) * 1000, 2) if lat else float("nan"), **cpu,
-            **{f"array_{k}": v for k, v in array_cpu.items()}}
+            **{f"array_{k}": v for k, v in array_cpu.items()}, **{f"one_{k}": v for k, v in one_cpu.items()}}
 
 
 def run_hq(jobs: int, idle: int, venv: Path) -> dict[str, float]:
@@ -157,7 +158,7 @@ def main() -> int:
     if rows.get("HyperQueue 0.27", {}).get("idle_latency_mtime_ms") is not None:
         print(f"HyperQueue's idle latency by its marker's mtime, the coarse clock (as before): "
               f"{rows['HyperQueue 0.27']['idle_latency_mtime_ms']} ms")
-    for run, pre in (("array", "array_cpu_ms_"), ("batch", "cpu_ms_")):
+    for run, pre in (("array", "array_cpu_ms_"), ("batch", "cpu_ms_"), ("one-by-one", "one_cpu_ms_")):
         cpu = {k[len(pre):]: v for k, v in rows["XCE"].items() if k.startswith(pre)}
         print(f"XCE CPU per job over the {run} run, ms: " + ", ".join(f"{k} {v}" for k, v in cpu.items()))
     print(json.dumps(rows))
