@@ -720,6 +720,13 @@ class Runner:
         """Any task not yet forgotten, running or ended and awaiting acknowledgement."""
         return self._tasks.get(f"{job_id}.{attempt}")
 
+    def watching(self) -> bool:
+        """Whether ``poll`` has work that no SIGCHLD announces: an adopted task (not our child), a
+        kill whose SIGTERM or SIGKILL is due at a time, launched or stray tasks, cgroups still closing."""
+        return bool(self._stray or self._closing) or any(
+            t.launched or (t.ended is None and (t.adopted or t.kill_deadline is not None or t.term_again_at is not None))
+            for t in self._tasks.values())
+
     def poll(self) -> list[Exit]:
         """Report tasks that ended since the last call (each once); escalate overdue kills."""
         now = self.clock()
