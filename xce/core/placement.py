@@ -578,7 +578,7 @@ class _Round:
         self.rooms: dict[int, list[tuple[int, int]]] = {}  # _Class.rooms
         self.where: dict[int, dict[str, int]] = {}  # _Class.where
         self.no_room: dict[tuple[int, int], str] = {}  # (slots needed, slots free) -> that reason
-        self.bf = Backfill(backfill, now, fit_reason, _place_fresh, releases, fits, explain)
+        self.bf = Backfill(backfill, now, fit_reason, place_fresh, releases, fits, explain)
         self.limits = limits
         self.sweeps = 16 if self.bf.most else 0  # reservation sweeps a round may try (each sorts the releases)
 
@@ -612,9 +612,7 @@ class _Round:
         if cls is None:
             rk = (d.select, d.order, d.reclaim, d.hosts)
             if rk not in self.ranked:
-                cands = [h for h in self.caps.values() if h.schedulable is None and ok_hosts(d, h, 0, True)
-                         and (d.select is None or f_select(d, h, 0, True) is None)]
-                cands.sort(key=rank_key(d))
+                cands = ranked_hosts(d, self.caps)
                 self.ranked[rk] = cands, max((h.slots_total for h in cands), default=0)
             cands, widest = self.ranked[rk]
             cls = self.classes[d] = _Class(cands, widest=widest, plain=_Beaten.key(d), rooms=self.rooms,
@@ -820,7 +818,20 @@ def _single(d: Demand) -> bool:
     return d.span_hosts == 1 or (d.ptile is None and d.slots == 1)
 
 
-def _place_fresh(d: Demand, hosts: list[HostCap]) -> list[Alloc] | None:
+def ranked_hosts(d: Demand, caps: Mapping[str, HostCap]) -> list[HostCap]:
+    """The hosts that may ever take ``d`` (open, of its queue, matching select[]), in its rank order."""
+    cands = [h for h in caps.values() if h.schedulable is None and ok_hosts(d, h, 0, True)
+             and (d.select is None or f_select(d, h, 0, True) is None)]
+    cands.sort(key=rank_key(d))
+    return cands
+
+
+def candidates(d: Demand, caps: Mapping[str, HostCap]) -> list[str]:
+    """``ranked_hosts``' names."""
+    return [h.name for h in ranked_hosts(d, caps)]
+
+
+def place_fresh(d: Demand, hosts: list[HostCap]) -> list[Alloc] | None:
     """Where ``d`` would go on ``hosts`` (ranked) as they are: backfill's look at a later time.
     Only the placement is kept, so no words are made (a fresh class has no ``plain`` key, so
     no bound is taken either: the walks alone decide, as with words)."""

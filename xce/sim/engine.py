@@ -47,6 +47,7 @@ from xce.replica.live import Live
 from xce.core.model import RECLAIMED, Alloc, Host, Job, JobSpec, JobState, Queue, reclaim_queues, reclaiming
 from xce.core.placement import HostCap, Plan, host_caps, job_demand, never_fits, pending_order, schedule
 from xce.core.sched.backfill import ReleaseBook
+from xce.core.sched.conservative import Profile
 from xce.core.sched.fairshare import Key, key_of
 from xce.core.sched.site import PolicyState, SitePolicy
 from xce.site.config import Config
@@ -57,6 +58,7 @@ from xce.sim.policies import Knobs, Policy
 from xce.core.state import ClusterState, Finish, Kill, Place, RegisterHost, SetQueues, Submit
 
 END, KILL, RUNLIMIT, EVICT, STEP, SETTLE, SHRINK = 0, 1, 2, 3, 4, 5, 6  # at one instant: ends, kills, reports, settling
+WAKE = 7  # a kept reservation's start (policies with a profile): a round, nothing else
 LENT = 1 << 15  # in a KILL event's arg: the victim ran on reclaimable memory (its reason is RECLAIMED)
 SAMPLES = 600  # points of each time series
 
@@ -144,7 +146,10 @@ class Engine:
         self.run_limits, self.knobs = run_limits, knobs
         self.fair = fair_state(policy)
         # The running jobs' releases, kept as jobs start, report and end (only where reservations read them).
-        self.releases = ReleaseBook(policy.backfill) if policy.backfill.reservations else None
+        self.releases = ReleaseBook(policy.backfill) if policy.backfill.reservations and not policy.profile else None
+        self.profile: Profile | None = None  # policy.profile: the reservations kept between rounds (set up below)
+        self.woken = False
+        self.wakes: set[float] = set()  # the instants a WAKE is queued for
         self.ended_since: list[Job] = []  # for the fairshare book: each ended job once
         self.pend_keys: dict[Key, dict[int, Job]] = {}  # pending jobs by fairshare key
         self.cs = ClusterState()
@@ -183,6 +188,8 @@ class Engine:
         self.events = 0
         self.rounds = 0
         self._setup()
+        if policy.profile:
+            self.profile = Profile(policy.backfill, self.caps, self.live.reclaim_queues)
 
     # ---- set-up -------------------------------------------------------------------------
 
@@ -271,6 +278,10 @@ class Engine:
         heapq.heappush(self.heap, (t, kind, self.seq, jid, arg))
 
     def _event(self, kind: int, jid: int, arg: int) -> None:
+        if kind == WAKE:
+            self.wakes.discard(self.now)
+            self.woken = True
+            return
         self.events += 1
         job = self.cs.jobs[jid]
         if job.state != JobState.RUN or job.attempt != arg >> 16:
@@ -399,6 +410,9 @@ class Engine:
             self.pend_keys.setdefault(key_of(job), {})[job.id] = job
 
     def _round(self) -> None:
+        if self.profile is not None:
+            self._profile_round()
+            return
         if not self.new and not self.freed and not self.settled:
             return
         if self.touched:
@@ -430,6 +444,28 @@ class Engine:
         for jid, allocs in plan.placements:
             self._place(self.cs.jobs[jid], allocs)
 
+    def _profile_round(self) -> None:
+        """Conservative backfill on the kept profile: a round after arrivals, ends, memory given
+        back, or a reservation's start; the profile compresses, reserves, and starts what is due."""
+        prof = self.profile
+        assert prof is not None
+        if not self.new and not self.freed and not self.woken:
+            return
+        if self.touched:
+            self.caps.update(self._caps(self.touched))
+            prof.touched(self.touched)
+            self.touched = set()
+        arrivals, freed = self.new, self.freed
+        self.new, self.freed, self.woken, self.settled = [], False, False, False
+        self.rounds += 1
+        got = prof.round(arrivals, self.now, self.live.ledger, freed=freed and self.m.mem > 0)
+        for jid, allocs in got.placements:
+            self._place(self.cs.jobs[jid], allocs)
+        nxt = prof.next_start(self.now)
+        if nxt is not None and nxt not in self.wakes:
+            self.wakes.add(nxt)
+            self._push(nxt, WAKE, 0)
+
     def plan(self, ordered: list[Job]) -> Plan:
         """One round of the daemons' placement over the current host views (an overlay)."""
         rules = self.policy.backfill
@@ -451,6 +487,8 @@ class Engine:
         self._changing(job.hosts, lambda: self.live.sync_job(job, now))
         if self.releases is not None:
             self.releases.started(job)
+        if self.profile is not None:
+            self.profile.started(job)
         self.slots_used += job.spec.slots
         sj = self.sim[job.id]
         self.records[job.id].start = now
@@ -545,6 +583,8 @@ class Engine:
         self._changing(hosts, change)
         if self.releases is not None:
             self.releases.changed(job)  # its actual and slack: what its end gives back
+        if self.profile is not None:
+            self.profile.changed(job)
         self._use(job, per_slot * job.spec.slots)
         self.peak_slot[job.id] = max(self.peak_slot[job.id], per_slot)
         # Less memory than the job's previous report (they arrive in order) may let a job start.
@@ -627,6 +667,8 @@ class Engine:
         del self.running[job.id]
         if self.releases is not None:
             self.releases.ended(job.id)
+        if self.profile is not None:
+            self.profile.ended(job, now)
         tries = job.mem_tries
         reserved_slot = job.allocs[0].mem // max(1, job.allocs[0].slots) if job.allocs else 0
 
