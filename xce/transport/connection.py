@@ -74,6 +74,9 @@ class Connection:
                     continue
                 err: XceError = e
                 heard = e
+                # This one knows no leader (a candidate, or cut off from the others): another
+                # controller may be the leader, so ask the next rather than this one again.
+                self._switch()
             except Unavailable as e:
                 err = e
                 attempt_timeout = min(attempt_timeout * 2, 8.0)
