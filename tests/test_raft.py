@@ -223,3 +223,62 @@ def test_a_commit_while_the_loop_reads_waits_in_the_backlog_and_the_raft_thread_
     finally:
         r.destroy()
 
+
+
+def follower(tmp: Path) -> tuple[ReplicatedState, object, list[dict]]:
+    """A controller's Raft node that never ticks (no election of its own), with one peer that
+    does not exist: the messages a leader would send are handed to it directly, and what it
+    answers is recorded."""
+    port, peer = free_port(), free_port()
+    conf = make_conf(str(tmp / "raft.journal"), str(tmp / "raft.dump"), "pw", 0.02, 0.001, (5.0, 10.0),
+                     bind=f"127.0.0.1:{port}")
+    conf.autoTick = False
+    r = ReplicatedState(f"127.0.0.1:{port}", [f"127.0.0.1:{peer}"], conf, lambda: None)
+    answers: list[dict] = []
+    r._SyncObj__transport.send = lambda node, msg: answers.append(msg) or True  # type: ignore[attr-defined]
+    return r, next(iter(r._SyncObj__otherNodes)), answers  # type: ignore[attr-defined]
+
+
+def append(r: ReplicatedState, leader: object, prev: tuple[int, int], entries: range, term: int, commit: int,
+           entry_term: int | None = None) -> None:
+    r._SyncObj__onMessageReceived(leader, {  # type: ignore[attr-defined]
+        "type": "append_entries", "term": term, "commit_index": commit, "prevLogIdx": prev[0],
+        "prevLogTerm": prev[1], "entries": [(b"", i, entry_term or term) for i in entries]})
+
+
+def log_of(r: ReplicatedState) -> list[tuple[int, int]]:
+    return [(e[1], e[2]) for e in r._SyncObj__raftLog]  # type: ignore[attr-defined]
+
+
+def test_a_late_append_never_cuts_entries_the_follower_acknowledged(tmp_path: Path) -> None:
+    # Fails on pysyncobj's own rule: the late message (entries 9-12) deleted 13-15, which the
+    # follower had acknowledged and the leader had committed (commit index 15).
+    r, leader, answers = follower(tmp_path)
+    try:
+        append(r, leader, (1, 0), range(2, 16), term=1, commit=1)
+        assert answers[-1]["next_node_idx"] == 16
+        append(r, leader, (8, 1), range(9, 13), term=1, commit=15)
+        assert log_of(r)[-1] == (15, 1) and len(log_of(r)) == 15
+        assert answers[-1]["success"] and answers[-1]["next_node_idx"] == 16
+        append(r, leader, (5, 1), range(0), term=1, commit=15)  # a late heartbeat: the same
+        assert log_of(r)[-1] == (15, 1)
+        append(r, leader, (15, 1), range(16, 18), term=1, commit=15)  # new entries still come in
+        assert log_of(r)[-1] == (17, 1)
+    finally:
+        r.destroy()
+
+
+def test_a_conflicting_entry_is_still_replaced_with_everything_after_it(tmp_path: Path) -> None:
+    r, leader, answers = follower(tmp_path)
+    try:
+        append(r, leader, (1, 0), range(2, 11), term=1, commit=1)  # 2-10 of term 1, 2-4 committed
+        # A leader of term 2 whose log has 2-6 of term 1 and 7-8 of its own.
+        append(r, leader, (4, 1), range(5, 7), term=2, commit=4, entry_term=1)
+        # 5-6 match; 7-10 of term 1 may differ from the new leader's log, and go.
+        assert log_of(r)[-1] == (6, 1) and answers[-1]["next_node_idx"] == 7
+        append(r, leader, (6, 1), range(7, 9), term=2, commit=4)
+        assert log_of(r)[6:] == [(7, 2), (8, 2)]
+        append(r, leader, (6, 1), range(7, 8), term=3, commit=8)  # a leader of term 3: a conflict at 7
+        assert log_of(r)[6:] == [(7, 3)]
+    finally:
+        r.destroy()

@@ -140,6 +140,16 @@ class ReplicatedState(SyncObj):
         changes, self.changes = self.changes, Changes()
         return changes
 
+    def _SyncObj__onMessageReceived(self, node: Any, message: dict[str, Any]) -> None:
+        """pysyncobj's handler, with Raft's append rule in front of its append-entries (``raft_append``)."""
+        if message.get("type") == "append_entries" and "prevLogIdx" in message and "transmission" not in message:
+            message = raft_append(message, self._term_at, self._SyncObj__getCurrentLogIndex())
+        SyncObj._SyncObj__onMessageReceived(self, node, message)  # type: ignore[attr-defined]
+
+    def _term_at(self, idx: int) -> int | None:
+        got = self._SyncObj__getEntries(idx, 1)
+        return int(got[0][2]) if got else None
+
     # ---- status, read from pysyncobj without touching its internals' names elsewhere ----
 
     def is_leader(self) -> bool:
@@ -154,6 +164,46 @@ class ReplicatedState(SyncObj):
 
     def status(self) -> dict[str, Any]:
         return dict(self.getStatus())
+
+
+def raft_append(message: dict[str, Any], term_at: Callable[[int], int | None], last: int) -> dict[str, Any]:
+    """An append-entries message as pysyncobj should take it under Raft's rule.
+
+    Raft (Ongaro and Ousterhout, fig. 2): a follower deletes its entries only from the first
+    one that *conflicts* with the leader's (same index, other term).  pysyncobj deletes every
+    entry after ``prevLogIdx`` whenever its log is longer, and then appends the message's.  A
+    message that arrives after a later one did (the leader sends from ``nextIndex`` every
+    period without waiting for the answer, and resets it after a refusal) so cut entries the
+    follower had already acknowledged: the leader counted them towards a commit and never
+    lowers its match index, so for a while a committed entry was on fewer controllers than
+    the leader believed, and a leader dying then could take an acknowledged write with it
+    (seen at 5,000 hosts as pysyncobj's "truncating already-applied log entries").
+
+    So the entries the follower already holds with the same term are left out of the message,
+    and ``prevLogIdx`` names the last of them:
+    - some conflict: pysyncobj deletes from the first conflicting one, as Raft does;
+    - the rest are new: they are appended after the follower's last, nothing is deleted;
+    - every one is held already, and the follower's last entry is of the leader's term: the
+      message names that last entry, so nothing is deleted and the answer acknowledges the
+      follower's log to its end.  An entry of the leader's term was made by that leader,
+      and two logs holding the same index and term are the same up to it (Log Matching), so
+      the follower's whole log is the leader's up to there;
+    - every one is held, and the tail beyond is of an older term: it may differ from the
+      leader's, so it goes, as pysyncobj had it (none of it can have counted towards a
+      commit: this leader commits only at an entry of its own term).
+    A message whose ``prevLogIdx`` the follower cannot match is left to pysyncobj's refusal.
+    """
+    entries = message.get("entries") or []
+    if term_at(message["prevLogIdx"]) != message["prevLogTerm"]:
+        return message
+    k = 0
+    while k < len(entries) and term_at(entries[k][1]) == entries[k][2]:
+        k += 1
+    if k == len(entries) and last > message["prevLogIdx"] + k and term_at(last) == message["term"]:
+        return {**message, "prevLogIdx": last, "prevLogTerm": message["term"], "entries": []}
+    if k == 0:
+        return message
+    return {**message, "prevLogIdx": entries[k - 1][1], "prevLogTerm": entries[k - 1][2], "entries": entries[k:]}
 
 
 def make_conf(journal: str | None, dump: str | None, password: str, append_period: float,
