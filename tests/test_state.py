@@ -963,3 +963,28 @@ def test_many_hosts_going_unknown_and_coming_back_walk_the_jobs_once_not_once_ea
     submit(st, time=T0 + 4)
     st.apply(HostUnknown(time=T0 + 5, name="n3"))  # after a command that may move jobs: walked again
     assert _CountScan.walks == 2
+
+
+def test_many_hosts_lost_together_walk_the_jobs_once_and_the_index_follows_the_requeues() -> None:
+    """A stalled leader's hosts are lost in one check: thousands of HostLost, each of which
+    walked every job (40 s without a Raft tick at 5,000 hosts x 20 jobs).  Fails on the old
+    code (a walk per command).  A requeued job leaves every host's list, so a later HostLost
+    of its other host leaves it alone; an ended one stays listed, as jobs in any state are."""
+    names = [f"n{i}" for i in range(1, 5)]
+    st = cluster_state(hosts=tuple(host(n) for n in names))
+    st.apply(SetQueues(time=T0, queues=[queue(rerunnable=True), queue(name="once")], default_queue="normal"))
+    ids = [submit(st)[0] for _ in names]
+    for jid, n in zip(ids, names, strict=True):
+        run(st, jid, n)
+    (both,) = submit(st, spec(slots=2))
+    run(st, both, "n1", "n2")
+    (ends,) = submit(st, spec(queue="once"))
+    run(st, ends, "n3")
+    st.jobs = _CountScan(st.jobs)
+    _CountScan.walks = 0
+    lost = st.apply_batch([HostLost(time=T0 + 2, name=n) for n in names])[0]
+    assert [r.value for r in lost] == [[ids[0], both], [ids[1]], [ids[2], ends], [ids[3]]]
+    assert _CountScan.walks == 1
+    assert all(st.jobs[j].state == JobState.PEND for j in [*ids, both]) and st.jobs[ends].state == JobState.EXIT
+    assert [j.id for n in names for j in st.jobs_on(n)] == [ends]
+    assert st.jobs[both].requeues == 1  # requeued once, by n1; n2's loss found it pending

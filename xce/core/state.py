@@ -968,8 +968,9 @@ class ClusterState:
     def jobs_on(self, name: str) -> list[Job]:
         """The jobs with a share on host ``name`` (any state), in job order.
 
-        From an index built by one walk of every job and kept while only HostUnknown and
-        RegisterHost apply: they change jobs' states, never where jobs run.  When a leader
+        From an index built by one walk of every job and kept while only HostUnknown,
+        RegisterHost and HostLost apply: the first two change jobs' states, never where jobs
+        run, and HostLost takes the jobs it requeues out of it.  When a leader
         stalls, thousands of hosts go silent in one check and thousands of HostUnknown follow
         (and their registrations after): each walked every job, hosts x jobs steps in the
         Raft thread of every controller (20 s and more at 2,000 hosts x 20 jobs).
@@ -993,10 +994,18 @@ class ClusterState:
         host.unavail = True
         ch.hosts.add(host.name)
         affected = []
-        for job in self.jobs.values():
-            if job.state in ACTIVE and cmd.name in job.hosts:
+        # The index, not a walk of every job: a stalled leader's hosts are lost together, and a
+        # walk each was hosts x jobs steps in every controller's Raft thread (40 s without a
+        # tick at 5,000 hosts x 20 jobs).  A job requeued here runs nowhere any more, so it
+        # leaves the index; one that ends keeps its hosts, as the index lists jobs in any state.
+        for job in list(self.jobs_on(cmd.name)):
+            if job.state in ACTIVE:
                 affected.append(job.id)
+                was = job.hosts
                 self._requeue_or_exit(ch, job, f"host {cmd.name} lost", cmd.time)
+                if not job.allocs and self.on_host is not None:
+                    for name in dict.fromkeys(was):
+                        self.on_host[name].remove(job)
         return affected
 
     def _requeue_or_exit(self, ch: Changes, job: Job, why: str, time: float) -> None:
@@ -1105,8 +1114,9 @@ HIST_EVENTS = {name: event for event, name in _HIST_NAMES.items()}
 
 
 _SUSPEND_AGAIN = {S.USUSP: "stop", S.SSUSP: "sys_suspend"}
-# Commands after which ClusterState.on_host still holds: they never place, move or drop a job.
-_KEEP_ON_HOST = frozenset({HostUnknown, RegisterHost})
+# Commands after which ClusterState.on_host still holds: they never place, move or drop a job,
+# or (HostLost) keep the index up to date themselves.
+_KEEP_ON_HOST = frozenset({HostUnknown, RegisterHost, HostLost})
 
 
 def _fmt_ref(ref: JobRef) -> str:
