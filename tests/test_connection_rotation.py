@@ -70,3 +70,39 @@ def test_every_controller_without_a_leader_gives_not_leader_at_the_deadline() ->
         finally:
             conn.close()
         assert a_asked and b_asked  # both were asked, in turn, with a backoff between rounds
+
+
+def test_a_reply_larger_than_a_request_may_be_is_read() -> None:
+    """A snapshot of a big cluster (100,000 jobs: ~68 MB) is over the 64 MiB a peer may send;
+    the client reading its controller's reply takes it.  Fails on the old connection, which
+    applied the peers' limit to replies: the scheduler could never follow such a cluster."""
+    from xce.core import limits
+    from xce.proto.codec import encode
+
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    sock.setsockopt(zmq.LINGER, 0)
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            if sock.poll(50):
+                peer, data = sock.recv_multipart()
+                env = decode_envelope(data)
+                sock.send_multipart([peer, encode(Op.ERROR, env.rid, {"code": "not_found",
+                                                                      "message": "x" * (limits.MAX_FRAME + 1)})])
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    conn = Connection([f"tcp://127.0.0.1:{port}"], token="", timeout=20)
+    try:
+        with pytest.raises(NotFound) as got:
+            conn.request(Op.JOBS, JobsRequest(ids=[7]))
+        assert len(str(got.value)) > limits.MAX_FRAME
+    finally:
+        conn.close()
+        stop.set()
+        t.join(5)
+        sock.close(0)
+        ctx.term()

@@ -58,6 +58,10 @@ KILL_REASON = FieldLimit("kill reason", 1 * KiB, None, "the reason a KILL gives"
 # Messages.  Each request's encoded body; ZMQ_MAXMSGSIZE (MAX_FRAME) is the backstop that
 # drops a peer sending more, without a reply.
 MAX_FRAME = 64 * MiB
+# A reply a client reads from the controller it connected to (CURVE-authenticated): what the
+# cluster holds, not what a peer may send.  A snapshot of 100,000 jobs is ~68 MB, over
+# MAX_FRAME, and a scheduler or console refused it could never follow the cluster again.
+MAX_REPLY = 1024 * MiB
 DEFAULT_MAX_BODY = 4 * MiB
 MAX_BODY: Mapping[str, int] = {"SUBMIT": 48 * MiB, "PLACE": 48 * MiB}  # by opcode name
 

@@ -29,6 +29,7 @@ from xce.proto.schema import (
 )
 
 MAX_FRAME = limits.MAX_FRAME  # ZMQ_MAXMSGSIZE on every socket that takes input from others
+MAX_REPLY = limits.MAX_REPLY
 # The PUB socket's first message to each new subscriber (ZMQ_XPUB_WELCOME_MSG), one frame: once
 # it has come, the subscription is live, and a state read afterwards cannot change unheard.  It
 # does not start with b"ev", so a subscriber to the event topic alone never sees it.
@@ -56,9 +57,11 @@ def encode_body(body: Any) -> bytes:
     return _enc.encode(body)
 
 
-def decode_envelope(data: bytes) -> Envelope:
-    if len(data) > MAX_FRAME:
-        raise ProtocolError(f"message of {len(data)} bytes exceeds the {MAX_FRAME}-byte limit")
+def decode_envelope(data: bytes, limit: int | None = None) -> Envelope:
+    """``limit``: MAX_FRAME for what a peer sends; a client reading its controller's replies passes MAX_REPLY."""
+    limit = MAX_FRAME if limit is None else limit
+    if len(data) > limit:
+        raise ProtocolError(f"message of {len(data)} bytes exceeds the {limit}-byte limit")
     try:
         env = _env_dec.decode(data)
     except msgspec.DecodeError as e:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import zmq
 
 from xce.core.errors import NotLeader, Unavailable, XceError
-from xce.proto.codec import decode_envelope, decode_reply, encode
+from xce.proto.codec import MAX_REPLY, decode_envelope, decode_reply, encode
 from xce.proto.opcodes import Op
 from xce.transport.sockets import dealer
 
@@ -97,7 +97,7 @@ class Connection:
                 silent = self.endpoints[self.current]
                 self._switch()  # drop the socket: a late reply must not be read as another's
                 raise Unavailable(f"controller at {silent} did not answer")
-            env = decode_envelope(sock.recv())
+            env = decode_envelope(sock.recv(), MAX_REPLY)
             if env.rid != rid:
                 continue
             self.term = max(self.term, env.term)
