@@ -15,8 +15,9 @@ reads the state (a reactor, ``on_applied``, the timers), for seconds at a time w
 batch of thousands of placements is carried out or a new leader takes over; an apply
 that waited for it left the node silent (no append-entries sent, no vote read) and the
 followers elected another leader, whose own take-over then did the same.  So a committed
-entry is applied at once only when ``lock`` is free; otherwise it joins ``backlog`` and
-the loop applies it (``apply_backlog``) before it next reads.  Either way entries apply
+entry is applied at once only when ``lock`` is free, nothing waits before it, and it is
+small (``APPLY_IN_RAFT_THREAD``); otherwise it joins ``backlog`` and the loop applies it
+(``apply_backlog``) before it next reads.  Either way entries apply
 in log order, and the controller's continuations get each command's result.
 """
 
@@ -38,6 +39,15 @@ from xce.core.result import Result
 from xce.core.state import Changes, ClusterState, decode_batch
 
 log = logging.getLogger("xce.raft")
+
+
+# The largest entry the Raft thread applies itself.  A scheduler's PLACE of 50,000 placements
+# is one entry of several MB; applied in the Raft thread it held every controller's thread for
+# 5-7 s at 5,000 hosts (about 100 us a placement, holding the GIL between two ticks), so the
+# followers answered nothing and elected again.  The loop applies such an entry instead: the
+# interpreter hands the GIL to the Raft thread every few milliseconds meanwhile, and a 64 KiB
+# entry (some 700 placements) applies within a fraction of the shortest election timeout.
+APPLY_IN_RAFT_THREAD = 64 * 1024
 
 
 class Pending:
@@ -104,9 +114,10 @@ class ReplicatedState(SyncObj):
 
     @replicated
     def apply_batch(self, blob: bytes) -> list[Result] | Pending:
-        """Apply a committed entry now if the loop is not reading, else leave it to the loop."""
+        """Apply a small committed entry now if the loop is not reading; leave a large one, or
+        any while the loop has entries waiting, to the loop."""
         results: list[Result] | Pending
-        if self.lock.acquire(blocking=False):
+        if len(blob) <= APPLY_IN_RAFT_THREAD and not self.backlog and self.lock.acquire(blocking=False):
             try:
                 self.apply_backlog()  # the entries before it first
                 with self.apply_lock:
