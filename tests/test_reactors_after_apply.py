@@ -298,3 +298,45 @@ def test_cleanup_is_committed_past_keep_finished_plus_slack() -> None:
     on_tick(k.ctx, k.now, out)
     (cmd,) = [c for c, _ in out.commits if isinstance(c, Cleanup)]
     assert cmd.keep_finished == 1
+
+
+def register(k, name: str, *jobs) -> None:
+    """A worker registering with the leader now, listing its running jobs; committed."""
+    tasks = [S.RunningTask(j.id, j.attempt, 4) for j in jobs]
+    k.commit_all(k.call(Op.REGISTER, S.RegisterRequest(host=name, slots=4, ncpus=4, mem_total=8 << 30,
+                                                       os_available=8 << 30, version="t", running=tasks)))
+
+
+def beating(k, dt: float, hosts: list[str]):
+    """``dt`` seconds on, ``hosts`` heartbeating all along: one timer pass."""
+    k.now += dt
+    for n in hosts:
+        k.worker(n)
+    return tick(k)
+
+
+def test_a_new_leader_times_no_host_while_the_others_are_still_registering_again() -> None:
+    """After a failover every worker registers again, and a leader takes them at its own pace
+    (5,000 hosts: 38 s).  The grace alone timed out the last of them: their hosts were lost and
+    their jobs ended EXIT.  Fails on the old code: node5, still to come while the others do,
+    went unknown when the grace ran out.  Once nobody has come for unknown_after, a host that
+    did not come (node6) is timed as ever."""
+    names = [f"node{i}" for i in range(1, 7)]
+    k = kit(*(host(n) for n in names))
+    jobs = {n: k.run_job(n) for n in names}
+    k.ctx.was_leader = False
+    k.applied()  # takes office: every host's grace runs from now
+    step = k.ctx.cfg.unknown_after() * 0.9  # the wave: a registration a little inside unknown_after
+    assert 5 * step > k.ctx.reregister_grace + k.ctx.cfg.unknown_after()  # node5 comes past the grace
+    back: list[str] = []
+    for name in names[:5]:
+        out = beating(k, step, back)
+        assert not out.commits, [(type(c).__name__, c.name) for c, _ in out.commits]
+        register(k, name, jobs[name])
+        back.append(name)
+    assert all(jobs[n].state == JobState.RUN for n in back)
+    out = beating(k, k.ctx.cfg.unknown_after() + 0.5, back)  # the wave is still: node6 is timed
+    assert [(type(c), c.name) for c, _ in out.commits] == [(HostUnknown, "node6")]
+    k.commit_all(out)
+    out = beating(k, k.ctx.cfg.lost_after() - k.ctx.cfg.unknown_after() + 0.5, back)
+    assert [(type(c), c.name) for c, _ in out.commits] == [(HostLost, "node6")]

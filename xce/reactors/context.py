@@ -106,6 +106,9 @@ class Book:
     # on ``confirmed`` is complete for that host (the audit and chase_kills rely on it).
     registered_at: dict[str, float] = field(default_factory=dict)
     lost_sent: set[str] = field(default_factory=set)  # hosts whose HostUnknown or HostLost is in flight
+    # When a worker last came to register with this leader: while they keep coming, the hosts
+    # still to come back are not timed (timers.hosts_silent: the re-registration wave).
+    wave: float = 0.0
     # Unavail hosts not yet lost (their jobs UNKWN): HostLost once silent past lost_after.  Filled when
     # HostUnknown commits, and by a new leader from the state (timers.undecided_hosts).
     undecided: set[str] = field(default_factory=set)
@@ -132,6 +135,7 @@ class Book:
         self.registered_at.clear()
         self.suspended.clear()
         self.signals.clear()
+        self.wave = 0.0
 
 
 def _no_news() -> dict[str, Any]:

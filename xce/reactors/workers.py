@@ -126,6 +126,7 @@ def on_register(ctx: Context, req: Request, body: S.RegisterRequest, out: Outbox
     book.workers[body.host] = req.peer
     live.os_available[body.host] = body.os_available
     live.last_seen[body.host] = now
+    book.wave = now
     book.lost_sent.discard(body.host)
     book.undecided.discard(body.host)  # RegisterHost brings its UNKWN jobs back
     host = Host(name=body.host, slots_total=body.slots, mem_total=body.mem_total, ncpus=body.ncpus,
