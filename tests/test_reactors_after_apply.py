@@ -340,3 +340,17 @@ def test_a_new_leader_times_no_host_while_the_others_are_still_registering_again
     k.commit_all(out)
     out = beating(k, k.ctx.cfg.lost_after() - k.ctx.cfg.unknown_after() + 0.5, back)
     assert [(type(c), c.name) for c, _ in out.commits] == [(HostLost, "node6")]
+
+
+def test_no_host_is_timed_while_the_loop_has_messages_unread() -> None:
+    """After a stall of the leader's loop the heartbeats of the stalled seconds wait unread;
+    a pass that came after a turn that read all it may (``behind``) times nobody.  Fails on the
+    old code: node1 went unknown with its heartbeat still in the queue."""
+    k = kit(host("node1"))
+    k.worker("node1")
+    k.run_job("node1")
+    k.ctx.behind = True
+    assert not tick(k, k.ctx.cfg.unknown_after() + 0.5).commits
+    k.ctx.behind = False  # caught up, and still silent: timed as ever
+    ((cmd, _),) = tick(k).commits
+    assert isinstance(cmd, HostUnknown) and cmd.name == "node1"

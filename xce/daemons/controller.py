@@ -69,6 +69,7 @@ from xce.transport.sockets import bind_local_door, close_local_door, router, ser
 log = logging.getLogger("xce.controller")
 REQUEST_LOG_FILE = "requests.jsonl"  # in the controller's state directory (see AuditLog)
 SWITCH_INTERVAL = 0.001  # seconds: how long the loop may keep the GIL from the Raft thread (see main)
+TURN_MESSAGES = 5000  # messages read in one loop turn before the timers and the batch flush run
 # pyzmq's flags as plain ints: an enum's ``|`` and ``&`` are Python calls, a few per message.
 NOBLOCK, MORE_NOBLOCK = int(zmq.NOBLOCK), int(zmq.SNDMORE | zmq.NOBLOCK)
 EVENTS, POLLIN = int(zmq.EVENTS), int(zmq.POLLIN)
@@ -282,9 +283,12 @@ class Controller:
             if self.pub in ready:
                 self.count_subscribers()
             self.after_apply()
+            self.rc.behind = False
             if self.router in ready:
                 recv = self.router.recv
-                for ident in readable(self.router, 5000):
+                read = 0
+                for ident in readable(self.router, TURN_MESSAGES):
+                    read += 1
                     # Part by part rather than recv_multipart (its per-part checks cost more
                     # than the parts at thousands of heartbeats a second); the rest of a
                     # message is there once its first part is.  The body as a frame, not
@@ -295,6 +299,7 @@ class Controller:
                         frame = recv(copy=False)
                         extra += 1
                     self.handle(ident, frame, extra)
+                self.rc.behind = read >= TURN_MESSAGES
             self.flush_batch()
             self.timers(time.time())
         self.close()

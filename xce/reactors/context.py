@@ -180,6 +180,9 @@ class Context:
     pid: int = 0
     known_state: ClusterState | None = None  # the state object last seen (a snapshot install swaps it)
     was_leader: bool = False
+    # The loop read as many messages as it may in one turn: more wait unread, heartbeats and
+    # registrations among them, so no host is timed until it has caught up (timers.hosts_silent).
+    behind: bool = False
     last_round_ms: float | None = None
     next_check: float = 0.0
     next_prune: float = 0.0

@@ -61,8 +61,12 @@ def hosts_silent(ctx: Context, now: float, out: Outbox) -> None:
     them, and their jobs ended EXIT, lost to a slow queue and not to a dead host.  So a host
     that has not registered with this leader yet counts as seen when the last one did: while
     the wave goes on, nobody is timed; once it has been still for ``unknown_after``, the hosts
-    that did not come are, as ever.
+    that did not come are, as ever.  Nor is any host timed on a pass after a turn that read as
+    many messages as a turn may (``ctx.behind``): after a stall of the loop, the heartbeats of
+    the stalled seconds are still waiting, and every host would look silent.
     """
+    if ctx.behind:
+        return  # a silent host's heartbeat may be among the messages not read yet
     unknown, lost = ctx.cfg.unknown_after() + 0.1, ctx.cfg.lost_after() + 0.1
     book, last_seen = ctx.book, ctx.live.last_seen
     for name, host in ctx.state.hosts.items():
