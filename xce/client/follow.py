@@ -100,8 +100,15 @@ class Sync:
                     self._gap(ev, received, term)
 
     def on_snapshot(self, snap: Snapshot, received: float) -> None:
+        # A target that can build its new state apart (the console's model) does so before it
+        # takes the lock: its readers keep drawing the old state meanwhile.
+        prepare = getattr(self.target, "prepare_snapshot", None)
+        ready = prepare(snap) if prepare is not None else None
         with self.lock:
-            self.target.apply_snapshot(snap, received)
+            if ready is not None:
+                self.target.install_snapshot(ready, snap, received)  # type: ignore[attr-defined]
+            else:
+                self.target.apply_snapshot(snap, received)
             self.snapshots += 1
             # Other epochs' events are dropped: an older leader's are stale, and a newer
             # leader's next event (within a heartbeat) fails to follow and resnapshots.
