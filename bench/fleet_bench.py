@@ -301,14 +301,18 @@ async def console(sd: Path, seconds: float) -> dict[str, str]:
     app.render_frame = timed  # type: ignore[method-assign]
     me = psutil.Process()
     async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(3.0)  # the snapshot arrives and the first frames settle
+        t_attach = time.monotonic()
+        while not m.mirror.hosts and time.monotonic() - t_attach < 120:  # the first snapshot, with a deadline
+            await pilot.pause(0.5)
+        synced = time.monotonic() - t_attach
+        await pilot.pause(1.0)  # the first frames after it settle
         walls.clear()
         lat.clear()
         c0, t0 = sum(me.cpu_times()[:2]), time.monotonic()
         await pilot.pause(seconds)
         cpu = (sum(me.cpu_times()[:2]) - c0) / (time.monotonic() - t0)
         hosts = len(m.mirror.hosts)
-    return {"hosts in its model": str(hosts), "frames": str(len(walls)),
+    return {"hosts in its model": str(hosts), "first snapshot after": f"{synced:.1f} s", "frames": str(len(walls)),
             "render_frame p50 / p95 / max": f"{pct(walls, 0.5) * 1e3:.0f} / {pct(walls, 0.95) * 1e3:.0f} / "
                                             f"{max(walls, default=0) * 1e3:.0f} ms (period 250 ms)",
             "console CPU": f"{100 * cpu:.0f} % of a core",
@@ -390,6 +394,7 @@ def main() -> int:
             phase(f"steady (every job running), {a.steady:g} s",
                   {**steady_phase(procs, ev, a.steady, stats), **health(c, terms, m)})
             if a.console:
+                leader_pid(c)  # a leader to follow first: the steady phase may have cost the leadership
                 phase(f"console attached, {a.console:g} s", asyncio.run(console(sd, a.console)))
             ev.stop = True
             if a.controllers > 1 and not a.no_failover:
