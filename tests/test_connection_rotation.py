@@ -6,7 +6,7 @@ choice of endpoint alone (the real election is tests/test_e2e_ha.py's)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -19,9 +19,11 @@ from xce.transport.connection import Connection
 
 
 @contextmanager
-def stand_in(answer: XceError) -> Iterator[tuple[str, list[int]]]:
-    """A ROUTER on a free port that answers every request with ``answer``; yields its endpoint
-    and a list that counts the requests it got."""
+def stand_in(answer: XceError | Callable[[int], bytes]) -> Iterator[tuple[str, list[int]]]:
+    """A ROUTER on a free port that answers every request with ``answer`` (an error, or the
+    reply a function makes of the request's id); yields its endpoint and the ids it got."""
+    reply = answer if callable(answer) and not isinstance(answer, XceError) else \
+        (lambda rid: error_reply(rid, answer))  # type: ignore[arg-type]
     ctx = zmq.Context()
     sock = ctx.socket(zmq.ROUTER)
     sock.setsockopt(zmq.LINGER, 0)
@@ -35,7 +37,7 @@ def stand_in(answer: XceError) -> Iterator[tuple[str, list[int]]]:
                 peer, data = sock.recv_multipart()
                 env = decode_envelope(data)
                 asked.append(env.rid)
-                sock.send_multipart([peer, error_reply(env.rid, answer)])
+                sock.send_multipart([peer, reply(env.rid)])
 
     t = threading.Thread(target=serve, daemon=True)
     t.start()
@@ -79,30 +81,14 @@ def test_a_reply_larger_than_a_request_may_be_is_read() -> None:
     from xce.core import limits
     from xce.proto.codec import encode
 
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.ROUTER)
-    sock.setsockopt(zmq.LINGER, 0)
-    port = sock.bind_to_random_port("tcp://127.0.0.1")
-    stop = threading.Event()
+    def huge(rid: int) -> bytes:
+        return encode(Op.ERROR, rid, {"code": "not_found", "message": "x" * (limits.MAX_FRAME + 1)})
 
-    def serve() -> None:
-        while not stop.is_set():
-            if sock.poll(50):
-                peer, data = sock.recv_multipart()
-                env = decode_envelope(data)
-                sock.send_multipart([peer, encode(Op.ERROR, env.rid, {"code": "not_found",
-                                                                      "message": "x" * (limits.MAX_FRAME + 1)})])
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    conn = Connection([f"tcp://127.0.0.1:{port}"], token="", timeout=20)
-    try:
-        with pytest.raises(NotFound) as got:
-            conn.request(Op.JOBS, JobsRequest(ids=[7]))
-        assert len(str(got.value)) > limits.MAX_FRAME
-    finally:
-        conn.close()
-        stop.set()
-        t.join(5)
-        sock.close(0)
-        ctx.term()
+    with stand_in(huge) as (endpoint, _):
+        conn = Connection([endpoint], token="", timeout=20)
+        try:
+            with pytest.raises(NotFound) as got:
+                conn.request(Op.JOBS, JobsRequest(ids=[7]))
+            assert len(str(got.value)) > limits.MAX_FRAME
+        finally:
+            conn.close()
