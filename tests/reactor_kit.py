@@ -159,6 +159,6 @@ def kit(*hosts: Host, queues: tuple[Queue, ...] = (), default: str = "normal", t
                   policy=load_policy(), parse=lambda text: parse_resreq(text, resources),
                   new_epoch=lambda: next(epochs), tokens=FakeTokens() if tokens else None, curve=curve,
                   requests=FakeRequestLog(), pid=4242, known_state=st, was_leader=leading,
-                  cluster_totals=cfg.cluster_totals())
+                  cluster_totals=cfg.cluster_totals(), leader_term=raft.current_term if leading else 0)
     return Kit(ctx, raft)
 

@@ -354,3 +354,16 @@ def test_no_host_is_timed_while_the_loop_has_messages_unread() -> None:
     k.ctx.behind = False  # caught up, and still silent: timed as ever
     ((cmd, _),) = tick(k).commits
     assert isinstance(cmd, HostUnknown) and cmd.name == "node1"
+
+
+def test_a_leader_again_in_a_later_term_takes_office_anew_though_its_loop_never_saw_it_lose() -> None:
+    """Under load a leader can step down and be elected again between two turns of its loop:
+    its hosts went to the other controllers meanwhile.  Fails on the old code: the same
+    controller in a new term gave them no grace, and timed their leaderless silence."""
+    k = kit(host("node1"))
+    k.worker("node1", seen=k.now - 20)  # last heard before the step-down
+    k.raft.current_term += 2
+    k.applied()
+    assert k.ctx.leader_term == k.raft.current_term and k.ctx.stream.epoch == "epoch1"
+    assert k.ctx.live.last_seen["node1"] > k.now  # the new leader's grace
+    assert not tick(k).commits

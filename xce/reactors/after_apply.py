@@ -101,7 +101,12 @@ def queue_sizing(q: Any, cluster_fallback: str) -> dict[str, Any]:
 def leadership(ctx: Context, now: float, out: Outbox) -> None:
     """On becoming leader: a new epoch, the ledger rebuilt, a grace period, the configured queues."""
     leader = ctx.raft.is_leader()
-    if leader and not ctx.was_leader:
+    # A leader again in a later term is a new leader too, even if this loop never saw it lose
+    # the office (a step-down and an election between two turns, under load): its hosts went
+    # to other controllers meanwhile and must have the grace to come back, or their silence
+    # of the leaderless seconds counts against them (hosts lost at 5,000 hosts).
+    if leader and (not ctx.was_leader or ctx.raft.term() != ctx.leader_term):
+        ctx.leader_term = ctx.raft.term()
         st, cfg = ctx.state, ctx.cfg
         log.info("became leader (term %d; %d hosts, %d jobs applied so far)", ctx.raft.term(), len(st.hosts),
                  len(st.jobs))

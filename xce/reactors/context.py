@@ -180,6 +180,7 @@ class Context:
     pid: int = 0
     known_state: ClusterState | None = None  # the state object last seen (a snapshot install swaps it)
     was_leader: bool = False
+    leader_term: int = 0  # the term in which this controller last took office
     # The loop read as many messages as it may in one turn: more wait unread, heartbeats and
     # registrations among them, so no host is timed until it has caught up (timers.hosts_silent).
     behind: bool = False
