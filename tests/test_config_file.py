@@ -186,3 +186,15 @@ def test_a_numeric_site_attribute_is_declared_with_its_type_and_given_as_a_numbe
            "key resources.cores.type", "must be 'string' or 'numeric'")
     _fails(_write(tmp_path, base + '\n[resources.lic]\ntype = "string"\n'),
            "key resources.lic.type", "a virtual resource is a count")
+
+
+def test_a_leader_keeps_the_office_as_long_as_no_follower_may_elect_another(tmp_path):
+    """The leader's fallback follows a widened election timeout (at 5,000 hosts a 2-4 s timeout
+    left 1 s fallbacks as seconds with no leader while a loaded follower answered late)."""
+    from xce.site.config import ControllerConf
+
+    assert Config().leader_fallback() == 1.0
+    assert Config(controller=ControllerConf(election_timeout=(2.0, 4.0))).leader_fallback() == 2.0
+    assert Config(controller=ControllerConf(election_timeout=(2.0, 4.0), leader_fallback=0.5)).leader_fallback() == 0.5
+    text = FILE.read_text().replace("leader_fallback = 0.0", "leader_fallback = -1", 1)
+    _fails(_write(tmp_path, text), "key controller.leader_fallback", "must be >= 0")

@@ -130,7 +130,7 @@ class Controller:
         router_by_raft[c.raft_address] = c.address
         journal = str(state_dir / "raft.journal")
         conf = make_conf(journal, str(state_dir / "raft.dump"), c.raft_password, c.append_period,
-                         c.tick_period, c.election_timeout, c.leader_fallback,
+                         c.tick_period, c.election_timeout, cfg.leader_fallback(),
                          on_state=lambda old, new: self._wake(), bind=c.raft_address,
                          compact_entries=c.compact_entries, compact_seconds=c.compact_seconds)
         self.raft = ReplicatedState(c.raft_address, list(c.peers), conf, self._wake)
