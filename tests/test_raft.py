@@ -24,14 +24,13 @@ class LoopStandIn:
     def __init__(self) -> None:
         self.woken = threading.Event()
         self.stopped = False
-        self.applied_by: set[str] = set()
 
     def wake(self) -> None:
         self.woken.set()
 
     def start(self, r: ReplicatedState) -> ReplicatedState:
         def run() -> None:
-            while not self.stopped:
+            while not self.stopped and not getattr(r, "_SyncObj__destroying", False):  # ends with the node
                 if self.woken.wait(0.05):
                     self.woken.clear()
                     with r.lock:

@@ -119,7 +119,6 @@ class ReplicatedState(SyncObj):
         results: list[Result] | Pending
         if len(blob) <= APPLY_IN_RAFT_THREAD and not self.backlog and self.lock.acquire(blocking=False):
             try:
-                self.apply_backlog()  # the entries before it first
                 with self.apply_lock:
                     results = self._apply(blob)
             finally:
