@@ -1,6 +1,7 @@
 """The LSF and Slurm commands as workflow tools call them: one process per command.
 
     python bench/compat_bench.py [--runs 30] [--jobs 10000] [--anchor DIR] [--loaded-runs 30] [--no-listings]
+                                 [--installed VENV]
     (--jobs 0: start-up only)
 
 On a fresh `xce up --detach --hosts 1 --slots-per-host 1` cluster, with the commands of
@@ -8,13 +9,16 @@ On a fresh `xce up --detach --hosts 1 --slots-per-host 1` cluster, with the comm
 
 - ``bsub true`` and ``sbatch`` of a two-line script: median wall time of ``--runs`` processes
   (goal 20 ms), each through the script `xce compat path` writes (``#!python -S``: no site), with
-  ``xce submit true`` (the console script pip writes: site runs), ``python -c pass`` and
+  ``xce submit true`` (scripts/xce as pip installs it: site runs), ``python -c pass`` and
   ``python -S -c pass`` (no site: the interpreter's own start) of the same interpreter beside
   them, all interleaved, so the machine's load hits each alike; with ``--anchor DIR`` (an old
   tree: ``git worktree add DIR COMMIT``) also its ``bsub`` and ``sbatch`` through the scripts
   that tree's own `xce compat path` writes (its code, its script form), against this cluster;
   with ``--loaded-runs N``, the same start-up figures again once ``--jobs`` jobs are in the
-  cluster (does the controller's load matter?);
+  cluster (does the controller's load matter?); with ``--installed VENV`` (a venv made as
+  README's first command makes it: ``python3 -m venv VENV && VENV/bin/pip install .``), also
+  that venv's ``xce submit true`` and ``python -c pass``: `xce` as a user runs it, without the
+  editable install's import hook that this tree's own venv runs at every start (~11 ms);
 - with ``--jobs`` jobs in the cluster (one running, the rest pending behind it), the median
   of 5 ``bjobs -noheader -o 'jobid stat'``, ``bjobs -noheader`` (LSF's default columns) and
   ``squeue -h -o '%i %t'`` (goal 300 ms), ``squeue -h`` (Slurm's default columns), and
@@ -80,7 +84,7 @@ def anchor_scripts(tree: str, into: Path) -> list[str]:
 
 
 def xce_script() -> str:
-    """The `xce` console script pip wrote beside this interpreter (site runs first), else the module."""
+    """The `xce` script pip installed beside this interpreter (scripts/xce; site runs first), else the module."""
     script = Path(sys.executable).parent / "xce"
     return str(script) if script.exists() else ""
 
@@ -125,6 +129,7 @@ def main() -> None:
     ap.add_argument("--loaded-runs", type=int, default=0,
                     help="also time the start-up with --jobs in the cluster, this many processes each")
     ap.add_argument("--no-listings", action="store_true", help="skip bjobs/squeue (start-up figures only)")
+    ap.add_argument("--installed", help="a venv with a regular install (pip install .): its xce submit beside")
     a = ap.parse_args()
     sd = Path(tempfile.mkdtemp()) / "xce"
     xce(sd, "up", "--detach", "--hosts", "1", "--slots-per-host", "1", "--mem-per-host", "4G")
@@ -147,11 +152,16 @@ def main() -> None:
                 **anchor,
                 "xce submit true": ([*submit_cmd, "--state-dir", str(sd), "submit", "true"], None),
                 "python -c pass": ([sys.executable, "-c", "pass"], None),
+                **({} if not a.installed else {
+                    "xce submit true (regular install)": ([str(Path(a.installed) / "bin" / "xce"), "--state-dir",
+                                                           str(sd), "submit", "true"], None),
+                    "python -c pass (regular install)": ([str(Path(a.installed) / "bin" / "python"), "-c", "pass"],
+                                                         None)}),
                 # without site: the interpreter's own start, no .pth files (an editable install's finder)
                 "python -S -c pass": ([sys.executable, "-S", "-c", "pass"], None)}
             n = len(c.jobs())
             for name, ms in medians(startup, env, a.runs).items():
-                print(f"{name:<30} median {ms:7.1f} ms over {a.runs} processes, {n} unfinished jobs before")
+                print(f"{name:<34} median {ms:7.1f} ms over {a.runs} processes, {n} unfinished jobs before")
             print(f"load average after the start-up runs: {load()}")
             if a.jobs <= 0:
                 c.kill([v.id for v in c.jobs()] or sleeper)

@@ -178,6 +178,24 @@ def test_submit_takes_the_door_without_pyzmq_or_msgspec_and_the_job_runs(one_hos
     assert (tmp_path / f"{jid}.out").read_text() == "via the door\n"
 
 
+def test_the_installed_xce_command_reaches_the_door_with_nothing_before_it(one_host: Cluster) -> None:
+    """`xce` as pip installed it (scripts/xce): not pip's entry-point wrapper, whose `import re`
+    ran before our code (~6 ms, issue 19 item 4), and through the door with no thread started,
+    so that it leaves at once (xce.compat.session.leave)."""
+    script = Path(sys.executable).parent / "xce"
+    head = script.read_text().splitlines()
+    assert head[0] == f"#!{sys.executable}" or head[0].startswith(f"#!{Path(sys.executable).parent}/python")
+    assert not any(ln.startswith(("import re", "from re ")) for ln in head), "pip's entry-point wrapper"
+    e = {**os.environ, "XCE_DEBUG_PATH": "1", "PYTHONPROFILEIMPORTTIME": "1"}
+    r = subprocess.run([str(script), "--state-dir", str(one_host.state_dir), "submit", "true"],
+                       capture_output=True, text=True, timeout=60, env=e)
+    assert r.returncode == 0, r.stderr
+    assert "submit path door; loaded: none of zmq, msgspec, argparse" in r.stderr
+    loaded = {ln.split("|")[-1].strip() for ln in r.stderr.splitlines() if ln.startswith("import time:")}
+    assert not loaded & {"threading", "atexit"}, "a thread or exit hook: leave() would take the slow exit"
+    assert one_host.wait_job(int(r.stdout.split("<")[1].split(">")[0])).state == "DONE"
+
+
 @pytest.mark.parametrize("args", [
     ["-R", "rusage[mem=1G] frobnicate[x]", "true"],
     ["-R", "rusage[foo=10]", "true"],
