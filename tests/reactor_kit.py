@@ -46,6 +46,7 @@ class FakeRaft:
     leader_address: str | None = "tcp://127.0.0.1:7700"
     changes: Changes = field(default_factory=Changes)
     info: dict[str, Any] = field(default_factory=lambda: {"state": 2, "commit_idx": 10, "last_applied": 10})
+    inherited: bool = True  # the log it was elected with applied (caught_up)
 
     def is_leader(self) -> bool:
         return self.leading
@@ -58,6 +59,9 @@ class FakeRaft:
 
     def status(self) -> dict[str, Any]:
         return self.info
+
+    def caught_up(self) -> bool:
+        return self.leading and self.inherited
 
     def take_changes(self) -> Changes:
         ch, self.changes = self.changes, Changes()

@@ -339,3 +339,112 @@ def test_a_large_entry_is_applied_by_the_loop_not_the_raft_thread(tmp_path: Path
         assert by[0] != "loop" and by[1] == "loop", by  # the small one at once, the big one by the loop
     finally:
         r.destroy()
+
+
+def test_a_leader_has_applied_what_it_inherited_only_after_its_own_no_op_and_the_backlog(tmp_path: Path) -> None:
+    """``inherited_applied`` (table.serve's gate for a new leader, Raft sec. 8): false until this
+    node leads and has applied its election's no-op, and while committed entries wait in the
+    backlog; the election noted is this term's."""
+    from xce.daemons.controller import RaftPort
+
+    r = node(tmp_path, free_port())
+    try:
+        port = RaftPort(r, {})
+        wait_for(r.inherited_applied, 10, "the leader to apply its no-op")
+        term, noop = r.elected
+        assert term == r.term() and noop >= 1 and port.caught_up()
+        spec, req = JobSpec(command=["true"]), parse_resreq("")
+        got: list = []
+        with r.lock:  # the loop reads: a commit waits in the backlog
+            r.apply_batch(encode_batch([Submit(time=2.0, specs=[spec], reqs=[req], key="k")]),
+                          callback=lambda res, err: got.append((res, err)))
+            wait_for(lambda: got, 10, "a commit")
+            assert r.backlog and not r.inherited_applied()
+            assert port.caught_up()  # once caught up, for the rest of the term: its own entries follow in order
+            r.apply_backlog()
+        assert r.inherited_applied()
+        r.elected = (term - 1, noop)  # an election of an earlier term says nothing of this one
+        assert not r.inherited_applied()
+    finally:
+        r.destroy()
+
+
+def test_with_fsync_durability_a_full_dump_is_on_disk_before_the_journal_it_replaces_is_cut(tmp_path: Path,
+                                                                                          monkeypatch) -> None:
+    """pysyncobj renames its dump into place and then deletes the journal entries it holds, and
+    never fsyncs the dump: after a power cut the journal was cut and the dump's data could be
+    gone, committed entries with it.  Under durability "fsync" the compaction counts as done
+    only once the dump file and its directory are synced (from a thread of their own: the Raft
+    thread never waits on the disk)."""
+    import os
+
+    from xce.daemons.raft import make_durable
+
+    synced: list[tuple[str, int]] = []  # (path, the journal's length then)
+    real = os.fsync
+    r: ReplicatedState | None = None
+
+    def fsync(fd: int) -> None:
+        real(fd)
+        path = os.readlink(f"/proc/self/fd/{fd}")
+        if path.endswith("raft.dump") or path == str(tmp_path):
+            synced.append((path, r.status()["log_len"] if r is not None else -1))
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    r = node(tmp_path, free_port())
+    try:
+        make_durable(r, str(tmp_path / "raft.journal"), str(tmp_path / "raft.dump"))
+        wait_for(r.is_leader, 10, "a leader")
+        spec, req = JobSpec(command=["true"]), parse_resreq("")
+        for i in range(200):
+            commit(r, [Submit(time=2.0 + i, specs=[spec], reqs=[req], key=f"k{i}")])
+        wait_for(lambda: r.status()["log_len"] < 100, 20, "the journal to be compacted")
+        paths = [p for p, _ in synced]
+        first = paths.index(str(tmp_path / "raft.dump"))  # ValueError: never synced
+        assert paths[first + 1] == str(tmp_path), synced  # then its directory: the rename
+    finally:
+        r.destroy()
+
+
+def test_a_dump_counts_as_written_only_once_synced(tmp_path: Path, monkeypatch) -> None:
+    """``SyncedDumps`` between pysyncobj's compaction and its writer: the child's success reads
+    as still serializing while the sync runs (the journal is not cut meanwhile), then success;
+    a sync that fails reads as failure (the journal is kept)."""
+    import os
+
+    from pysyncobj.serializer import SERIALIZER_STATE as ST
+
+    from xce.daemons.raft import SyncedDumps
+
+    class Writer:  # pysyncobj's Serializer as the compaction sees it: the child has just succeeded
+        def __init__(self) -> None:
+            self.states = [(ST.SUCCESS, 41)]
+            self.started: list[int] = []
+
+        def checkSerializing(self):  # noqa: N802
+            return self.states.pop(0) if self.states else (ST.NOT_SERIALIZING, None)
+
+        def serialize(self, data, id):  # noqa: A002
+            self.started.append(id)
+
+    dump = tmp_path / "raft.dump"
+    dump.write_bytes(b"dump")
+    go, real = threading.Event(), os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (go.wait(10), real(fd)))
+    w = SyncedDumps(Writer(), str(dump))
+    assert w.checkSerializing() == (ST.SERIALIZING, 41)
+    w.serialize(("data",), 42)
+    assert w.inner.started == []  # no new dump while this one is being synced
+    assert w.checkSerializing() == (ST.SERIALIZING, 41)
+    go.set()
+    wait_for(lambda: w.checkSerializing() != (ST.SERIALIZING, 41), 10, "the sync")
+    # (the call that saw the end said SUCCESS; the next asks the writer again)
+    w2 = SyncedDumps(Writer(), str(dump))
+    assert w2.checkSerializing() == (ST.SERIALIZING, 41)
+    wait_for(lambda: not w2.syncing[0].is_alive(), 10, "the sync")
+    assert w2.checkSerializing() == (ST.SUCCESS, 41) and w2.checkSerializing() == (ST.NOT_SERIALIZING, None)
+    w3 = SyncedDumps(Writer(), str(tmp_path / "gone" / "raft.dump"))
+    assert w3.checkSerializing() == (ST.SERIALIZING, 41)
+    wait_for(lambda: not w3.syncing[0].is_alive(), 10, "the sync")
+    assert w3.checkSerializing() == (ST.FAILED, 41)
+

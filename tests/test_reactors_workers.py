@@ -5,11 +5,13 @@ from __future__ import annotations
 from builders import T0, alloc, host
 from reactor_kit import kit
 
-from xce.core.errors import InvalidRequest
+from xce.core.errors import InvalidRequest, Unavailable
 from xce.core.model import HostUsage, JobState
 from xce.core.state import Finish, Kill, Place, RegisterHost
 from xce.proto import schema as S
 from xce.proto.opcodes import Op
+from xce.reactors.outbox import Outbox
+from xce.reactors.timers import on_tick
 
 G = 1 << 30
 
@@ -281,3 +283,33 @@ def test_hist_shows_a_running_jobs_start_from_soft_state_and_its_finish_commits_
     kept = [(e.event, e.time) for e in k.state.history[job.id]]
     assert kept[-2:] == [("started", T0 + 1.5), ("ended DONE", T0 + 5)]
     assert [e.event for e in k.call(Op.HIST, S.HistRequest(id=job.id)).replies[0][1].events].count("started") == 1
+
+
+# ---- a new leader that has not applied the log it inherited ----------------------------------
+
+def test_a_leader_still_applying_its_inherited_log_decides_nothing_from_it() -> None:
+    """Raft (Ongaro, sec. 8): a new leader knows which entries are committed only once an entry of
+    its own term is; until it has applied that far, its state may lack what the old leader had
+    already acted on.  A job the old leader placed and dispatched is still PEND here: a worker
+    registering with it listed as running must not be told to kill it, nor any other request be
+    answered from that state.  The leader says so (Unavailable: clients and workers retry), and
+    its timers and orders wait too."""
+    k = kit(host("node1"), host("node2"))
+    placed = k.pend_job()                 # placed and started by the old leader: the PLACE is not applied here yet
+    k.raft.inherited = False
+    out = k.call(Op.REGISTER, register("node1", running=[S.RunningTask(placed.id, placed.attempt, 4)]))
+    assert not out.commits and not out.orders and not out.replies
+    ((_, err),) = out.errors
+    assert isinstance(err, Unavailable) and "still applying" in str(err)
+    assert isinstance(k.call(Op.JOBS, S.JobsRequest(ids=[placed.id])).errors[0][1], Unavailable)
+    # Its timers: a host silent for ever is not timed out from a state that may be behind.
+    k.ctx.live.last_seen["node2"] = T0 - 10_000
+    ticked = Outbox()
+    on_tick(k.ctx, T0 + 10_000, ticked)
+    assert not ticked.commits and not ticked.orders
+    # Once it has applied through its own term's first entry it serves, and the job is there.
+    k.state.apply(Place(time=T0 + 1, job_id=placed.id, attempt=0, allocs=[alloc("node1", 1, "1G")]))
+    k.raft.inherited = True
+    after = k.commit_all(k.call(Op.REGISTER, register("node1", running=[S.RunningTask(placed.id, placed.attempt, 4)])))
+    assert after.replies[0][1].kill == []
+    assert k.ctx.book.confirmed[(placed.id, "node1")] == placed.attempt

@@ -41,7 +41,7 @@ from xce.core.resreq import parse_resreq
 from xce.core.result import Err
 from xce.core.state import Changes, ClusterState, encode_batch
 from xce.daemons.heap import HeapUpkeep
-from xce.daemons.raft import Pending, ReplicatedState, fsync_journal, make_conf
+from xce.daemons.raft import Pending, ReplicatedState, make_conf, make_durable
 from xce.proto import schema as S
 from xce.proto.codec import STREAM_WELCOME, decode_envelope, decode_request, encode, error_reply
 from xce.proto.opcodes import Op
@@ -85,6 +85,7 @@ class RaftPort:
     def __init__(self, raft: ReplicatedState, router_by_raft: dict[str, str]) -> None:
         self.raft = raft
         self.router_by_raft = router_by_raft
+        self.caught_up_term = -1
 
     @property
     def state(self) -> ClusterState:  # pysyncobj may swap the object on snapshot load
@@ -102,6 +103,16 @@ class RaftPort:
 
     def status(self) -> dict[str, Any]:
         return self.raft.status()
+
+    def caught_up(self) -> bool:
+        """Leader, and the log it was elected with applied (kept for the term once true)."""
+        term = self.raft.term()
+        if self.caught_up_term == term:
+            return self.raft.is_leader()
+        if self.raft.is_leader() and self.raft.inherited_applied():
+            self.caught_up_term = term
+            return True
+        return False
 
     def take_changes(self) -> Changes:
         return self.raft.take_changes()
@@ -135,7 +146,7 @@ class Controller:
                          compact_entries=c.compact_entries, compact_seconds=c.compact_seconds)
         self.raft = ReplicatedState(c.raft_address, list(c.peers), conf, self._wake)
         if c.durability == "fsync":
-            fsync_journal(self.raft, journal)
+            make_durable(self.raft, journal, str(state_dir / "raft.dump"))
         self.out = Outbox()
         self.rc = self._context(cfg, RaftPort(self.raft, router_by_raft))
         # What every controller shares and no one else holds: the launch tokens' key (xce launch).

@@ -6,8 +6,8 @@ log entry (the brief measured 200k+ updates/s that way).  pysyncobj pickles
 its own log entries, so the Raft port must stay private and password-protected.
 
 Attributes set before ``super().__init__`` are pysyncobj's "not replicated"
-ones: the locks, the notification hook and ``changes``, what applied batches changed
-since the shell last took them (``take_changes``).  ``self.state`` and ``self.backlog``
+ones: the locks, the notification hook, ``elected`` and ``changes``, what applied batches
+changed since the shell last took them (``take_changes``).  ``self.state`` and ``self.backlog``
 are replicated and are what snapshots (pysyncobj's full dump) persist.
 
 The Raft thread never waits for the controller's loop.  The loop holds ``lock`` while it
@@ -34,6 +34,7 @@ from typing import Any
 
 from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.journal import dumps
+from pysyncobj.serializer import SERIALIZER_STATE
 
 from xce.core.result import Result
 from xce.core.state import Changes, ClusterState, decode_batch
@@ -71,6 +72,9 @@ class ReplicatedState(SyncObj):
         self.changes = Changes()  # accumulated across batches until the shell takes them
         self.stall_warn = conf.raftMinTimeout  # a tick gap this long lets a follower's election timer fire
         self.last_tick = 0.0
+        # (term, index of its no-op) of this node's last election; before super().__init__,
+        # whose Raft thread may elect this node at once
+        self.elected: tuple[int, int] = (-1, 0)
         super().__init__(self_addr, partners, conf)
         if conf.useFork and conf.autoTick:
             detach_dump_children(getattr(self, "_SyncObj__thread"), self.gate)
@@ -164,6 +168,20 @@ class ReplicatedState(SyncObj):
 
     def is_leader(self) -> bool:
         return bool(self._isLeader())
+
+    def inherited_applied(self) -> bool:
+        """Whether this leader has applied its term's first entry (pysyncobj's no-op, appended on
+        election) and every entry before it, the backlog included: from then on its state holds
+        everything any earlier leader committed (Raft sec. 8).  Reads pysyncobj's private names,
+        pinned by the version range in pyproject.toml."""
+        term, noop = self.elected
+        return term == self.raftCurrentTerm and self._SyncObj__raftLastApplied >= noop and not self.backlog
+
+    def _SyncObj__onBecomeLeader(self) -> None:
+        """pysyncobj's, noting the term and index of the no-op it appends (one assignment, read
+        by the loop's thread: a leader's state flag is set before its no-op's index is)."""
+        SyncObj._SyncObj__onBecomeLeader(self)  # type: ignore[attr-defined]
+        self.elected = (self.raftCurrentTerm, self._SyncObj__noopIDx)
 
     def leader(self) -> str | None:
         node = self._getLeader()
@@ -329,6 +347,75 @@ def _detach_dump_child() -> None:
     if os.getppid() != mine[0]:  # the controller died before prctl took effect
         os._exit(1)
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+
+
+def make_durable(obj: SyncObj, journal: str, dump: str) -> None:
+    """durability = "fsync": the journal's appends (``fsync_journal``) and the full dumps that
+    replace its entries (``SyncedDumps``) reach the disk before Raft relies on them."""
+    fsync_journal(obj, journal)
+    setattr(obj, "_SyncObj__serializer", SyncedDumps(getattr(obj, "_SyncObj__serializer"), dump))
+
+
+class SyncedDumps:
+    """pysyncobj's full-dump writer, whose success waits until the dump is on disk.
+
+    pysyncobj's forked child writes raft.dump.tmp and renames it over raft.dump; on the
+    child's success the Raft thread deletes the journal entries the dump holds.  Neither
+    fsyncs, so after a power cut the journal could be cut while the dump's blocks (or its
+    rename) were still in the page cache: committed entries gone.  Here the child's success
+    is reported as still serializing while a thread syncs the dump and its directory, and as
+    success once they are synced (failure if the sync fails: the journal is kept, and the
+    next compaction tries again).  The Raft thread itself never waits on the disk.  Reads
+    pysyncobj's private serializer interface, pinned by the version range in pyproject.toml.
+    """
+
+    def __init__(self, inner: Any, path: str) -> None:
+        self.inner, self.path = inner, path
+        self.syncing: tuple[threading.Thread, Any, list[OSError]] | None = None
+
+    def checkSerializing(self) -> tuple[int, Any]:  # noqa: N802 - pysyncobj's name
+        if self.syncing is not None:
+            thread, sid, errors = self.syncing
+            if thread.is_alive():
+                return SERIALIZER_STATE.SERIALIZING, sid
+            self.syncing = None
+            if errors:
+                log.warning("the full dump %s could not be synced (%s); its journal entries are kept",
+                            self.path, errors[0])
+                return SERIALIZER_STATE.FAILED, sid
+            return SERIALIZER_STATE.SUCCESS, sid
+        status, sid = self.inner.checkSerializing()
+        if status != SERIALIZER_STATE.SUCCESS:
+            return status, sid
+        errors: list[OSError] = []
+        thread = threading.Thread(target=_sync_file, args=(self.path, errors), name="xce-dump-sync", daemon=True)
+        self.syncing = (thread, sid, errors)
+        thread.start()
+        return SERIALIZER_STATE.SERIALIZING, sid
+
+    def serialize(self, data: Any, id: Any) -> None:  # noqa: A002 - pysyncobj's signature
+        if self.syncing is None:  # pysyncobj starts one only when told it is not serializing
+            self.inner.serialize(data, id)
+
+    def __getattr__(self, name: str) -> Any:  # transmissions to followers, deserialize: the inner's
+        return getattr(self.inner, name)
+
+
+def _sync_file(path: str, errors: list[OSError]) -> None:
+    """fsync ``path`` and then its directory (the rename that put it there)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        dfd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError as e:
+        errors.append(e)
 
 
 def fsync_journal(obj: SyncObj, path: str) -> None:

@@ -48,7 +48,7 @@ def on_applied(ctx: Context, now: float, out: Outbox) -> None:
         return  # what the old state's commands changed is in the rebuild (and the new epoch)
     if not changes:
         return
-    leading = ctx.raft.is_leader()
+    leading = ctx.raft.caught_up()  # leadership(): orders wait until the inherited log is applied
     jobs = [j for jid in changes.jobs if (j := st.jobs.get(jid)) is not None]
     if leading:  # a follower's ledger is rebuilt when it takes over
         for job in jobs:
@@ -99,8 +99,12 @@ def queue_sizing(q: Any, cluster_fallback: str) -> dict[str, Any]:
 
 
 def leadership(ctx: Context, now: float, out: Outbox) -> None:
-    """On becoming leader: a new epoch, the ledger rebuilt, a grace period, the configured queues."""
-    leader = ctx.raft.is_leader()
+    """On becoming leader: a new epoch, the ledger rebuilt, a grace period, the configured queues.
+
+    A leader takes office once it has applied the log it was elected with (``caught_up``):
+    before that its state may lack the old leader's last placements and ends, and an order
+    from it could start a job again that had already ended (table.serve says why)."""
+    leader = ctx.raft.caught_up()
     # A leader again in a later term is a new leader too, even if this loop never saw it lose
     # the office (a step-down and an election between two turns, under load): its hosts went
     # to other controllers meanwhile and must have the grace to come back, or their silence

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from xce.core.errors import NotLeader, ProtocolError, XceError
+from xce.core.errors import NotLeader, ProtocolError, Unavailable, XceError
 from xce.proto.opcodes import Op
 from xce.reactors import clients, control, jobrun, launch, signals, workers
 from xce.reactors.access import DAEMON_OPS, audit_entry, authorize, check_daemon_key
@@ -74,8 +74,15 @@ def serve(ctx: Context, req: Request, body: Any, out: Outbox, mono: float = 0.0)
             body = authorize(ctx, req, body, mono)
         route = ROUTES.get(op)
         if not route or not route.any_role:
-            if not ctx.raft.is_leader() and not (op in STALE_READS and body.stale_ok):
+            stale_ok = op in STALE_READS and body.stale_ok
+            if not ctx.raft.is_leader() and not stale_ok:
                 raise NotLeader(ctx.raft.leader())
+            if not stale_ok and not ctx.raft.caught_up():
+                # Raft sec. 8: until it has applied its own term's first entry, a new leader's
+                # state may lack what the old leader acted on (a job placed and started, a
+                # job ended): no answer, order or kill may come from it (clients retry).
+                raise Unavailable(f"the new leader (term {ctx.raft.term()}) is still applying the log it was "
+                                  "elected with; try again")
         if route is None:
             raise ProtocolError(f"{op.name} is not served by the controller")
         if route.audited:

@@ -29,7 +29,7 @@ CLEANUP_SLACK = 1000  # finished jobs past keep_finished before a Cleanup is wor
 
 
 def on_tick(ctx: Context, now: float, out: Outbox) -> None:
-    if now < ctx.next_check or not ctx.raft.is_leader():
+    if now < ctx.next_check or not ctx.raft.caught_up():  # table.serve: a new leader's state may be behind
         return
     ctx.next_check = now + CHECK_PERIOD
     hosts_silent(ctx, now, out)
