@@ -32,6 +32,7 @@ from xce.core.state import (
     RegisterHost,
     RemoveHosts,
     Requeue,
+    Reserve,
     Resume,
     SetHostAdmin,
     SetQueues,
@@ -509,6 +510,7 @@ def scenario() -> list[Cmd]:
         Switch(time=T0 + 2.5, job_ids=[5], queue="re"),
         SysSuspend(time=T0 + 2.6, job_ids=[2]),
         SysResume(time=T0 + 2.7, job_ids=[2]),
+        Reserve(time=T0 + 2.8, job_id=1, attempt=1, host="n1", mem=G // 4, event="shrunk", detail="peak held still"),
         Modify(time=T0 + 3, job_id=3, mem_limit=G),
         Finish(time=T0 + 4, job_id=1, attempt=1, host="n1", exit_code=0,
                usage=HostUsage(host="n1", reserved=G, actual=G // 3, peak=G // 2, cpu_time=1.5)),
@@ -622,6 +624,7 @@ def full_state() -> ClusterState:
         Place(time=T0 + 4.97, job_id=1, attempt=3,
               allocs=[Alloc("n2", 1, G + G // 2, {"slots": 1, "gpu": 1}),
                       Alloc("n3", 1, G + G // 2, {"slots": 1, "gpu": 1})]),
+        Reserve(time=T0 + 4.98, job_id=1, attempt=4, host="n2", mem=G // 2, event="shrunk", detail="held still"),
         Kill(time=T0 + 5, job_ids=[1], reason="over budget", evict=True),      # preempted by kill
         Finish(time=T0 + 6, job_id=1, attempt=4, host="n2", exit_code=137, signal=9, reason="killed",
                usage=HostUsage(host="n2", reserved=G, actual=G // 2, peak=G // 3 * 2, charged_peak=G,

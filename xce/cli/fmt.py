@@ -60,6 +60,9 @@ def job_long(j: Any, now: float) -> str:
              f"peak {fmt_bytes(j.mem_peak)}, charged {fmt_bytes(j.mem_charged)}, efficiency {pct(j.efficiency)}"]
     if j.mem_basis:
         lines.append(f"  Reservation sized: {j.mem_basis}")
+    if getattr(j, "mem_resized", ""):  # shrunk or restored (docs/accounting.md): in force vs asked, when, why
+        lines.append(f"  Reservation in force: {fmt_bytes(j.mem_reserved)} of {fmt_bytes(j.mem_asked)} asked; "
+                     f"{_when(j.mem_resized_time)} {j.mem_resized}")
     if j.array:
         lines.append(f"  Array: {j.array}, element {split_id(j.id)[1]}")
     if j.project or j.group or j.run_estimate is not None:
@@ -87,8 +90,12 @@ def job_long(j: Any, now: float) -> str:
         lines.append(f"  Reserved but unused: {fmt_bytes(int(j.mem_slack_integral))}·s")
     if j.accounts:
         lines.append("  Per host:")
-        lines.append("    " + table(["HOST", "SLOTS", "RESERVED", "ACTUAL", "PEAK", "CHARGED", "SLACK", "OVERAGE"],
-                                     [[a.host, a.slots, fmt_bytes(a.mem_reserved), fmt_bytes(a.mem_actual),
+        moved = any(a.mem_asked != a.mem_reserved for a in j.accounts if getattr(a, "mem_asked", 0))
+        head = ["HOST", "SLOTS", "RESERVED", *(["ASKED"] if moved else []), "ACTUAL", "PEAK", "CHARGED", "SLACK",
+                "OVERAGE"]
+        lines.append("    " + table(head,
+                                     [[a.host, a.slots, fmt_bytes(a.mem_reserved),
+                                       *([fmt_bytes(a.mem_asked)] if moved else []), fmt_bytes(a.mem_actual),
                                        fmt_bytes(a.mem_peak), fmt_bytes(a.mem_charged), fmt_bytes(a.mem_slack),
                                        fmt_bytes(a.mem_overage)] for a in j.accounts]).replace("\n", "\n    "))
     return "\n".join(lines)

@@ -508,6 +508,11 @@ def cmd_up(a: argparse.Namespace) -> int:
             args += ["--mem-floor", a.mem_floor]
         if a.reclaim_settle is not None:
             args += ["--reclaim-settle", str(a.reclaim_settle)]
+        if a.shrink_age is not None:
+            from xce.site.config import from_dict
+
+            from_dict({"reclaim": {"shrink_age": a.shrink_age}}, "xce up --shrink-age")  # refused here, by its key
+            args += ["--shrink-age", str(a.shrink_age)]
         if a.durability:
             args += ["--durability", a.durability]
         if a.config:
@@ -536,6 +541,8 @@ def cmd_up(a: argparse.Namespace) -> int:
         extra["worker"] = {"mem_floor": a.mem_floor}
     if a.reclaim_settle is not None:
         extra["reclaim"] = {"min_run": a.reclaim_settle, "window": a.reclaim_settle}
+    if a.shrink_age is not None:
+        extra.setdefault("reclaim", {})["shrink_age"] = a.shrink_age
     if a.durability:
         extra["controller"] = {"durability": a.durability}
     extra.setdefault("controller", {}).update(_compaction_conf(a))
@@ -808,6 +815,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--reclaim-settle", type=float, metavar="SECONDS",
                    help="reclaim.min_run and reclaim.window: how long a job runs, and its peak holds "
                    "still, before its slack is lent to reclaiming jobs (docs/accounting.md)")
+    s.add_argument("--shrink-age", type=float, metavar="SHARE",
+                   help="reclaim.shrink_age: lower a running job's reservation to its peak + margin once its peak "
+                   "held still this share of its run (1, the default: never; docs/accounting.md)")
     s.add_argument("--compact-entries", type=int, help="controller.compact_entries (docs/ha.md)")
     s.add_argument("--compact-seconds", type=float, help="controller.compact_seconds (docs/ha.md)")
     s.add_argument("--election-timeout", type=_election_timeout, metavar="MIN,MAX",

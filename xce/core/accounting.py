@@ -28,8 +28,8 @@ at) unsettles it, and it lends nothing for ``window``.  A reclaiming job is char
 other (its reservation is slack until it reports), so the room falls as it is placed; a room
 below 0 (an owner grew; or a reclaiming job outgrew its reservation) sends reclaiming jobs away.
 
-Shrinking (docs/accounting.md "Shrinking a settled reservation"; the replay's ``+shrink`` policies,
-not yet the daemons): a job whose peak has held still for a share of its age has its reservation
+Shrinking (docs/accounting.md "Shrinking a settled reservation"; the replay's ``+shrink`` policies and
+the daemons with ``[reclaim] shrink_age`` below 1, which xce/core/shrink.py applies to accounts): a job whose peak has held still for a share of its age has its reservation
 in force lowered to its peak plus the margin of its peak, and raised back when it grows past it::
 
     shrink_moment(job)  = earliest now with settled(job) and now - peak_at >= shrink_age x (now - since)
@@ -117,7 +117,9 @@ class ReclaimRules:
     min_run: float = 60.0
     window: float = 60.0
     margin: float = 0.1
-    shrink_age: float = 0.6  # a reservation is lowered once its peak held still this share of the job's run so far
+    # A reservation is lowered once its peak held still this share of the job's run so far; 1 or more:
+    # never, the daemons' default ([reclaim] shrink_age; the replay's is 0.6, xce/sim/policies.Knobs).
+    shrink_age: float = 1.0
 
 
 RECLAIM = ReclaimRules()

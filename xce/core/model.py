@@ -226,6 +226,17 @@ class HostUsage(msgspec.Struct, kw_only=True, gc=False):
     slack_integral: float = 0.0  # byte-seconds reserved but unused
 
 
+class Resized(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """The last move of a running job's reservation in force (xce/core/shrink.py): when, on which
+    host, to how much, whether ``shrunk`` or ``restored``, and why.  Shown by `xce jobs -l`."""
+
+    time: float
+    host: str
+    mem: int
+    event: str
+    detail: str = ""
+
+
 class PastRun(msgspec.Struct, frozen=True, gc=False, array_like=True):
     """An earlier run of a requeued job, as fairshare charges it (fairshare.job_rates when it
     was requeued): its slots and charged bytes over [start, end), in the queue it ran in."""
@@ -262,6 +273,11 @@ class Job(msgspec.Struct, kw_only=True, gc=False):
     runs: list[PastRun] = []         # its runs before a requeue: every run's usage is charged (fairshare)
     evictions: int = 0               # times preempted or RECLAIMED (a queue's max_preempt counts them)
     preexec_fails: int = 0           # -E failures, against its queue's max_preexec_retry (0 again on resume)
+    # Shrinking (docs/accounting.md): host -> its share's reservation in force, once the leader moved it
+    # (state.Reserve); a host not here keeps its placement's (Alloc.mem, decayed by duration=).  The last
+    # move, for `xce jobs -l`.  Both are this run's: a requeue forgets them.
+    mem_in_force: dict[str, int] = {}
+    resized: Resized | None = None
 
     @property
     def hosts(self) -> list[str]:

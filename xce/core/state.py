@@ -28,6 +28,9 @@ its dependents are re-evaluated when a job changes (xce/core/deps.py).
 Every change of a job is also an event in its history (``history``: time, event, who
 caused it, detail; bounded per job), for ``xce hist``.
 
+A running job's reservation in force on a host moves only by ``Reserve`` (the leader's shrink or
+restore, xce/core/shrink.py): never above what the share was placed with; a requeue forgets it.
+
 Hosts: ``register`` adds or refreshes one (its admin state survives), ``host_lost``
 marks it unavail, ``remove_hosts`` forgets it (refused while a job runs or is
 suspended there: its processes would go unaccounted).  A removed host whose
@@ -65,6 +68,7 @@ from xce.core.model import (
     Host,
     HostUsage,
     PREEXEC_ENDS,
+    Resized,
     PREEXEC_FAILED,
     Job,
     JobSpec,
@@ -273,6 +277,20 @@ class SysResume(Cmd):
     job_ids: list[int]
 
 
+class Reserve(Cmd):
+    """The leader moves a running job's reservation in force on one host: ``shrunk`` once its peak
+    held still, ``restored`` once its use passed it (xce/core/shrink.py decides; docs/accounting.md).
+    Never above what the share was placed with; one of another attempt, or of a share no longer
+    running, is refused (the decision was made on an older state)."""
+
+    job_id: int
+    attempt: int
+    host: str
+    mem: int
+    event: Literal["shrunk", "restored"]
+    detail: str = ""
+
+
 class HostUnknown(Cmd):
     """A host stopped answering, not yet declared lost: its jobs are UNKWN until it is decided."""
 
@@ -280,7 +298,8 @@ class HostUnknown(Cmd):
 
 
 Command = (Submit | Place | Finish | Kill | RegisterHost | HostLost | SetHostAdmin | RemoveHosts | SetQueues | Modify
-           | Cleanup | Stop | Resume | Requeue | Switch | Move | ModifySpec | SysSuspend | SysResume | HostUnknown)
+           | Cleanup | Stop | Resume | Requeue | Switch | Move | ModifySpec | SysSuspend | SysResume | HostUnknown
+           | Reserve)
 _batch_encoder = msgspec.msgpack.Encoder()
 _batch_decoder = msgspec.msgpack.Decoder(list[Command])
 
@@ -469,6 +488,7 @@ class ClusterState:
         job.kill_requested = job.requeue_requested = False
         job.prior = None
         job.suspend_reason = ""
+        job.mem_in_force, job.resized = {}, None  # the next run is placed, and shrunk, anew
         job.reason = f"requeued: {why}"
 
     def _after_preexec(self, ch: Changes, job: Job, time: float, by: str) -> bool:
@@ -1075,6 +1095,26 @@ class ClusterState:
         ch.jobs.add(job.id)
         self._hist(job.id, cmd.time, "modified", cmd.by, "mem_limit")
 
+    def reserve(self, cmd: Reserve, ch: Changes) -> str:
+        """A share's reservation in force moved (shrunk or restored): one charge change in every ledger."""
+        job = self.jobs.get(cmd.job_id)
+        alloc = next((a for a in job.allocs if a.host == cmd.host), None) if job is not None else None
+        if job is None or job.attempt != cmd.attempt or job.state not in ACTIVE or alloc is None \
+                or cmd.host in job.finished_hosts:
+            raise Conflict(f"job {A.element_text(cmd.job_id)}: no running share on {cmd.host} at attempt "
+                           f"{cmd.attempt} to reserve for")
+        if not 0 <= cmd.mem <= alloc.mem:
+            raise InvalidRequest(f"job {A.element_text(job.id)} on {cmd.host}: a reservation in force of "
+                                 f"{fmt_bytes(cmd.mem)} is outside [0, the {fmt_bytes(alloc.mem)} it was placed with]")
+        if job.mem_in_force.get(cmd.host) == cmd.mem:
+            return "unchanged"  # a decision made twice (its first commit not yet seen when it was made again)
+        job.mem_in_force = {**job.mem_in_force, cmd.host: cmd.mem}
+        job.resized = Resized(cmd.time, cmd.host, cmd.mem, cmd.event, cmd.detail)
+        ch.jobs.add(job.id)
+        self._hist(job.id, cmd.time, f"reservation {cmd.event}", "controller",
+                   f"{cmd.host}: {fmt_bytes(alloc.mem)} asked, {fmt_bytes(cmd.mem)} in force: {cmd.detail}")
+        return "ok"
+
     def cleanup(self, cmd: Cleanup, ch: Changes) -> int:
         drop = len(self.finished_order) - cmd.keep_finished
         if drop <= 0:
@@ -1116,7 +1156,7 @@ HIST_EVENTS = {name: event for event, name in _HIST_NAMES.items()}
 _SUSPEND_AGAIN = {S.USUSP: "stop", S.SSUSP: "sys_suspend"}
 # Commands after which ClusterState.on_host still holds: they never place, move or drop a job,
 # or (HostLost) keep the index up to date themselves.
-_KEEP_ON_HOST = frozenset({HostUnknown, RegisterHost, HostLost})
+_KEEP_ON_HOST = frozenset({HostUnknown, RegisterHost, HostLost, Reserve})
 
 
 def _fmt_ref(ref: JobRef) -> str:
@@ -1132,5 +1172,5 @@ _HANDLERS = {
     Stop: ClusterState.stop, Resume: ClusterState.resume, Requeue: ClusterState.requeue,
     Switch: ClusterState.switch, Move: ClusterState.move, ModifySpec: ClusterState.modify_spec,
     SysSuspend: ClusterState.sys_suspend, SysResume: ClusterState.sys_resume,
-    HostUnknown: ClusterState.host_unknown,
+    HostUnknown: ClusterState.host_unknown, Reserve: ClusterState.reserve,
 }

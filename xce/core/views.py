@@ -20,6 +20,7 @@ from xce.core.jobspec.depend import format_expr
 from xce.core.model import ACTIVE, ArrayJob, Host, HostState, Job, JobSpec, JobState
 from xce.core.placement import job_demand, total_mem
 from xce.core.sched.order import OrderView
+from xce.core.units import fmt_bytes
 
 
 class JobAccountView(msgspec.Struct, kw_only=True):
@@ -32,6 +33,7 @@ class JobAccountView(msgspec.Struct, kw_only=True):
     mem_slack: int
     mem_overage: int
     allocated: dict[str, int] = {}
+    mem_asked: int = 0  # what the share was placed with; mem_reserved is the reservation in force (shrink.py)
 
 
 class ArrayView(msgspec.Struct, kw_only=True):
@@ -111,6 +113,11 @@ class JobView(msgspec.Struct, kw_only=True):
     warn_to: str = ""               # "" all its processes, "batch" its command, "steps" its launched tasks
     cpus_per_task: int = 1          # sbatch -c: its tasks are slots / this
     host_slots: list[int] = []      # slots on each of ``hosts``, in that order: the allocation's (bjobs EXEC_HOST)
+    # Shrinking (docs/accounting.md): mem_reserved is the reservation in force; what the job asked
+    # (was placed with), and the last move of its reservation in force: when, and what and why.
+    mem_asked: int = 0
+    mem_resized_time: float | None = None
+    mem_resized: str = ""           # "shrunk on node1 to 120.0M: peak ..." / "restored on ..."; "" never moved
 
 
 class HostView(msgspec.Struct, kw_only=True):
@@ -189,9 +196,17 @@ OWN: dict[str, Callable[[Job], Any]] = {
     "evictions": lambda j: j.evictions, "pre_exec": lambda j: j.spec.pre_exec,
     "warn_signal": lambda j: j.spec.warn_signal, "warn_time": lambda j: j.spec.warn_time,
     "warn_to": lambda j: j.spec.warn_to, "cpus_per_task": lambda j: j.spec.cpus_per_task,
-    "host_slots": lambda j: [a.slots for a in j.allocs]}
+    "host_slots": lambda j: [a.slots for a in j.allocs],
+    "mem_resized_time": lambda j: j.resized.time if j.resized is not None else None,
+    "mem_resized": lambda j: resized_text(j)}
 # What a row may name: every JobView field but the pending order, which only full views carry.
 ROW_FIELDS = frozenset(JobView.__struct_fields__) - {"order"}
+
+
+def resized_text(job: Job) -> str:
+    """The last move of the job's reservation in force, as `xce jobs -l` says it; "" if none."""
+    r = job.resized
+    return "" if r is None else f"{r.event} on {r.host} to {fmt_bytes(r.mem)}: {r.detail}"
 
 
 def array_title(spec: JobSpec) -> str:
@@ -211,13 +226,14 @@ def row_fields_problem(fields: Sequence[str]) -> str | None:
 def job_view(job: Job, ledger: Ledger) -> JobView:
     accounts: list[JobAccountView] = []
     live = job.state in ACTIVE
+    asked = {a.host: a.mem for a in job.allocs}
     if live:
         for acc in ledger.by_job.get(job.id, []):
             accounts.append(JobAccountView(
                 host=acc.host, slots=acc.allocated.get("slots", 0), mem_reserved=acc.reserved,
                 mem_actual=acc.actual, mem_peak=acc.peak, mem_charged=acc.charged,
                 mem_slack=acc.slack, mem_overage=acc.used,
-                allocated={k: v for k, v in acc.allocated.items() if k != "slots"}))
+                allocated={k: v for k, v in acc.allocated.items() if k != "slots"}, mem_asked=asked.get(acc.host, 0)))
     else:
         for u in job.usage:
             slots = next((a.slots for a in job.allocs if a.host == u.host), 0)
@@ -225,7 +241,7 @@ def job_view(job: Job, ledger: Ledger) -> JobView:
                 host=u.host, slots=slots, mem_reserved=u.reserved, mem_actual=u.actual,
                 mem_peak=u.peak, mem_charged=u.charged_peak,
                 mem_slack=accounting.slack(u.reserved, u.actual),
-                mem_overage=accounting.overage(u.reserved, u.actual)))
+                mem_overage=accounting.overage(u.reserved, u.actual), mem_asked=asked.get(u.host, u.reserved)))
     if accounts and live:
         reserved, actual, peak, charged = live_figures(ledger.by_job[job.id])
     elif accounts:
@@ -238,6 +254,7 @@ def job_view(job: Job, ledger: Ledger) -> JobView:
         **{f: get(job) for f, get in OWN.items()}, mem_reserved=reserved, mem_actual=actual, mem_peak=peak,
         mem_charged=charged, efficiency=efficiency(peak, reserved),
         mem_slack_integral=sum(u.slack_integral for u in job.usage), accounts=accounts,
+        mem_asked=sum(asked.values()) if job.allocs else reserved,
         cpu_time=sum(a.cpu_time for a in ledger.by_job.get(job.id, [])) if live else sum(u.cpu_time for u in job.usage))
 
 

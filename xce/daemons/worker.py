@@ -50,7 +50,7 @@ from xce.security.curve import daemon_keys
 from xce.site.config import Config, endpoints_of, load
 from xce.transport.sockets import dealer
 from xce.worker import jobenv, measure, tasks
-from xce.worker.runner import EnvOf, Runner, Task, share_outcome
+from xce.worker.runner import EnvOf, Runner, Task, set_in_force, share_outcome
 
 log = logging.getLogger("xce.worker")
 # How long the loop waits for work before it starts a spare job wrapper (xce/worker/spare.py):
@@ -392,6 +392,8 @@ class Worker:
         task = self.runner.find(*key)
         if task is not None and task.ended is None:
             task.mem_limit = body.spec.mem_limit  # a repeated order carries `xce modify -M`
+            if set_in_force(task, body.mem_in_force):  # ... and a shrink or restore (the leader's Reserve)
+                self.runner.persist(task)
         if task is not None or self.ending(key):
             return  # a retried dispatch: already started once
         now = time.time()
@@ -403,6 +405,7 @@ class Worker:
                                      index=body.element.index if body.element else body.spec.index,
                                      holder=not first, reclaiming=body.reclaiming,
                                      preexec_timeout=body.preexec_timeout)
+            set_in_force(task, body.mem_in_force)  # dispatched again after a shrink (a worker that was away)
         except XceError as e:
             usage = HostUsage(host=self.name, reserved=body.alloc.mem)
             self.finish_now(body.job_id, body.attempt, now, None, None, f"start failed: {e.message}", usage)

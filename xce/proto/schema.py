@@ -484,6 +484,10 @@ class RunJob(msgspec.Struct, kw_only=True):
     reclaiming: bool = False             # it runs on reclaimable memory (the pressure kill takes it first)
     launch_token: str = ""               # XCE_LAUNCH_TOKEN: what `xce launch` shows (xce/security/launch.py)
     preexec_timeout: float | None = None  # seconds its -E may run (its queue's; LSF JOB_PREPROC_TIMEOUT)
+    # The share's reservation in force once the leader shrank or restored it (state.Reserve); None: the
+    # placement's (alloc.mem, decayed by duration=).  Sent again to a running share when it moves: the
+    # worker's pressure kill and slack integral use it; its MEMLIMIT kill stays the job's -M.
+    mem_in_force: int | None = None
 
 
 class OrderKey(msgspec.Struct):

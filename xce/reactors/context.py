@@ -122,6 +122,9 @@ class Book:
     launches: dict[int, Peek] = field(default_factory=dict)  # ticket -> the client waiting for a TASK_STATE
     # (job, attempt) -> when reclaim sent it away; (job, -1) -> when it resumed it (reclaim.py)
     reclaimed: dict[tuple[int, int], float] = field(default_factory=dict)
+    # (job, host) -> (attempt, reservation in force, sent): a shrink or restore committed and not yet
+    # seen applied, so a heartbeat meanwhile does not decide it again (reactors/shrink.py)
+    resized: dict[tuple[int, str], tuple[int, int, float]] = field(default_factory=dict)
     last_ticket: int = 0
 
     def ticket(self) -> int:
@@ -137,6 +140,7 @@ class Book:
         self.registered_at.clear()
         self.suspended.clear()
         self.signals.clear()
+        self.resized.clear()
         self.wave = 0.0
 
 

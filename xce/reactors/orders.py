@@ -11,7 +11,7 @@ import logging
 
 from xce.core.arrays import split_id
 from xce.core.limits import body_limit
-from xce.core.model import ACTIVE, HostUsage, Job, JobState, reclaiming
+from xce.core.model import ACTIVE, Alloc, HostUsage, Job, JobState, reclaiming
 from xce.core.state import Finish
 from xce.proto import schema as S
 from xce.proto.codec import encode
@@ -50,18 +50,13 @@ def dispatch(ctx: Context, job: Job, host: str, now: float, out: Outbox) -> None
     if job.kill_requested:
         return  # a killed job is never started: the kill's orders end it (order_kill)
     alloc = next(a for a in job.allocs if a.host == host)
-    duration, decay = mem_decay(job)
     u = ctx.book.unconfirmed.get((job.id, host))
     if u is None or u[0] != job.attempt:
         ctx.book.suspended.pop((job.id, host), None)  # a new attempt starts running
     ctx.book.unconfirmed[(job.id, host)] = (job.attempt, now)
     if host not in ctx.book.workers:
         return  # re-sent once its worker registers
-    order = S.RunJob(job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
-                     mem_duration_s=duration, mem_decay=decay, slots=[a.slots for a in job.allocs],
-                     element=array_element(job), reclaiming=reclaiming(job.spec, ctx.live.reclaim_queues),
-                     launch_token=make_token(ctx.launch_key, job.id, job.attempt),
-                     preexec_timeout=_preexec_timeout(ctx, job))
+    order = run_order(ctx, job, alloc)
     data = encode(Op.RUN_JOB, 0, order, term=ctx.raft.term())
     limit = body_limit(Op.RUN_JOB.name)
     if len(data) > limit:  # a worker would refuse it: end the share now, not re-send it forever
@@ -69,6 +64,28 @@ def dispatch(ctx: Context, job: Job, host: str, now: float, out: Outbox) -> None
                                        f"bytes, over the limit of {limit:,} bytes", out)
         return
     out.order(host, Op.RUN_JOB, order, data)
+
+
+def run_order(ctx: Context, job: Job, alloc: Alloc) -> S.RunJob:
+    """The RUN_JOB of the job's share ``alloc``, as the state says it now."""
+    duration, decay = mem_decay(job)
+    return S.RunJob(job_id=job.id, attempt=job.attempt, spec=job.spec, alloc=alloc, hosts=job.hosts,
+                    mem_duration_s=duration, mem_decay=decay, slots=[a.slots for a in job.allocs],
+                    element=array_element(job), reclaiming=reclaiming(job.spec, ctx.live.reclaim_queues),
+                    launch_token=make_token(ctx.launch_key, job.id, job.attempt),
+                    preexec_timeout=_preexec_timeout(ctx, job), mem_in_force=job.mem_in_force.get(alloc.host))
+
+
+def tell_reservation(ctx: Context, job: Job, host: str, out: Outbox) -> None:
+    """Tell the worker running the job's share on ``host`` its reservation in force (shrunk or restored):
+    its RUN_JOB again, which a worker takes for a task it runs as news of that task (as of ``-M``).  A
+    share not confirmed yet needs nothing: its dispatch, re-sent until confirmed, carries it; a worker
+    that registers again is told at its registration (workers.reconcile)."""
+    alloc = next((a for a in job.allocs if a.host == host), None)
+    if alloc is None or job.state not in ACTIVE or host in job.finished_hosts or host not in ctx.book.workers \
+            or ctx.book.confirmed.get((job.id, host)) != job.attempt:
+        return
+    out.order(host, Op.RUN_JOB, run_order(ctx, job, alloc))
 
 
 def _preexec_timeout(ctx: Context, job: Job) -> float | None:

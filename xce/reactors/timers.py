@@ -119,6 +119,7 @@ def prune_confirmed(ctx: Context) -> None:
                     if (j := jobs.get(k)) is not None and j.state in ACTIVE and j.attempt == v[0]}
     book.reclaimed = {k: t for k, t in book.reclaimed.items()
                       if (j := jobs.get(k[0])) is not None and j.state in ACTIVE}
+    book.resized = {k: v for k, v in book.resized.items() if (j := jobs.get(k[0])) is not None and j.state in ACTIVE}
 
 
 def on_keys_changed(ctx: Context, names: set[str]) -> None:

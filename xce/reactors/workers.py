@@ -18,9 +18,9 @@ from xce.core.sched.preempt import credit_suspended
 from xce.core.state import Finish, Kill, Place, RegisterHost, Requeue, SysResume, SysSuspend
 from xce.proto import schema as S
 from xce.reactors.clients import replier
-from xce.reactors import reclaim
+from xce.reactors import reclaim, shrink
 from xce.reactors.context import Context
-from xce.reactors.orders import dispatch, end_share, orders
+from xce.reactors.orders import dispatch, end_share, orders, tell_reservation
 from xce.reactors.outbox import Outbox, Request
 from xce.reactors.signals import converge
 from xce.replica.live import host_mem
@@ -157,6 +157,8 @@ def reconcile(ctx: Context, body: S.RegisterRequest, now: float, out: Outbox) ->
             book.suspended[(t.job_id, name)] = t.suspended
             book.signals.pop((t.job_id, name), None)  # its word now is all that counts
             converge(ctx, job, now, out)  # a stop or continue it missed (a lost order, a failover)
+            if name in job.mem_in_force:  # a shrink or restore it may have missed (a lost order, a failover)
+                tell_reservation(ctx, job, name, out)
     book.registered_at[name] = now
     known = {(t.job_id, t.attempt) for t in body.running}
     # The host's own jobs, from its ledger book (an account is open for every active job
@@ -196,6 +198,8 @@ def on_heartbeat(ctx: Context, req: Request, body: S.Heartbeat, out: Outbox) -> 
                                          u.cpu_time, now)
         if moved is not None:
             news["samples"].append(S.HostSamples(body.host, *moved))
+    if live.shrinking:  # before reclaim: a grown job's restore counts the reclaiming jobs' charges as room
+        shrink.on_usage(ctx, body.host, now, out)
     if body.host in live.ledger.borrowing:  # also when nothing moved: settling and the floor move with time
         reclaim.on_usage(ctx, body.host, now, out)
     news["live"].append(S.HostLive(body.host, body.os_available, now, host_mem(live.ledger.host_totals(body.host))))

@@ -8,6 +8,8 @@ Checks, naming every violation:
 - every running job has an account on each of its hosts whose share still runs, with its
   allocation, and none on a host whose share ended;
 - every running job's allocations are what its own request gives (placement.allocation_reason);
+- a share whose reservation in force moved (shrunk or restored: xce/core/shrink.py) keeps it within
+  [0, what it was placed with], and its account reserves exactly that;
 - every RUN job has a task on each host whose share still runs, one heartbeat after it was
   placed or its host registered with this leader, whichever is later (given the leader's
   dispatch records: ``Dispatch``);
@@ -87,6 +89,12 @@ def _accounts(job: Job, live: Live, problems: list[str]) -> None:
         elif acc.allocated.get("slots", 0) != a.slots:
             problems.append(f"job {job.id} on {a.host}: account holds "
                             f"{acc.allocated.get('slots', 0)} slots, allocation {a.slots}")
+        moved = job.mem_in_force.get(a.host)
+        if moved is not None and not 0 <= moved <= a.mem:
+            problems.append(f"job {job.id} on {a.host}: reservation in force {moved} outside [0, {a.mem} placed]")
+        if acc is not None and moved is not None and acc.reserved != moved:
+            problems.append(f"job {job.id} on {a.host}: account reserves {acc.reserved}, its reservation in "
+                            f"force is {moved}")
 
 
 def _tasks(job: Job, d: Dispatch, problems: list[str]) -> int:

@@ -19,6 +19,7 @@ from xce.core import accounting
 from xce.core.accounting import HostTotals, Ledger
 from xce.core.model import ACTIVE, Host, Job, reclaiming
 from xce.core.resreq import rusage_amount
+from xce.core.shrink import in_force, never
 from xce.core.views import OWN, HostView, JobView, host_view, job_view
 from xce.proto.schema import Event, HostLive, HostMem, HostSamples, JobSample
 
@@ -68,6 +69,11 @@ class Live:
     def rules(self) -> accounting.ReclaimRules:
         return self.ledger.rules
 
+    @property
+    def shrinking(self) -> bool:
+        """Whether the site shrinks settled reservations (``[reclaim] shrink_age`` below 1)."""
+        return not never(self.ledger.rules)
+
     @rules.setter
     def rules(self, rules: accounting.ReclaimRules) -> None:
         self.ledger.rules = rules
@@ -79,15 +85,17 @@ class Live:
             if self.attempts.get(job.id) == job.attempt:
                 for host in job.finished_hosts:  # a share that ended frees its host at once
                     self.ledger.close_host(job.id, host)
+                for host, mem in job.mem_in_force.items():  # shrunk or restored (state.Reserve): a charge change
+                    self.ledger.set_reserved(job.id, host, mem)
                 return
             self.forget_job(job.id)  # an older placement's accounts, if any
             self.attempts[job.id] = job.attempt
-            duration, decay = mem_decay(job)
+            duration, _ = mem_decay(job)
             borrows = reclaiming(job.spec, self.reclaim_queues)
             for a in job.allocs:
                 if a.host in job.finished_hosts:
                     continue
-                reserved = accounting.reserved_in_force(a.mem, duration, decay, job.start_time, now)
+                reserved = in_force(job, a, now)
                 self.ledger.open(job.id, a.host, reserved, a.virtual, job.attempt,
                                  since=job.start_time or now, reclaiming=borrows)
             if duration is not None:
@@ -108,10 +116,8 @@ class Live:
             if job is None:
                 self.decaying.discard(jid)
                 continue
-            duration, decay = mem_decay(job)
             for a in job.allocs:
-                r = accounting.reserved_in_force(a.mem, duration, decay, job.start_time, now)
-                self.ledger.set_reserved(jid, a.host, r)
+                self.ledger.set_reserved(jid, a.host, in_force(job, a, now))
 
     def apply_sample(self, s: JobSample, now: float | None = None) -> bool:
         acc = self.ledger.accounts.get((s.job_id, s.host))

@@ -41,7 +41,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from xce.core import reclaim
-from xce.core.accounting import ReclaimRules, available_mem, pressure_victim, restored, shrink_moment, shrink_settled, shrunk
+from xce.core.accounting import ReclaimRules, pressure_victim, shrink_moment
+from xce.core.shrink import restore_to, shrink_to
 from xce.core.memretry import mem_kill
 from xce.replica.live import Live
 from xce.core.model import RECLAIMED, Alloc, Host, Job, JobSpec, JobState, Queue, reclaim_queues, reclaiming
@@ -531,34 +532,22 @@ class Engine:
                 self._push(now + at, SHRINK, job.id, attempt << 16)
 
     def _shrink(self, job: Job) -> None:
-        """A shrink-settled job's reservation in force lowered to accounting.shrunk: a charge change."""
+        """A shrink-settled job's reservation in force lowered (xce/core/shrink.py, the daemons' rule): a charge change."""
         ledger, now, rules = self.live.ledger, self.now, self.rules
         for a in job.allocs:
-            b = ledger.books.get(a.host)
-            i = b.index.get(job.id) if b is not None else None
-            if i is None or job.id in b.reclaiming or job.id in b.unreported or not b.reserved[i]:
-                continue
-            if not shrink_settled(b.since[i], b.peak_at[i], now, rules):
-                continue
-            new = shrunk(a.mem, b.peak[i], rules)
-            if new < b.reserved[i]:
+            new = shrink_to(ledger, job.id, a.host, a.mem, now, rules)
+            if new is not None:
                 self._changing([a.host], lambda h=a.host, n=new: ledger.set_reserved(job.id, h, n))
                 self.freed = True
                 self.shrinks += 1
 
     def _restore(self, job: Job) -> None:
-        """A shrunk job whose use passed its reservation in force has it raised back (accounting.restored),
+        """A shrunk job whose use passed its reservation in force has it raised back (xce/core/shrink.py),
         counting the reclaiming jobs' charges as room: they go first (``_reclaim`` sends them away)."""
         ledger = self.live.ledger
         for a in job.allocs:
-            acc = ledger.accounts.get((job.id, a.host))
-            if acc is None or acc.reserved >= a.mem or (acc.actual or 0) <= acc.reserved:
-                continue
-            lent = sum(c.charged for jid in ledger.reclaiming(a.host)
-                       if (c := ledger.accounts.get((jid, a.host))) is not None)
-            room = available_mem(self.os_available(a.host), ledger.host_totals(a.host)) + lent
-            new = restored(a.mem, acc.actual or 0, room)
-            if new > acc.reserved:
+            new = restore_to(ledger, job.id, a.host, a.mem, self.os_available(a.host))
+            if new is not None:
                 self._changing([a.host], lambda h=a.host, n=new: ledger.set_reserved(job.id, h, n))
                 self.restores += 1
 

@@ -135,6 +135,11 @@ class ReclaimConf(msgspec.Struct, forbid_unknown_fields=True):
     min_run: float = 60.0  # seconds a job must have run
     window: float = 60.0   # seconds its peak must have held still
     margin: float = 0.1    # share of its reservation kept back
+    # The share of its run so far a running job's peak must hold still before the leader lowers its
+    # reservation in force to its peak + margin (docs/accounting.md "Shrinking a settled reservation");
+    # 1: never, the default -- a shrunk job that grows back past the host's room is over its
+    # reservation, so shrinking takes back part of the promise made at placement: a site opts in.
+    shrink_age: float = 1.0
 
 
 class PreemptionConf(msgspec.Struct, forbid_unknown_fields=True):
@@ -254,7 +259,7 @@ class Config(msgspec.Struct, forbid_unknown_fields=True):
 
     def reclaim_rules(self) -> ReclaimRules:
         r = self.reclaim
-        return ReclaimRules(min_run=r.min_run, window=r.window, margin=r.margin)
+        return ReclaimRules(min_run=r.min_run, window=r.window, margin=r.margin, shrink_age=r.shrink_age)
 
     def queue_hosts(self, name: str) -> HostSet | None:
         """The hosts queue ``name`` may use (its ``hosts``, groups resolved); None: every host."""
@@ -440,6 +445,8 @@ def _check_reclaim(r: ReclaimConf, bad: Callable[[str, str], ConfigError]) -> No
             raise bad(f"reclaim.{key}", f"must be a number of seconds >= 0, got {getattr(r, key)}")
     if not 0 <= r.margin < 1:
         raise bad("reclaim.margin", f"must be a share of a reservation in [0, 1), got {r.margin}")
+    if not 0 <= r.shrink_age <= 1:
+        raise bad("reclaim.shrink_age", f"must be a share of a job's run in [0, 1] (1: never shrink), got {r.shrink_age}")
 
 
 def _check_host_timeouts(cfg: Config, bad: Callable[[str, str], ConfigError]) -> None:

@@ -172,6 +172,10 @@ class Task:
     cgroup: str = ""                   # its job cgroup's name: the key, or the spare's it ran in
     preexec_timeout: float | None = None  # seconds its -E may run (LSF JOB_PREPROC_TIMEOUT); None: no limit
     preexec_done: bool = False         # its -E ended well (the record says PREEXEC_DONE): the command runs
+    # Its reservation in force once the leader shrank or restored it (RunJob.mem_in_force); None: the
+    # placement's, decayed by duration=.  What the pressure kill and the slack integral read (``in_force``);
+    # the MEMLIMIT kill stays mem_limit, the job's -M: a shrunk job may grow back to what it asked.
+    in_force: int | None = None
     launched: list[Launched] = field(default_factory=list)  # what `xce launch` started in it (tasks.py)
     _proc: subprocess.Popen[bytes] | Spawned | None = field(default=None, repr=False)
     _last_t: float | None = field(default=None, repr=False)
@@ -185,6 +189,21 @@ class Exit(NamedTuple):
     exit_code: int | None
     signal: int | None
     reason: str  # "" normal; the kill reason ("MEMLIMIT", ...); or "exit status lost: ..."
+
+
+def in_force(task: Task, now: float) -> int:
+    """The task's reservation in force: the leader's shrink or restore, else its placement's decayed by duration=."""
+    if task.in_force is not None:
+        return task.in_force
+    return reserved_in_force(task.reserved, task.duration_s, task.decay, task.start_time, now)
+
+
+def set_in_force(task: Task, mem: int | None) -> bool:
+    """The leader told a running task its reservation in force (RunJob.mem_in_force); whether it moved."""
+    if mem is None or mem == task.in_force:
+        return False
+    task.in_force = mem
+    return True
 
 
 def run_elapsed(start: float, now: float, suspended_total: float, suspended_at: float | None) -> float:
@@ -626,7 +645,7 @@ class Runner:
         upd = {"kill_reason": task.kill_reason, "peak": task.peak,
                "slack_integral": task.slack_integral, "saved_at": self.clock(),
                "suspended_at": task.suspended_at, "suspended_total": task.suspended_total,
-               "warned": task.warned}
+               "warned": task.warned, "in_force": task.in_force}
         path = self._upd_path(task.key)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(upd))
@@ -695,7 +714,7 @@ class Runner:
                         reclaiming=rec.get("reclaiming", False),
                         suspended_at=upd.get("suspended_at"), suspended_total=upd.get("suspended_total", 0.0),
                         cgroup=cgroup, _last_t=upd.get("saved_at"), _persisted=bool(upd),
-                        preexec_timeout=rec.get("preexec_timeout"))
+                        preexec_timeout=rec.get("preexec_timeout"), in_force=upd.get("in_force"))
             self._tasks[key] = task
             adopt_tasks(self, task)
             if live:
@@ -862,8 +881,7 @@ class Runner:
             if s is None:
                 continue
             task.peak = max(task.peak, s.peak)
-            sl = slack(reserved_in_force(task.reserved, task.duration_s, task.decay, task.start_time, now),
-                       s.rss)
+            sl = slack(in_force(task, now), s.rss)
             t0 = task._last_t if task._last_t is not None else task.start_time
             prev = task._last_slack if task.last is not None else sl
             if now > t0:
@@ -890,7 +908,7 @@ class Runner:
         now = self.clock()
         running = [t for t in self._tasks.values() if t.ended is None and t.last is not None]
         return pressure_victim(
-            ((t, t.last.rss - reserved_in_force(t.reserved, t.duration_s, t.decay, t.start_time, now))
+            ((t, t.last.rss - in_force(t, now))
              for t in running if t.last is not None),
             {t for t in running if t.reclaiming})
 
