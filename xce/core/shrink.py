@@ -116,14 +116,14 @@ def decide(ledger: Ledger, host: str, jobs: Sequence[Job], os_available: int, no
         new = shrink_to(ledger, job.id, host, a.mem, now, rules)
         if new is not None:
             out.append(Reserve(time=now, job_id=job.id, attempt=job.attempt, host=host, mem=new, event=SHRUNK,
-                               detail=shrink_detail(ledger, job.id, host, a.mem, now, rules)))
+                               detail=shrink_detail(ledger, job.id, host, now, rules)))
     return out
 
 
-def shrink_detail(ledger: Ledger, job_id: int, host: str, asked: int, now: float, rules: ReclaimRules) -> str:
+def shrink_detail(ledger: Ledger, job_id: int, host: str, now: float, rules: ReclaimRules) -> str:
     """Why: its peak, and how long it has held still of how long the job has run."""
     b = ledger.books[host]
     i = b.index[job_id]
     return (f"peak {fmt_bytes(b.peak[i])} held still {now - b.peak_at[i]:.0f} s of a {now - b.since[i]:.0f} s run "
-            f"(shrink_age {rules.shrink_age:g}); asked {fmt_bytes(asked)}, peak + margin {rules.margin:g}")
+            f"(shrink_age {rules.shrink_age:g}): in force its peak + {rules.margin:.0%}")
 
