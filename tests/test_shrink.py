@@ -80,6 +80,16 @@ def test_a_shrunk_account_is_restored_as_far_as_the_room_reaches() -> None:
     assert shrink.restore_to(led, 1, "n1", 4 * G, G) is None
 
 
+def test_a_job_creeping_past_its_shrunk_reservation_on_a_full_host_is_not_restored_at_every_heartbeat() -> None:
+    led = ledger_with()
+    led.report(1, "n1", G, G, now=1.0)
+    led.set_reserved(1, "n1", G + G // 10)
+    led.report(1, "n1", G + G // 10 + M // 2, G + G // 10 + M // 2, now=3.0)  # half a MiB over: noise
+    assert shrink.restore_to(led, 1, "n1", 4 * G, 0) is None
+    led.report(1, "n1", G + G // 10 + 50 * M, G + G // 10 + 50 * M, now=4.0)  # past 1 % of what it asked
+    assert shrink.restore_to(led, 1, "n1", 4 * G, 0) == G + G // 10 + 50 * M
+
+
 def test_a_restore_counts_the_reclaiming_jobs_charges_as_room_they_go_first() -> None:
     led = ledger_with()
     led.open(2, "n1", G, {"slots": 1}, since=0.0, reclaiming=True)

@@ -9,7 +9,8 @@ only says which accounts they apply to::
     shrink_to(account)   = shrunk(asked, peak)    if reported, not reclaiming, reserves something,
                                                   shrink-settled now, and that is below its reservation in force
     restore_to(account)  = restored(asked, actual, room)   if its reservation in force is below what it
-                                                  asked and its actual passed it, and that is above it
+                                                  asked and its actual passed it, and that is a large
+                                                  rise above it (accounting.large_rise) or all it asked
     room(host)           = available_for_scheduling(host) + the reclaiming jobs' charges there (they go first)
 
 ``asked``: the reservation the job was placed with on that host (``Alloc.mem``); a reservation
@@ -89,7 +90,10 @@ def restore_to(ledger: Ledger, job_id: int, host: str, asked: int, os_available:
     if acc is None or acc.reserved >= asked or (acc.actual or 0) <= acc.reserved:
         return None
     new = accounting.restored(asked, acc.actual or 0, room(ledger, host, os_available))
-    return new if new > acc.reserved else None
+    # Only a rise past a steady job's noise: on a full host a job creeping up would otherwise be
+    # restored (a Raft commit, a history line) at every heartbeat, for a charge that does not
+    # move (its charge is its actual either way).
+    return new if accounting.large_rise(acc.reserved, new, asked) or new == asked > acc.reserved else None
 
 
 def decide(ledger: Ledger, host: str, jobs: Sequence[Job], os_available: int, now: float,
