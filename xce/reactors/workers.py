@@ -133,17 +133,26 @@ def on_register(ctx: Context, req: Request, body: S.RegisterRequest, out: Outbox
                 registered_time=now, version=body.version,
                 attrs={**body.attrs, "measure": body.measure}, virtual=body.virtual)
 
+    # What this leader had heard start on the host when the list came: the list is the worker's
+    # as it sent it, and a start heard while RegisterHost commits is newer than the list.
+    heard = {j: a for j in ctx.live.ledger.jobs_on(body.host) if (a := book.confirmed.get((j, body.host))) is not None}
+
     def registered(result: Result, out: Outbox) -> None:
-        kill = reconcile(ctx, body, now, out)
+        kill = reconcile(ctx, body, now, out, heard)
         out.reply(req, S.RegisterReply(heartbeat_interval=ctx.cfg.worker.heartbeat, term=ctx.raft.term(),
                                        kill=kill))
     out.commit(RegisterHost(time=now, host=host), registered)
     ctx.stream.news["live"].append(S.HostLive(body.host, body.os_available, now))
 
 
-def reconcile(ctx: Context, body: S.RegisterRequest, now: float, out: Outbox) -> list[S.RunningTask]:
+def reconcile(ctx: Context, body: S.RegisterRequest, now: float, out: Outbox,
+              heard: dict[int, int] | None = None) -> list[S.RunningTask]:
     """The worker's list of tasks against the hard state: what it must kill, what it lost,
-    what it must still start.  Returns the tasks to kill."""
+    what it must still start.  Returns the tasks to kill.
+
+    ``heard``: job -> attempt this leader had seen start on the host when the registration
+    came (None: as now).  Only such a job, missing from the list, is lost; one whose start was
+    heard later began after the worker sent its list (a RUN_JOB on its way), and runs."""
     book, jobs, name = ctx.book, ctx.state.jobs, body.host
     kill: list[S.RunningTask] = []
     for t in body.running:
@@ -170,9 +179,12 @@ def reconcile(ctx: Context, body: S.RegisterRequest, now: float, out: Outbox) ->
         if job is None or job.state not in ACTIVE or name not in job.hosts:
             continue
         if name not in job.finished_hosts and (job.id, job.attempt) not in known:
-            if book.confirmed.get((job.id, name)) == job.attempt:  # it was started there and is gone
+            confirmed = book.confirmed.get((job.id, name)) == job.attempt
+            if confirmed and (heard is None or heard.get(job.id) == job.attempt):
                 out.commit(Finish(time=now, job_id=job.id, attempt=job.attempt, host=name,
-                                  reason="lost: the worker no longer has the job"))
+                                  reason="lost: the worker no longer has the job"))  # it started there, and is gone
+            elif confirmed:
+                pass  # its start was heard after the worker sent its list: it runs
             elif job.kill_requested:  # killed, and the worker (which lists all it runs) never started it
                 end_share(ctx, job, name, now, f"killed before it started on {name}", out)
             else:
