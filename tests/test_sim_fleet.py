@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
+
 from conftest import local_cluster, wait_for
 
 from xce.core.model import Alloc, JobSpec
@@ -70,7 +72,10 @@ def test_a_dispatch_is_confirmed_once_and_its_end_sent_until_committed() -> None
     h.registered = True
     first = h.receive(order(Op.RUN_JOB, run_job(1, ["sleep", "10"])), now=100.0)
     assert [decode_envelope(f).op for f in first] == [Op.JOB_STARTED]
-    assert h.receive(order(Op.RUN_JOB, run_job(1, ["sleep", "10"])), now=100.5) == []  # retried: once
+    # retried (or a new -M): started once, its start confirmed again with the time it started
+    (again,) = h.receive(order(Op.RUN_JOB, run_job(1, ["sleep", "10"], mem_limit=3 * G)), now=100.5)
+    started = msgspec.msgpack.decode(decode_envelope(again).body, type=S.JobStarted)
+    assert (started.job_id, started.time, h.started, h.tasks[(1, 1)].mem_limit) == (1, 100.0, 1, 3 * G)
     h.end_due(105.0)
     assert h.tasks[(1, 1)].rss == G  # half of 2G, reached after the ramp (10 % of the run)
     h.end_due(110.0)

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 import zmq
 
@@ -110,3 +111,23 @@ def test_a_job_that_ends_at_once_is_reported_by_its_end_alone(controller: Contro
 
     assert Op.JOB_STARTED not in run(1, ["true"])
     assert Op.JOB_STARTED in run(2, ["sleep", "0.3"])
+
+
+def test_a_repeated_order_for_a_running_task_is_answered_with_its_start(controller: Controller,
+                                                                          tmp_path: Path) -> None:
+    """A RUN_JOB for a task the worker already runs (`xce modify -M` sends the new limit so, and
+    a leader re-sends an order whose JOB_STARTED it never read, e.g. one sent to the controller
+    before it) is confirmed with the task's JOB_STARTED and its own start time.  Before, the
+    worker stayed silent, and the leader, finding the order unconfirmed, re-sent it every 2 s for
+    the rest of the job's run."""
+    def order(mem_limit: int | None) -> None:
+        spec = JobSpec(command=["sleep", "30"], cwd=str(tmp_path), mem_limit=mem_limit)
+        controller.router.send_multipart([controller.ident, encode(Op.RUN_JOB, 0, S.RunJob(
+            job_id=7, attempt=1, spec=spec, alloc=Alloc("w1", 1), hosts=["w1"]), term=1)])
+
+    order(None)
+    first = msgspec.msgpack.decode(controller.next(Op.JOB_STARTED).body, type=S.JobStarted)
+    order(512 << 20)  # the same task, a new -M
+    again = msgspec.msgpack.decode(controller.next(Op.JOB_STARTED, 5).body, type=S.JobStarted)
+    assert (again.job_id, again.attempt, again.pid) == (first.job_id, first.attempt, first.pid)
+    assert abs(again.time - first.time) < 0.2  # when it started, not when the order came again

@@ -394,6 +394,12 @@ class Worker:
             task.mem_limit = body.spec.mem_limit  # a repeated order carries `xce modify -M`
             if set_in_force(task, body.mem_in_force):  # ... and a shrink or restore (the leader's Reserve)
                 self.runner.persist(task)
+            if not any(t is task for t, _, _ in self.unsent_starts):
+                # Confirmed, or the leader re-sends it until the job ends: it marks every order
+                # it sends unconfirmed, and may never have read the first JOB_STARTED (sent to
+                # the controller before it).  The start as it was, not now.
+                self.send(Op.JOB_STARTED, S.JobStarted(host=self.name, job_id=task.job_id, attempt=task.attempt,
+                                                       pid=task.pid, time=task.start_time))
         if task is not None or self.ending(key):
             return  # a retried dispatch: already started once
         now = time.time()

@@ -211,8 +211,13 @@ class SimHost:
 
     def _run(self, body: S.RunJob, now: float) -> list[Frame]:
         key = (body.job_id, body.attempt)
-        if key in self.tasks or any((m.job_id, m.attempt) == key for m in self.ending()):
-            return []  # a retried dispatch: started once already
+        if key in self.tasks:  # a repeated order (a new -M, or a start the leader never read): confirmed, as the worker does
+            t = self.tasks[key]
+            t.mem_limit = body.spec.mem_limit
+            return [self._frame(Op.JOB_STARTED, S.JobStarted(host=self.name, job_id=t.job_id, attempt=t.attempt,
+                                                             pid=0, time=t.started))[1]]
+        if any((m.job_id, m.attempt) == key for m in self.ending()):
+            return []  # a retried dispatch of a task that ended: its end is on its way
         slots = max(1, body.alloc.slots)
         reserve = body.alloc.mem
         job = SimJob(trace_id=body.job_id, submit=now, run=run_time(body.spec, self.model.run_time), slots=slots,
