@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -64,6 +65,26 @@ def proc_state(pid: int | Path) -> str:
         return state
     except (OSError, ValueError, IndexError):
         return "?"
+
+
+def sigstop(pid: int, timeout: float = 10.0) -> None:
+    """SIGSTOP ``pid`` and wait until every thread of it is stopped.
+
+    The kernel wakes one thread for a SIGSTOP; the others stop only once that thread has run
+    and spread the group stop (do_signal_stop).  On a loaded machine that thread may wait for
+    a core for a while, and meanwhile another thread woken by I/O runs on: a "stopped"
+    follower's Raft thread answered the leader's append-entries 9-219 ms after the kill, so
+    a leader cut off by the test still committed (test_e2e_ha, 1 run in ~30 at load 4+)."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped() -> bool:
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+            return all(Path(f"/proc/{pid}/task/{t}/stat").read_text().rsplit(")", 1)[1].split()[0] in "Tt"
+                       for t in tasks)
+        except OSError:
+            return False
+    wait_for(stopped, timeout, f"every thread of {pid} stopped", interval=0.005)
 
 
 def pid_alive(pid: int) -> bool:

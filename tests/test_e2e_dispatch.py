@@ -21,7 +21,7 @@ from pathlib import Path
 import msgspec
 import pytest
 import zmq
-from conftest import local_cluster, wait_for
+from conftest import local_cluster, sigstop, wait_for
 
 from xce.core import limits
 from xce.core.errors import InvalidRequest
@@ -68,7 +68,7 @@ def ask(s: zmq.Socket, op: Op, body: object, token: str, rid: int = 1) -> S.Enve
 def scheduler_paused(cluster) -> Iterator[None]:
     """Stop the cluster's own scheduler, so a pending job stays pending for the test to place."""
     pid = cluster.daemon_pid("scheduler")
-    os.kill(pid, signal.SIGSTOP)
+    sigstop(pid)  # every thread, before the test goes on
     try:
         yield
     finally:

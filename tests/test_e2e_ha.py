@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Cluster, local_cluster, pid_alive, wait_for
+from conftest import Cluster, local_cluster, pid_alive, sigstop, wait_for
 
 from xce.core.errors import XceError
 
@@ -124,7 +124,7 @@ def test_cut_off_leader_stops_acting(tmp_path: Path) -> None:
         from xce.client import Client
 
         for p in followers:  # the leader is now alone: a minority of one
-            os.kill(p, signal.SIGSTOP)
+            sigstop(p)  # every thread: one still running would answer the leader
         try:
             lonely = Client(endpoint=leader.address, state_dir=c.state_dir, timeout=2)
             with pytest.raises(XceError):

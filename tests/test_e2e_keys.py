@@ -11,7 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from conftest import local_cluster, wait_for
+from conftest import local_cluster, sigstop, wait_for
 from test_e2e_ha import HA_ARGS, controller_pids, leader_pid
 
 from xce.client import Client, cluster_config
@@ -36,7 +36,7 @@ def test_a_rest_submit_while_both_followers_are_paused_creates_one_job(tmp_path:
         lead = leader_pid(c)
         followers = [p for p in controller_pids(c).values() if p != lead]
         for p in followers:
-            os.kill(p, signal.SIGSTOP)
+            sigstop(p)
         resume = threading.Timer(4.0, lambda: [os.kill(p, signal.SIGCONT) for p in followers])
         resume.start()
         try:
