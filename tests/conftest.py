@@ -87,6 +87,16 @@ def sigstop(pid: int, timeout: float = 10.0) -> None:
     wait_for(stopped, timeout, f"every thread of {pid} stopped", interval=0.005)
 
 
+def memhog(*steps: str) -> list[str]:
+    """A job that holds resident memory in ``MB:SECONDS`` steps (xce/jobs/memhog.py)."""
+    return [sys.executable, "-m", "xce.jobs.memhog", *steps]
+
+
+def audit_ok(c: Cluster) -> None:
+    r = c.client.audit()
+    assert r.problems == [], r.problems
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

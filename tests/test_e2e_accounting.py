@@ -5,23 +5,13 @@ from __future__ import annotations
 import json
 import os
 import time
-import sys
 from pathlib import Path
 
-from conftest import Cluster, local_cluster, wait_for
+from conftest import Cluster, audit_ok, local_cluster, memhog, wait_for
 
 MB = 1024 * 1024
 G = 1024 * MB
 ENV = dict(os.environ)
-
-
-def memhog(*steps: str) -> list[str]:
-    return [sys.executable, "-m", "xce.jobs.memhog", *steps]
-
-
-def audit_ok(c: Cluster) -> None:
-    r = c.client.audit()
-    assert r.problems == [], r.problems
 
 
 def test_overage_blocks_and_slack_holds_the_promise(tmp_path: Path) -> None:

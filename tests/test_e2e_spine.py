@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from pathlib import Path
 
-from conftest import Cluster, local_cluster, wait_for
+from conftest import Cluster, local_cluster, memhog, wait_for
 
 MB = 1024 * 1024
 ENV = dict(os.environ)  # jobs run python with xce importable, as a bsub-like submit would
-
-
-def memhog(*steps: str) -> list[str]:
-    return [sys.executable, "-m", "xce.jobs.memhog", *steps]
 
 
 def test_jobs_run_with_exit_codes_and_output_files(cluster2: Cluster, tmp_path: Path) -> None:
